@@ -1,0 +1,34 @@
+/// Version macros, the EMBER_ASSERT precondition hook and OpenMP detection for ember.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#define EMBER_VERSION_MAJOR 0
+#define EMBER_VERSION_MINOR 1
+#define EMBER_VERSION_PATCH 0
+#define EMBER_VERSION (EMBER_VERSION_MAJOR * 10000 + EMBER_VERSION_MINOR * 100 + EMBER_VERSION_PATCH)
+
+/// EMBER_ASSERT(cond) states a precondition of a detail kernel, which the public entry point that
+/// calls it has already validated. It maps to `assert` unless the user defines it before including
+/// ember (as with `eigen_assert`); ember's own tests define it to throw so preconditions are testable.
+/// Public API never relies on it: bad user input is reported by exceptions in every build type.
+#ifndef EMBER_ASSERT
+#include <cassert>
+#define EMBER_ASSERT(cond) assert(cond)
+#endif
+
+/// EMBER_HAS_OPENMP is 1 when the including translation unit is compiled with OpenMP. ember's
+/// parallel loops are plain `#pragma omp` loops, inert otherwise; it never starts threads of its own.
+#if defined(_OPENMP)
+#define EMBER_HAS_OPENMP 1
+#include <omp.h>
+#else
+#define EMBER_HAS_OPENMP 0
+#endif
+
+#define EMBER_PRAGMA_(x) _Pragma(#x)
+#if EMBER_HAS_OPENMP
+/// Parallel-for over a loop, static schedule, only when the trip count `n` is worth the threads.
+#define EMBER_OMP_FOR(n) EMBER_PRAGMA_(omp parallel for schedule(static) if ((n) >= 64))
+#else
+#define EMBER_OMP_FOR(n)
+#endif

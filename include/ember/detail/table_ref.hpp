@@ -1,0 +1,47 @@
+/// A plain (pointer, rows, cols, row stride) view of a row-major table, the one shape every
+/// ember kernel takes so owning tables, views and blocks share the same code.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "ember/types.hpp"
+
+namespace ember::detail {
+
+/// Read-only row-major table: element (r, c) is data[r * stride + c].
+template <class T>
+struct ConstTableRef {
+  const T* data;
+  Index rows;
+  Index cols;
+  Index stride;
+  [[nodiscard]] const T* row(Index r) const noexcept { return data + r * stride; }
+};
+
+/// Writable row-major table: element (r, c) is data[r * stride + c].
+template <class T>
+struct TableRef {
+  T* data;
+  Index rows;
+  Index cols;
+  Index stride;
+  [[nodiscard]] T* row(Index r) const noexcept { return data + r * stride; }
+};
+
+/// Views a row-major Eigen object (matrix, block, Ref, Map with inner stride 1) as a table.
+template <class Derived>
+[[nodiscard]] auto const_table(const Eigen::DenseBase<Derived>& m) noexcept {
+  static_assert(static_cast<bool>(Derived::IsRowMajor) || Derived::ColsAtCompileTime == 1,
+                "ember: tables must be row-major");
+  using T = typename Derived::Scalar;
+  return ConstTableRef<T>{m.derived().data(), m.rows(), m.cols(), m.derived().outerStride()};
+}
+
+/// Views a writable row-major Eigen object as a table.
+template <class Derived>
+[[nodiscard]] auto mutable_table(Eigen::DenseBase<Derived>& m) noexcept {
+  static_assert(static_cast<bool>(Derived::IsRowMajor), "ember: tables must be row-major");
+  using T = typename Derived::Scalar;
+  return TableRef<T>{m.derived().data(), m.rows(), m.cols(), m.derived().outerStride()};
+}
+
+}  // namespace ember::detail

@@ -1,0 +1,15 @@
+/// Umbrella header: every public header of ember's core. Include the specific headers in
+/// production code; this one is for exploration.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "ember/config.hpp"
+#include "ember/embedding.hpp"
+#include "ember/errors.hpp"
+#include "ember/init.hpp"
+#include "ember/input_embedding.hpp"
+#include "ember/positional.hpp"
+#include "ember/random.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/tied_logits.hpp"
+#include "ember/types.hpp"

@@ -1,0 +1,98 @@
+/// The exceptions ember throws at its public entry points: IndexError, ShapeError, ValueError,
+/// FormatError, all derived from ember::Error and from the matching standard exception.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "ember/types.hpp"
+
+namespace ember {
+
+/// Common base of every ember exception, so callers can catch them all at once.
+/// It is a mix-in: each concrete type also derives from the matching std exception.
+class Error {
+ public:
+  virtual ~Error() = default;
+  /// The full message, the same text as the std exception's what().
+  [[nodiscard]] virtual const char* message() const noexcept = 0;
+
+ protected:
+  Error() = default;
+  Error(const Error&) = default;
+  Error& operator=(const Error&) = default;
+};
+
+/// An id or position outside its valid range [0, bound).
+///
+/// Fields: position() is the index in the caller's input where the bad value was found (or -1 when
+/// the value is a single argument), value() the offending value, bound() the exclusive upper bound.
+/// Example message: `Embedding::forward: id 50257 at position 3 is outside [0, 50257)`.
+class IndexError : public std::out_of_range, public Error {
+ public:
+  IndexError(const std::string& what, Index position, std::int64_t value, std::int64_t bound)
+      : std::out_of_range(what), position_(position), value_(value), bound_(bound) {}
+  [[nodiscard]] Index position() const noexcept { return position_; }
+  [[nodiscard]] std::int64_t value() const noexcept { return value_; }
+  [[nodiscard]] std::int64_t bound() const noexcept { return bound_; }
+  [[nodiscard]] const char* message() const noexcept override { return what(); }
+
+ private:
+  Index position_;
+  std::int64_t value_;
+  std::int64_t bound_;
+};
+
+/// A tensor (or size argument) whose shape does not match what the call requires.
+///
+/// Fields: expected() and actual() hold the mismatched extent, dimension() says which one
+/// (0 = rows, 1 = columns, -1 = a scalar size argument such as d_model).
+/// Example message: `Embedding::backward: grad_out has 768 columns, expected d_model = 512`.
+class ShapeError : public std::invalid_argument, public Error {
+ public:
+  ShapeError(const std::string& what, int dimension, Index expected, Index actual)
+      : std::invalid_argument(what), dimension_(dimension), expected_(expected), actual_(actual) {}
+  [[nodiscard]] int dimension() const noexcept { return dimension_; }
+  [[nodiscard]] Index expected() const noexcept { return expected_; }
+  [[nodiscard]] Index actual() const noexcept { return actual_; }
+  [[nodiscard]] const char* message() const noexcept override { return what(); }
+
+ private:
+  int dimension_;
+  Index expected_;
+  Index actual_;
+};
+
+/// A scalar argument outside its valid domain (a non-positive standard deviation, a non-finite
+/// learning rate, ...). Fields: value() is the offending value.
+class ValueError : public std::invalid_argument, public Error {
+ public:
+  ValueError(const std::string& what, double value) : std::invalid_argument(what), value_(value) {}
+  [[nodiscard]] double value() const noexcept { return value_; }
+  [[nodiscard]] const char* message() const noexcept override { return what(); }
+
+ private:
+  double value_;
+};
+
+/// A malformed or unreadable file. Fields: path() names the file, offset() the byte offset (or
+/// line number, see is_line()) where the problem was detected.
+class FormatError : public std::runtime_error, public Error {
+ public:
+  FormatError(const std::string& what, std::string path, std::uint64_t offset, bool is_line = false)
+      : std::runtime_error(what), path_(std::move(path)), offset_(offset), is_line_(is_line) {}
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  [[nodiscard]] std::uint64_t offset() const noexcept { return offset_; }
+  [[nodiscard]] bool is_line() const noexcept { return is_line_; }
+  [[nodiscard]] const char* message() const noexcept override { return what(); }
+
+ private:
+  std::string path_;
+  std::uint64_t offset_;
+  bool is_line_;
+};
+
+}  // namespace ember

@@ -1,0 +1,70 @@
+/// Core vocabulary types of ember: Index, TokenId, RowMatrix, RowVector and the IdRange concept.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <ranges>
+#include <span>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+namespace ember {
+
+/// Signed size and index type, identical to Eigen's, so loops over Eigen sizes need no casts.
+using Index = Eigen::Index;
+
+/// The integer id of a token: a row number of an embedding table.
+using TokenId = std::int64_t;
+
+/// Row-major dynamic matrix: rows are contiguous, so a lookup is a row copy.
+template <class T>
+using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// Dynamic row vector (one embedding row).
+template <class T>
+using RowVector = Eigen::Matrix<T, 1, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// An integer type usable as a token id: any integral type except bool and character types whose
+/// values all fit in std::int64_t (so std::uint64_t is excluded: its large values have no id).
+template <class I>
+concept TokenIdType =
+    std::integral<I> && !std::same_as<std::remove_cv_t<I>, bool> &&
+    !std::same_as<std::remove_cv_t<I>, char> && !std::same_as<std::remove_cv_t<I>, char8_t> &&
+    !std::same_as<std::remove_cv_t<I>, char16_t> && !std::same_as<std::remove_cv_t<I>, char32_t> &&
+    !std::same_as<std::remove_cv_t<I>, wchar_t> &&
+    (std::is_signed_v<I> || sizeof(I) < sizeof(std::int64_t));
+
+/// A contiguous, sized range of token ids: std::vector<int64_t>, std::span<const int32_t>,
+/// std::array<int, N>, ... Ember views it as a std::span internally and never copies it.
+template <class R>
+concept IdRange = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
+                  TokenIdType<std::ranges::range_value_t<R>>;
+
+/// The scalar types an ember table may hold today.
+template <class T>
+concept Scalar = std::same_as<T, float> || std::same_as<T, double>;
+
+namespace detail {
+
+/// Views any IdRange as a span of its (const) element type.
+template <IdRange R>
+[[nodiscard]] constexpr auto as_id_span(const R& ids) noexcept {
+  using Id = std::remove_cv_t<std::ranges::range_value_t<R>>;
+  return std::span<const Id>(std::ranges::data(ids), std::ranges::size(ids));
+}
+
+/// Helper for static_assert in templates that must never be instantiated.
+template <class>
+inline constexpr bool always_false = false;
+
+}  // namespace detail
+
+/// Message shown when ids of the wrong type are passed to an ember entry point.
+#define EMBER_ID_RANGE_MESSAGE                                                               \
+  "ember: token ids must be a contiguous range of integers (e.g. std::vector<std::int64_t>, " \
+  "std::span<const std::int32_t>); floating-point, bool, char and std::uint64_t ids are "    \
+  "rejected"
+
+}  // namespace ember
