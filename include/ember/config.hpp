@@ -11,9 +11,20 @@
 /// calls it has already validated. It maps to `assert` unless the user defines it before including
 /// ember (as with `eigen_assert`); ember's own tests define it to throw so preconditions are testable.
 /// Public API never relies on it: bad user input is reported by exceptions in every build type.
+#define EMBER_STRINGIFY_(x) #x
+#define EMBER_STRINGIFY(x) EMBER_STRINGIFY_(x)
 #ifndef EMBER_ASSERT
+#if defined(EMBER_TESTING)
+// ember's own test build: a violated precondition throws, so tests can observe it.
+#include <stdexcept>
+#define EMBER_ASSERT(cond)                                                          \
+  ((cond) ? void(0)                                                                 \
+          : throw std::logic_error("EMBER_ASSERT(" #cond ") failed at " __FILE__ ":" \
+                                   EMBER_STRINGIFY(__LINE__)))
+#else
 #include <cassert>
 #define EMBER_ASSERT(cond) assert(cond)
+#endif
 #endif
 
 /// EMBER_HAS_OPENMP is 1 when the including translation unit is compiled with OpenMP. ember's
