@@ -1,0 +1,65 @@
+# Packaging test driver, run via `cmake -P` from ctest.
+#
+# Required -D variables:
+#   MODE                 find_package | add_subdirectory
+#   CONSUMER_SOURCE_DIR  the consumer project (tests/package/<MODE>)
+#   WORK_DIR             scratch directory (wiped on every run)
+#   EMBER_SOURCE_DIR     ember's source tree
+#   EMBER_BINARY_DIR     ember's (configured) build tree, used for `cmake --install`
+#   CXX_COMPILER         compiler of the parent build
+# Optional: GENERATOR, MAKE_PROGRAM, EIGEN3_DIR, CONFIG
+cmake_minimum_required(VERSION 3.21)
+
+foreach(var MODE CONSUMER_SOURCE_DIR WORK_DIR EMBER_SOURCE_DIR EMBER_BINARY_DIR CXX_COMPILER)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "run_package_test.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+if(NOT CONFIG)
+  set(CONFIG Release)
+endif()
+
+function(run_step name)
+  message(STATUS "[package.${MODE}] ${name}: ${ARGN}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "[package.${MODE}] step '${name}' failed (result: ${rc})")
+  endif()
+endfunction()
+
+set(consumer_build "${WORK_DIR}/build")
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+
+set(configure_args
+  -S "${CONSUMER_SOURCE_DIR}"
+  -B "${consumer_build}"
+  "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}"
+  "-DCMAKE_BUILD_TYPE=${CONFIG}")
+if(GENERATOR)
+  list(APPEND configure_args -G "${GENERATOR}")
+endif()
+if(MAKE_PROGRAM)
+  list(APPEND configure_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
+endif()
+if(EIGEN3_DIR)
+  list(APPEND configure_args "-DEigen3_DIR=${EIGEN3_DIR}")
+endif()
+
+if(MODE STREQUAL "find_package")
+  set(prefix "${WORK_DIR}/prefix")
+  run_step(install "${CMAKE_COMMAND}" --install "${EMBER_BINARY_DIR}" --prefix "${prefix}" --config "${CONFIG}")
+  if(NOT EXISTS "${prefix}/share/cmake/ember/emberConfig.cmake")
+    message(FATAL_ERROR "[package.${MODE}] emberConfig.cmake not installed under ${prefix}/share/cmake/ember")
+  endif()
+  list(APPEND configure_args "-DCMAKE_PREFIX_PATH=${prefix}")
+elseif(MODE STREQUAL "add_subdirectory")
+  list(APPEND configure_args "-DEMBER_SOURCE_DIR=${EMBER_SOURCE_DIR}")
+else()
+  message(FATAL_ERROR "run_package_test.cmake: unknown MODE '${MODE}'")
+endif()
+
+run_step(configure "${CMAKE_COMMAND}" ${configure_args})
+run_step(build "${CMAKE_COMMAND}" --build "${consumer_build}" --config "${CONFIG}")
+run_step(run "${consumer_build}/bin/consumer")
+message(STATUS "[package.${MODE}] OK")
