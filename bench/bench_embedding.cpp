@@ -21,7 +21,8 @@ using ember::TokenId;
 std::vector<TokenId> uniform_ids(Index n, Index vocab, std::uint64_t seed) {
   ember::Random rng(seed);
   std::vector<TokenId> ids(static_cast<std::size_t>(n));
-  for (auto& id : ids) id = static_cast<TokenId>(rng.uniform_index(static_cast<std::uint64_t>(vocab)));
+  for (auto& id : ids)
+    id = static_cast<TokenId>(rng.uniform_index(static_cast<std::uint64_t>(vocab)));
   return ids;
 }
 
@@ -132,7 +133,8 @@ void BM_Backward_DenseBaseline(benchmark::State& state) {
   const float s = emb.scale();
   for (auto _ : state) {
     dense.setZero();
-    for (Index i = 0; i < n; ++i) dense.row(ids[static_cast<std::size_t>(i)]) += s * grad_out.row(i);
+    for (Index i = 0; i < n; ++i)
+      dense.row(ids[static_cast<std::size_t>(i)]) += s * grad_out.row(i);
     benchmark::DoNotOptimize(dense.data());
     benchmark::ClobberMemory();
   }
@@ -184,7 +186,10 @@ BENCHMARK(BM_FusedPositions)->Apply(gpt2_and_base);
 BENCHMARK(BM_UnfusedPositions)->Apply(gpt2_and_base);
 BENCHMARK(BM_Backward)->Apply(gpt2_and_base);
 BENCHMARK(BM_Backward_DenseBaseline)->Apply(gpt2_and_base);
-BENCHMARK(BM_Logits)->ArgNames({"vocab", "dim", "n"})->Args({50257, 768, 64})->Args({37000, 512, 64});
+BENCHMARK(BM_Logits)
+    ->ArgNames({"vocab", "dim", "n"})
+    ->Args({50257, 768, 64})
+    ->Args({37000, 512, 64});
 BENCHMARK(BM_ForwardSmallN)->ArgName("n")->DenseRange(1, 8, 7);
 
 BENCHMARK_MAIN();

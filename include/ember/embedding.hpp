@@ -109,8 +109,8 @@ class Embedding {
 
   /// forward(ids) for any other contiguous range of integer ids.
   template <class R>
-    requires(!std::convertible_to<const R&, std::span<const TokenId>>)
-  [[nodiscard]] RowMatrix<T> forward(const R& ids) const {
+  requires(!std::convertible_to<const R&, std::span<const TokenId>>)
+      [[nodiscard]] RowMatrix<T> forward(const R& ids) const {
     if constexpr (IdRange<R>) {
       return forward_owning(detail::as_id_span(ids));
     } else {
@@ -121,8 +121,8 @@ class Embedding {
 
   /// forward(ids, out) for any other contiguous range of integer ids.
   template <class R>
-    requires(!std::convertible_to<const R&, std::span<const TokenId>>)
-  void forward(const R& ids, Eigen::Ref<RowMatrix<T>> out) const {
+  requires(!std::convertible_to<const R&, std::span<const TokenId>>) void forward(
+      const R& ids, Eigen::Ref<RowMatrix<T>> out) const {
     if constexpr (IdRange<R>) {
       forward_into(detail::as_id_span(ids), out);
     } else {
@@ -132,7 +132,8 @@ class Embedding {
 
   // ---- backward -------------------------------------------------------------------------------
 
-  /// Accumulates the table gradient of forward: grad[t] += scale() · Σ_{i : ids[i] = t} grad_out[i].
+  /// Accumulates the table gradient of forward: grad[t] += scale() · Σ_{i : ids[i] = t}
+  /// grad_out[i].
   ///
   /// Only rows present in ids are touched (row-sparse); repeated ids accumulate. The result is
   /// bit-identical for any thread count (see SparseRowGrad).
@@ -147,9 +148,8 @@ class Embedding {
 
   /// backward for any other contiguous range of integer ids.
   template <class R>
-    requires(!std::convertible_to<const R&, std::span<const TokenId>>)
-  void backward(const R& ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
-                SparseRowGrad<T>& grad) const {
+  requires(!std::convertible_to<const R&, std::span<const TokenId>>) void backward(
+      const R& ids, const Eigen::Ref<const RowMatrix<T>>& grad_out, SparseRowGrad<T>& grad) const {
     if constexpr (IdRange<R>) {
       backward_impl(detail::as_id_span(ids), grad_out, grad);
     } else {
@@ -214,7 +214,7 @@ class Embedding {
   template <class Id>
   void backward_impl(std::span<const Id> ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                      SparseRowGrad<T>& grad) const {
-    grad.accumulate(ids, grad_out, scale(), vocab_size(), "Embedding::backward");
+    grad.accumulate(ids, grad_out, scale(), vocab_size(), {}, "Embedding::backward");
   }
 
   RowMatrix<T> table_;

@@ -104,11 +104,18 @@ struct Init {
       for (Index c = 0; c < cols; ++c) {
         double v = 0.0;
         switch (kind) {
-          case Kind::normal: v = rng.normal(0.0, std); break;
-          case Kind::truncated_normal: v = rng.truncated_normal(0.0, std, b); break;
+          case Kind::normal:
+            v = rng.normal(0.0, std);
+            break;
+          case Kind::truncated_normal:
+            v = rng.truncated_normal(0.0, std, b);
+            break;
           case Kind::xavier_uniform:
-          case Kind::uniform: v = rng.uniform(lo, hi); break;
-          case Kind::zeros: break;
+          case Kind::uniform:
+            v = rng.uniform(lo, hi);
+            break;
+          case Kind::zeros:
+            break;
         }
         table(r, c) = static_cast<T>(v);
       }

@@ -68,23 +68,35 @@ class SparseRowGrad {
     values_.resize(0, d_model_);
   }
 
+  /// Options of one accumulate call (PyTorch's nn.Embedding flags, on the sparse path).
+  struct AccumulateOptions {
+    /// Multiply each row's summed contribution by 1 / (number of times its id occurs in this
+    /// call), as PyTorch's scale_grad_by_freq (which PyTorch refuses on sparse gradients).
+    bool scale_grad_by_freq = false;
+    /// Positions whose id equals this row contribute nothing and the row is not created
+    /// (padding_idx); -1 disables it.
+    TokenId skip_row = -1;
+  };
+
   /// grad[ids[i]] += scale * grad_rows[i] for each i (repeated ids accumulate).
   ///
   /// Shapes:  ids[n], grad_rows[n, d] with d == d_model().
   /// Throws:  IndexError if some id is outside [0, vocab_size); ShapeError if grad_rows is not
-  ///          n x d or (vocab_size, d) differs from the bound shape. Nothing changes when it throws.
+  ///          n x d or (vocab_size, d) differs from the bound shape. Nothing changes when it
+  ///          throws.
   /// Complexity: O(n log n + (k + u)·d) for u new rows; threads split the unique rows.
   /// `where` names the public call in error messages (e.g. "Embedding::backward").
   template <IdRange R>
   void accumulate(const R& ids, const Eigen::Ref<const RowMatrix<T>>& grad_rows, T scale,
-                  Index vocab_size, const char* where = "SparseRowGrad::accumulate") {
+                  Index vocab_size, AccumulateOptions options = {},
+                  const char* where = "SparseRowGrad::accumulate") {
     const auto span = detail::as_id_span(ids);
     check_shape(where, vocab_size, grad_rows.cols());
     detail::check_extent(where, "grad_rows", 0, static_cast<Index>(span.size()), grad_rows.rows(),
                          "the number of ids");
     detail::check_ids(span, vocab_size, where);
     bind(vocab_size, grad_rows.cols());
-    accumulate_unchecked(span, detail::const_table(grad_rows), scale);
+    accumulate_unchecked(span, detail::const_table(grad_rows), scale, options);
   }
 
   /// this += other, row by row (merge of sorted row lists).
@@ -96,7 +108,8 @@ class SparseRowGrad {
     std::vector<Index> slot_of_other(other.rows_.size());
     grow_to_include(other.rows_, slot_of_other);
     const auto k = static_cast<Index>(other.rows_.size());
-    for (Index j = 0; j < k; ++j) values_.row(slot_of_other[static_cast<std::size_t>(j)]) += other.values_.row(j);
+    for (Index j = 0; j < k; ++j)
+      values_.row(slot_of_other[static_cast<std::size_t>(j)]) += other.values_.row(j);
   }
 
   /// Multiplies every stored gradient by `factor` (gradient clipping, loss scaling).
@@ -110,7 +123,8 @@ class SparseRowGrad {
     detail::check_extent(where, "dense", 0, vocab_size_, dense.rows(), "vocab_size");
     detail::check_extent(where, "dense", 1, d_model_, dense.cols(), "d_model");
     const auto k = static_cast<Index>(rows_.size());
-    for (Index j = 0; j < k; ++j) dense.row(static_cast<Index>(rows_[static_cast<std::size_t>(j)])) += values_.row(j);
+    for (Index j = 0; j < k; ++j)
+      dense.row(static_cast<Index>(rows_[static_cast<std::size_t>(j)])) += values_.row(j);
   }
 
   /// The gradient as a dense vocab_size x d_model matrix (zeros for untouched rows). O(V·d):
@@ -124,26 +138,32 @@ class SparseRowGrad {
   /// Accumulate without validation. Precondition (checked by the public callers, e.g.
   /// Embedding::backward): the gradient is bound to (V, d), ids are in [0, V), grad_rows is n x d.
   template <class Id>
-  void accumulate_unchecked(std::span<const Id> ids, detail::ConstTableRef<T> grad_rows, T scale) {
+  void accumulate_unchecked(std::span<const Id> ids, detail::ConstTableRef<T> grad_rows, T scale,
+                            AccumulateOptions options = {}) {
     const auto n = static_cast<Index>(ids.size());
     EMBER_ASSERT(grad_rows.rows == n && grad_rows.cols == d_model_);
     if (n == 0) return;
     // Sort (id, position) pairs: groups each id's positions in ascending order.
     order_.resize(static_cast<std::size_t>(n));
     for (Index i = 0; i < n; ++i) {
-      order_[static_cast<std::size_t>(i)] = {static_cast<TokenId>(ids[static_cast<std::size_t>(i)]), i};
+      order_[static_cast<std::size_t>(i)] = {static_cast<TokenId>(ids[static_cast<std::size_t>(i)]),
+                                             i};
     }
     std::sort(order_.begin(), order_.end());
+    // One segment [begin, end) of `order_` per distinct id; the skipped row gets none.
     batch_rows_.clear();
     segments_.clear();
-    for (Index i = 0; i < n; ++i) {
+    for (Index i = 0; i < n;) {
       const TokenId id = order_[static_cast<std::size_t>(i)].first;
-      if (batch_rows_.empty() || batch_rows_.back() != id) {
+      Index end = i + 1;
+      while (end < n && order_[static_cast<std::size_t>(end)].first == id) ++end;
+      if (id != options.skip_row) {
         batch_rows_.push_back(id);
-        segments_.push_back(i);
+        segments_.push_back({i, end});
       }
+      i = end;
     }
-    segments_.push_back(n);
+    if (batch_rows_.empty()) return;
     batch_slots_.resize(batch_rows_.size());
     grow_to_include(batch_rows_, batch_slots_);
 
@@ -152,6 +172,7 @@ class SparseRowGrad {
     const auto* order = order_.data();
     const auto* segments = segments_.data();
     const auto* slots = batch_slots_.data();
+    const bool freq = options.scale_grad_by_freq;
 #if EMBER_HAS_OPENMP
 #pragma omp parallel if (u >= 64)
 #endif
@@ -161,18 +182,18 @@ class SparseRowGrad {
 #pragma omp for schedule(static)
 #endif
       for (Index j = 0; j < u; ++j) {
-        const Index begin = segments[j];
-        const Index end = segments[j + 1];
+        const auto [begin, end] = segments[j];
         auto dst = values_.row(slots[j]);
         const auto first = Eigen::Map<const RowVector<T>>(grad_rows.row(order[begin].second), d);
+        const T row_scale = freq ? scale / static_cast<T>(end - begin) : scale;
         if (end - begin == 1) {
-          dst += scale * first;
+          dst += row_scale * first;
         } else {
           sum = first;
           for (Index p = begin + 1; p < end; ++p) {
             sum += Eigen::Map<const RowVector<T>>(grad_rows.row(order[p].second), d);
           }
-          dst += scale * sum;
+          dst += row_scale * sum;
         }
       }
     }
@@ -233,7 +254,7 @@ class SparseRowGrad {
   // Scratch reused across calls so steady-state accumulation does not allocate them again.
   std::vector<std::pair<TokenId, Index>> order_;
   std::vector<TokenId> batch_rows_;
-  std::vector<Index> segments_;
+  std::vector<std::pair<Index, Index>> segments_;
   std::vector<Index> batch_slots_;
   std::vector<TokenId> merged_;
 };

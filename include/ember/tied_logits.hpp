@@ -10,7 +10,8 @@
 namespace ember {
 
 namespace detail {
-/// The table argument of the tied-logits functions: any row-major Eigen object, viewed without a copy.
+/// The table argument of the tied-logits functions: any row-major Eigen object, viewed without a
+/// copy.
 template <class Derived>
 [[nodiscard]] Eigen::Ref<const RowMatrix<typename Derived::Scalar>> table_ref(
     const Eigen::MatrixBase<Derived>& table) {
@@ -45,8 +46,9 @@ void logits(const Eigen::MatrixBase<Derived>& table_in,
 
 /// Owning form of logits(table, hidden, out): returns the n x V logits.
 template <class Derived, class T = detail::scalar_of<Derived>>
-[[nodiscard]] RowMatrix<T> logits(const Eigen::MatrixBase<Derived>& table_in,
-                                  const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& hidden) {
+[[nodiscard]] RowMatrix<T> logits(
+    const Eigen::MatrixBase<Derived>& table_in,
+    const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& hidden) {
   const auto table = detail::table_ref(table_in);
   detail::check_extent("ember::logits", "hidden", 1, table.cols(), hidden.cols(), "d_model");
   RowMatrix<T> out(hidden.rows(), table.rows());

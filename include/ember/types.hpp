@@ -40,7 +40,7 @@ concept TokenIdType =
 /// std::array<int, N>, ... Ember views it as a std::span internally and never copies it.
 template <class R>
 concept IdRange = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-                  TokenIdType<std::ranges::range_value_t<R>>;
+    TokenIdType<std::ranges::range_value_t<R>>;
 
 /// The scalar types an ember table may hold today.
 template <class T>
@@ -62,9 +62,9 @@ inline constexpr bool always_false = false;
 }  // namespace detail
 
 /// Message shown when ids of the wrong type are passed to an ember entry point.
-#define EMBER_ID_RANGE_MESSAGE                                                               \
+#define EMBER_ID_RANGE_MESSAGE                                                                \
   "ember: token ids must be a contiguous range of integers (e.g. std::vector<std::int64_t>, " \
-  "std::span<const std::int32_t>); floating-point, bool, char and std::uint64_t ids are "    \
+  "std::span<const std::int32_t>); floating-point, bool, char and std::uint64_t ids are "     \
   "rejected"
 
 }  // namespace ember

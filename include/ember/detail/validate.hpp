@@ -29,12 +29,12 @@ void check_ids(std::span<const Id> ids, Index bound, const char* where) {
 }
 
 /// Throws ShapeError unless `actual == expected` for dimension `dim` (0 rows, 1 cols) of `name`.
-inline void check_extent(const char* where, const char* name, int dim, Index expected,
-                         Index actual, const char* expected_what) {
+inline void check_extent(const char* where, const char* name, int dim, Index expected, Index actual,
+                         const char* expected_what) {
   if (actual != expected) [[unlikely]] {
     throw ShapeError(std::string(where) + ": " + name + " has " + std::to_string(actual) +
-                         (dim == 0 ? " rows" : " columns") + ", expected " + expected_what +
-                         " = " + std::to_string(expected),
+                         (dim == 0 ? " rows" : " columns") + ", expected " + expected_what + " = " +
+                         std::to_string(expected),
                      dim, expected, actual);
   }
 }
@@ -42,9 +42,9 @@ inline void check_extent(const char* where, const char* name, int dim, Index exp
 /// Throws ShapeError unless the size argument `value` is strictly positive.
 inline void check_positive_size(const char* where, const char* name, Index value) {
   if (value <= 0) [[unlikely]] {
-    throw ShapeError(std::string(where) + ": " + name + " must be positive, got " +
-                         std::to_string(value),
-                     -1, 1, value);
+    throw ShapeError(
+        std::string(where) + ": " + name + " must be positive, got " + std::to_string(value), -1, 1,
+        value);
   }
 }
 
@@ -60,9 +60,8 @@ inline void check_positive_finite(const char* where, const char* name, double va
 /// Throws ValueError unless `value` is finite.
 inline void check_finite_value(const char* where, const char* name, double value) {
   if (!std::isfinite(value)) [[unlikely]] {
-    throw ValueError(std::string(where) + ": " + name + " must be finite, got " +
-                         std::to_string(value),
-                     value);
+    throw ValueError(
+        std::string(where) + ": " + name + " must be finite, got " + std::to_string(value), value);
   }
 }
 
