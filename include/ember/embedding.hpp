@@ -214,6 +214,8 @@ class Embedding {
   template <class Id>
   void backward_impl(std::span<const Id> ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                      SparseRowGrad<T>& grad) const {
+    detail::check_extent("Embedding::backward", "grad_out", 1, d_model(), grad_out.cols(),
+                         "d_model");
     grad.accumulate(ids, grad_out, scale(), vocab_size(), {}, "Embedding::backward");
   }
 
