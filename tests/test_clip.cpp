@@ -11,13 +11,12 @@
 #include "support/matrix_compare.hpp"
 #include "support/optim_reference.hpp"
 
+using Catch::Matchers::WithinRel;
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
-using Catch::Matchers::WithinRel;
 
-TEST_CASE("the global norm counts sparse and dense gradients of separate parameters",
-          "[clip]") {
+TEST_CASE("the global norm counts sparse and dense gradients of separate parameters", "[clip]") {
   ember::SparseRowGrad<double> sparse(4, 2);
   RowMatrix<double> rows(1, 2);
   rows << 3, 4;  // norm 5
@@ -47,8 +46,7 @@ TEMPLATE_TEST_CASE("a tied pair's norm is the norm of sparse + dense", "[clip]",
   using T = TestType;
   const Index V = 6, d = 3;
   ember::SparseRowGrad<T> sparse(V, d);
-  sparse.accumulate(std::vector<TokenId>{1, 4, 4},
-                    ember_test::random_matrix<T>(3, d, 1), T(1), V);
+  sparse.accumulate(std::vector<TokenId>{1, 4, 4}, ember_test::random_matrix<T>(3, d, 1), T(1), V);
   RowMatrix<T> dense = ember_test::random_matrix<T>(V, d, 2);
   RowMatrix<T> combined = dense;
   sparse.add_to(combined);
@@ -65,8 +63,8 @@ TEST_CASE("clip rejects bad arguments and non-finite norms without scaling", "[c
   RowMatrix<float> dense = RowMatrix<float>::Ones(2, 2);
   ember::ClipGroup<float> group;
   group.add(dense);
-  REQUIRE_THROWS_WITH(group.clip(0.0), Catch::Contains("ClipGroup::clip") &&
-                                           Catch::Contains("max_norm"));
+  REQUIRE_THROWS_WITH(group.clip(0.0),
+                      Catch::Contains("ClipGroup::clip") && Catch::Contains("max_norm"));
   REQUIRE_THROWS_AS(group.clip(std::nan("")), ember::ValueError);
   REQUIRE_THROWS_AS(group.clip(1.0, 0.0), ember::ValueError);
   dense(0, 0) = std::numeric_limits<float>::infinity();

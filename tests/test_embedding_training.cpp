@@ -105,7 +105,8 @@ TEMPLATE_TEST_CASE("scale_grad_by_freq divides each row's gradient by its count 
     ++count[static_cast<std::size_t>(ids[i])];
   }
   for (Index r = 0; r < 5; ++r)
-    if (count[static_cast<std::size_t>(r)] > 0) reference.row(r) /= T(count[static_cast<std::size_t>(r)]);
+    if (count[static_cast<std::size_t>(r)] > 0)
+      reference.row(r) /= T(count[static_cast<std::size_t>(r)]);
   ember_test::require_close(g.to_dense(), reference, ember_test::tol<T>());
 }
 
@@ -145,9 +146,9 @@ TEMPLATE_TEST_CASE("renorm_rows rescales rows above max_norm with PyTorch's form
                    "[embedding][renorm]", float, double) {
   using T = TestType;
   RowMatrix<T> table(4, 2);
-  table << 3, 4,  // norm 5
-      T(0.3), T(0.4),   // norm 0.5
-      -6, 8,      // norm 10
+  table << 3, 4,       // norm 5
+      T(0.3), T(0.4),  // norm 0.5
+      -6, 8,           // norm 10
       1, 1;
   ember::Embedding<T> emb(table);
   const Index rescaled = emb.renorm_rows(std::vector<TokenId>{0, 1, 2, 0, 2}, 1.0);

@@ -39,9 +39,10 @@ TEST_CASE("row-wise Adagrad's first step, computed by hand", "[adagrad]") {
   CHECK_THAT(opt.accumulator(1), Catch::Matchers::WithinRel(25.0, 1e-15));
 }
 
-TEMPLATE_TEST_CASE("row-wise Adagrad matches the dense reference over sparse, dense and tied "
-                   "steps",
-                   "[adagrad]", float, double) {
+TEMPLATE_TEST_CASE(
+    "row-wise Adagrad matches the dense reference over sparse, dense and tied "
+    "steps",
+    "[adagrad]", float, double) {
   using T = TestType;
   const Index V = 9, d = 6;
   ember::Embedding<T> emb(V, d, 5);
@@ -103,8 +104,7 @@ TEST_CASE("row-wise Adagrad skips the padding row, refuses frozen tables and bad
   REQUIRE_THROWS_WITH(RowwiseAdagrad<float>(AdagradOptions{.lr = -0.1}),
                       Catch::Contains("RowwiseAdagrad") && Catch::Contains("lr"));
   REQUIRE_THROWS_WITH(RowwiseAdagrad<float>(AdagradOptions{.eps = 0}), Catch::Contains("eps"));
-  REQUIRE_THROWS_WITH(
-      RowwiseAdagrad<float>(AdagradOptions{
-          .initial_accumulator_value = std::numeric_limits<double>::infinity()}),
-      Catch::Contains("initial_accumulator_value"));
+  REQUIRE_THROWS_WITH(RowwiseAdagrad<float>(AdagradOptions{
+                          .initial_accumulator_value = std::numeric_limits<double>::infinity()}),
+                      Catch::Contains("initial_accumulator_value"));
 }

@@ -60,9 +60,10 @@ TEMPLATE_TEST_CASE("lazy Adam follows SparseAdam's formulas on the rows of each 
   CHECK(opt.exp_avg(8).size() == 0);
 }
 
-TEMPLATE_TEST_CASE("lazy Adam equals dense Adam on rows touched every step and leaves the others "
-                   "bit-identical",
-                   "[adam]", float, double) {
+TEMPLATE_TEST_CASE(
+    "lazy Adam equals dense Adam on rows touched every step and leaves the others "
+    "bit-identical",
+    "[adam]", float, double) {
   using T = TestType;
   const Index V = 10, d = 4;
   ember::Embedding<T> lazy(V, d, 5);
@@ -103,8 +104,7 @@ TEMPLATE_TEST_CASE("a dense Adam step equals the rule applied to every row", "[a
   CHECK(opt.state_rows() == V);
 }
 
-TEST_CASE("Adam's sparse + dense step equals the step on the combined dense gradient",
-          "[adam]") {
+TEST_CASE("Adam's sparse + dense step equals the step on the combined dense gradient", "[adam]") {
   const Index V = 8, d = 4;
   ember::Embedding<float> a(V, d, 1);
   ember::Embedding<float> b = a;

@@ -28,8 +28,8 @@ ember::SparseRowGrad<T> sparse_grad(Index V, Index d, const std::vector<TokenId>
   g.accumulate(ids, random_matrix<T>(static_cast<Index>(ids.size()), d, seed), T(1), V);
   return g;
 }
-const std::vector<std::vector<TokenId>> kBatches = {
-    {0, 1, 3, 3}, {1, 0, 5}, {2, 0, 1, 4, 4}, {0, 6, 1}, {1, 0}, {0, 1, 2, 3, 5, 6}};
+const std::vector<std::vector<TokenId>> kBatches = {{0, 1, 3, 3}, {1, 0, 5}, {2, 0, 1, 4, 4},
+                                                    {0, 6, 1},    {1, 0},    {0, 1, 2, 3, 5, 6}};
 }  // namespace
 
 TEST_CASE("plain SGD subtracts lr times the gradient from the touched rows only", "[sgd]") {
@@ -49,9 +49,10 @@ TEST_CASE("plain SGD subtracts lr times the gradient from the touched rows only"
   CHECK(opt.state_bytes() == 0);
 }
 
-TEMPLATE_TEST_CASE("SGD with momentum, dampening, nesterov and weight decay matches the dense "
-                   "reference on the present rows",
-                   "[sgd]", float, double) {
+TEMPLATE_TEST_CASE(
+    "SGD with momentum, dampening, nesterov and weight decay matches the dense "
+    "reference on the present rows",
+    "[sgd]", float, double) {
   using T = TestType;
   const Index V = 8, d = 4;
   struct Case {
@@ -66,8 +67,11 @@ TEMPLATE_TEST_CASE("SGD with momentum, dampening, nesterov and weight decay matc
     ember::Embedding<T> emb(V, d, 7);
     RowMatrix<T> ref_w = emb.weight();
     ember::optim::SGD<T> opt(o);
-    ember_test::RefSGD<T> ref{.lr = o.lr, .momentum = o.momentum, .dampening = o.dampening,
-                              .weight_decay = o.weight_decay, .nesterov = o.nesterov};
+    ember_test::RefSGD<T> ref{.lr = o.lr,
+                              .momentum = o.momentum,
+                              .dampening = o.dampening,
+                              .weight_decay = o.weight_decay,
+                              .nesterov = o.nesterov};
     std::uint64_t seed = 0;
     for (const auto& ids : kBatches) {
       const auto g = sparse_grad<T>(V, d, ids, ++seed);

@@ -29,7 +29,7 @@ namespace ember {
 enum class ResizeInit {
   zeros,   ///< all zeros
   normal,  ///< ember's default initialiser, N(0, 1/d_model), from the given seed
-  mean     ///< every new row is the mean of the old rows (Hugging Face's mean_resizing, first moment)
+  mean  ///< every new row is the mean of the old rows (Hugging Face's mean_resizing, first moment)
 };
 
 /// A token embedding layer: a vocab_size x d_model table W whose lookup returns W[id] · √d_model.
@@ -44,6 +44,11 @@ enum class ResizeInit {
 ///
 /// Ids: every call taking ids accepts std::span<const TokenId> and any other contiguous range of
 /// integers (std::vector<int32_t>, std::array<int, N>, ...); floating-point ids do not compile.
+///
+/// Training state (docs/training.md): an optional padding row (set_padding_idx), inverse-frequency
+/// gradient scaling (set_scale_grad_by_freq), a frozen flag that ember's optimizers honour
+/// (freeze, from_pretrained), explicit max-norm renormalisation (renorm_rows) and vocabulary
+/// resizing (resize). Copies carry the flags with the table.
 ///
 /// Thread safety: const members (forward, logits, ...) may run concurrently on one table.
 /// With OpenMP enabled by the including program, forward and backward split their loops across
@@ -384,7 +389,8 @@ class Embedding {
   }
 
   void check_not_frozen(const char* where) const {
-    if (frozen_) throw StateError(std::string(where) + ": the table is frozen; unfreeze() it first");
+    if (frozen_)
+      throw StateError(std::string(where) + ": the table is frozen; unfreeze() it first");
   }
 
   Index normalise_padding_idx(Index padding_idx, const char* where) const {

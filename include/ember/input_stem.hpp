@@ -35,9 +35,9 @@ enum class PositionKind {
 struct InputStemOptions {
   Index max_len = 512;                                ///< number of positions, > 0
   PositionKind positions = PositionKind::sinusoidal;  ///< position source
-  Index type_vocab_size = 0;  ///< rows of the segment (token-type) table; 0 = no segments
-  double dropout = 0.0;       ///< drop probability p in [0, 1)
-  std::uint64_t seed = 0;     ///< seeds the initialisation of the tables
+  Index type_vocab_size = 0;       ///< rows of the segment (token-type) table; 0 = no segments
+  double dropout = 0.0;            ///< drop probability p in [0, 1)
+  std::uint64_t seed = 0;          ///< seeds the initialisation of the tables
   std::uint64_t dropout_seed = 0;  ///< seeds the dropout generator
   double init_std = 0.02;  ///< std of learned position and segment tables (GPT-2/BERT), >= 0
 };
@@ -82,7 +82,8 @@ struct InputStemGrads {
 /// Example:
 /// ```cpp
 /// ember::InputStem<float> stem(30522, 768, {.max_len = 512, .positions =
-///                              ember::PositionKind::learned, .type_vocab_size = 2, .dropout = 0.1});
+///                              ember::PositionKind::learned, .type_vocab_size = 2, .dropout =
+///                              0.1});
 /// ember::RowMatrix<float> x = stem.forward(ids, segment_ids, /*seq_len=*/128);
 /// ember::InputStemGrads<float> grads;
 /// stem.backward(ids, segment_ids, 128, grad_x, grads);
@@ -111,9 +112,9 @@ class InputStem {
     check_dropout(where, options.dropout);
     detail::check_finite_value(where, "init_std", options.init_std);
     if (options.init_std < 0.0) {
-      throw ValueError(std::string(where) + ": init_std must be >= 0, got " +
-                           std::to_string(options.init_std),
-                       options.init_std);
+      throw ValueError(
+          std::string(where) + ": init_std must be >= 0, got " + std::to_string(options.init_std),
+          options.init_std);
     }
     const Init init = options.init_std == 0.0 ? Init::zeros() : Init::normal(options.init_std);
     if (options.positions == PositionKind::learned) {
@@ -236,15 +237,14 @@ class InputStem {
   void backward(const R& ids, const S& segment_ids, Index seq_len,
                 const Eigen::Ref<const RowMatrix<T>>& grad_out, InputStemGrads<T>& grads,
                 Index offset = 0) {
-    backward_impl(detail::as_id_span(ids), detail::as_id_span(segment_ids), true, seq_len,
-                  grad_out, grads, offset);
+    backward_impl(detail::as_id_span(ids), detail::as_id_span(segment_ids), true, seq_len, grad_out,
+                  grads, offset);
   }
 
  private:
   static void check_dropout(const char* where, double p) {
     if (!(p >= 0.0 && p < 1.0)) {
-      throw ValueError(std::string(where) + ": dropout must be in [0, 1), got " +
-                           std::to_string(p),
+      throw ValueError(std::string(where) + ": dropout must be in [0, 1), got " + std::to_string(p),
                        p);
     }
   }
@@ -323,8 +323,8 @@ class InputStem {
     detail::check_extent(where, "grad_out", 1, d_model(), grad_out.cols(), "d_model");
     if (mask_active_ && mask_rows_ != n) {
       throw StateError(std::string(where) + ": the last forward drew a dropout mask for " +
-                       std::to_string(mask_rows_) + " rows, but grad_out has " +
-                       std::to_string(n) + "; call backward right after its forward");
+                       std::to_string(mask_rows_) + " rows, but grad_out has " + std::to_string(n) +
+                       "; call backward right after its forward");
     }
     check_bound(where, "tokens", grads.tokens, tokens_);
     if (learned_positions_) check_bound(where, "positions", grads.positions, *learned_positions_);
@@ -337,11 +337,11 @@ class InputStem {
       detail::apply_keep_mask(g, keep_.data(), mask_scale_, detail::mutable_table(masked_));
       g = detail::const_table(masked_);
     }
-    grads.tokens.accumulate(ids, map(g), tokens_.scale(), vocab_size(), options_of(tokens_),
-                            where);
+    grads.tokens.accumulate(ids, map(g), tokens_.scale(), vocab_size(), options_of(tokens_), where);
     if (learned_positions_) {
       position_ids_.resize(static_cast<std::size_t>(n));
-      for (Index i = 0; i < n; ++i) position_ids_[static_cast<std::size_t>(i)] = offset + i % seq_len;
+      for (Index i = 0; i < n; ++i)
+        position_ids_[static_cast<std::size_t>(i)] = offset + i % seq_len;
       grads.positions.accumulate(position_ids_, map(g), T(1), max_len(),
                                  options_of(*learned_positions_), where);
     }

@@ -32,13 +32,12 @@ template <class A, class B>
 bool same_bits(const A& a, const B& b) {
   if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
   for (Eigen::Index r = 0; r < a.rows(); ++r)
-    for (Eigen::Index c = 0; c < a.cols(); ++c)
-      {
-        const auto x = a(r, c);
-        const auto y = b(r, c);
-        static_assert(sizeof(x) == sizeof(y));
-        if (std::memcmp(&x, &y, sizeof(x)) != 0) return false;
-      }
+    for (Eigen::Index c = 0; c < a.cols(); ++c) {
+      const auto x = a(r, c);
+      const auto y = b(r, c);
+      static_assert(sizeof(x) == sizeof(y));
+      if (std::memcmp(&x, &y, sizeof(x)) != 0) return false;
+    }
   return true;
 }
 

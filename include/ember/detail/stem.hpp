@@ -28,9 +28,8 @@ inline void draw_keep_mask(Random& rng, double p, std::size_t count,
 /// Validated by InputStem::forward (ids and segment ids in range, positions in range, out n x d).
 template <class T, class Id, class SegId>
 void stem_forward(ConstTableRef<T> tokens, std::span<const Id> ids, T scale, ConstTableRef<T> pos,
-                  Index seq_len, Index offset, ConstTableRef<T> seg,
-                  std::span<const SegId> seg_ids, const std::uint8_t* keep, T keep_scale,
-                  TableRef<T> out) {
+                  Index seq_len, Index offset, ConstTableRef<T> seg, std::span<const SegId> seg_ids,
+                  const std::uint8_t* keep, T keep_scale, TableRef<T> out) {
   const auto n = static_cast<Index>(ids.size());
   const Index d = tokens.cols;
   EMBER_ASSERT(out.rows == n && out.cols == d && pos.cols == d);
@@ -44,7 +43,8 @@ void stem_forward(ConstTableRef<T> tokens, std::span<const Id> ids, T scale, Con
     o = Eigen::Map<const RowVector<T>>(tokens.row(id), d) * scale +
         Eigen::Map<const RowVector<T>>(pos.row(offset + i % seq_len), d);
     if (seg.data != nullptr) {
-      const Index s = seg_ids.empty() ? 0 : static_cast<Index>(seg_ids[static_cast<std::size_t>(i)]);
+      const Index s =
+          seg_ids.empty() ? 0 : static_cast<Index>(seg_ids[static_cast<std::size_t>(i)]);
       EMBER_ASSERT(s >= 0 && s < seg.rows);
       o += Eigen::Map<const RowVector<T>>(seg.row(s), d);
     }

@@ -18,13 +18,13 @@ namespace ember::optim {
 
 /// Hyper-parameters of Adam, with torch.optim.SparseAdam's defaults.
 struct AdamOptions {
-  double lr = 1e-3;             ///< learning rate, finite and > 0
-  double beta1 = 0.9;           ///< first-moment decay, in [0, 1)
-  double beta2 = 0.999;         ///< second-moment decay, in [0, 1)
-  double eps = 1e-8;            ///< added to sqrt(v), finite and > 0
-  double weight_decay = 0.0;    ///< >= 0; L2 (added to g) or decoupled (AdamW), see below
-  bool decoupled = false;       ///< true: AdamW's decoupled decay w *= 1 - lr·weight_decay
-  bool per_row_steps = false;   ///< bias correction from each row's own update count (variant)
+  double lr = 1e-3;            ///< learning rate, finite and > 0
+  double beta1 = 0.9;          ///< first-moment decay, in [0, 1)
+  double beta2 = 0.999;        ///< second-moment decay, in [0, 1)
+  double eps = 1e-8;           ///< added to sqrt(v), finite and > 0
+  double weight_decay = 0.0;   ///< >= 0; L2 (added to g) or decoupled (AdamW), see below
+  bool decoupled = false;      ///< true: AdamW's decoupled decay w *= 1 - lr·weight_decay
+  bool per_row_steps = false;  ///< bias correction from each row's own update count (variant)
 };
 
 /// Lazy Adam over one embedding table. Each step() call increments the global step count t

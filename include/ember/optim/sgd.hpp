@@ -17,11 +17,11 @@ namespace ember::optim {
 /// Hyper-parameters of SGD, with torch.optim.SGD's meanings and defaults (lr has no default in
 /// PyTorch; 0.01 here).
 struct SGDOptions {
-  double lr = 0.01;            ///< learning rate, finite and > 0
-  double momentum = 0.0;       ///< in [0, 1); 0 keeps no state at all
-  double dampening = 0.0;      ///< in [0, 1)
-  double weight_decay = 0.0;   ///< L2 penalty added to the gradient of updated rows, >= 0
-  bool nesterov = false;       ///< Nesterov momentum (needs momentum > 0 and dampening = 0)
+  double lr = 0.01;           ///< learning rate, finite and > 0
+  double momentum = 0.0;      ///< in [0, 1); 0 keeps no state at all
+  double dampening = 0.0;     ///< in [0, 1)
+  double weight_decay = 0.0;  ///< L2 penalty added to the gradient of updated rows, >= 0
+  bool nesterov = false;      ///< Nesterov momentum (needs momentum > 0 and dampening = 0)
 };
 
 /// SGD over one embedding table: for each updated row r with gradient g,
@@ -112,11 +112,10 @@ class SGD {
     detail::check_unit_interval(where, "dampening", o.dampening);
     detail::check_non_negative(where, "weight_decay", o.weight_decay);
     if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
-      throw ValueError(std::string(where) +
-                           ": nesterov needs momentum > 0 and dampening = 0, got momentum " +
-                           std::to_string(o.momentum) + ", dampening " +
-                           std::to_string(o.dampening),
-                       o.momentum);
+      throw ValueError(
+          std::string(where) + ": nesterov needs momentum > 0 and dampening = 0, got momentum " +
+              std::to_string(o.momentum) + ", dampening " + std::to_string(o.dampening),
+          o.momentum);
     }
     return o;
   }
@@ -124,9 +123,8 @@ class SGD {
   void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
            const Eigen::Ref<const RowMatrix<T>>* dense) {
     const bool momentum = options_.momentum > 0.0;
-    const auto in =
-        detail::prepare_step("SGD::step", emb, momentum ? &state_ : nullptr, emb.d_model(),
-                             sparse, dense);
+    const auto in = detail::prepare_step("SGD::step", emb, momentum ? &state_ : nullptr,
+                                         emb.d_model(), sparse, dense);
     const Index d = emb.d_model();
     const T lr = static_cast<T>(options_.lr);
     const T wd = static_cast<T>(options_.weight_decay);

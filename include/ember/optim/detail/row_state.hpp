@@ -30,8 +30,8 @@ namespace ember::optim::detail {
 template <class T>
 class RowState {
  public:
-  RowState(int planes, bool with_steps) : planes_(static_cast<std::size_t>(planes)),
-                                          with_steps_(with_steps) {}
+  RowState(int planes, bool with_steps)
+      : planes_(static_cast<std::size_t>(planes)), with_steps_(with_steps) {}
 
   /// Number of rows holding state.
   [[nodiscard]] Index size() const noexcept { return static_cast<Index>(row_of_slot_.size()); }
@@ -90,8 +90,8 @@ class RowState {
     if (slot_of_row_.empty()) slot_of_row_.assign(static_cast<std::size_t>(vocab_), -1);
     auto& s = slot_of_row_[static_cast<std::size_t>(row)];
     if (s >= 0) return s;
-    EMBER_ASSERT(row_of_slot_.size() < static_cast<std::size_t>(
-                                           std::numeric_limits<std::int32_t>::max()));
+    EMBER_ASSERT(row_of_slot_.size() <
+                 static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()));
     s = static_cast<std::int32_t>(row_of_slot_.size());
     row_of_slot_.push_back(row);
     for (auto& p : planes_) p.resize(p.size() + static_cast<std::size_t>(width_), T(0));
@@ -109,10 +109,10 @@ class RowState {
 
  private:
   [[noreturn]] void detail_check_width(const char* where, Index width) const {
-    throw ShapeError(std::string(where) + ": the table has " + std::to_string(width) +
-                         " columns, but the optimizer's state was built for d_model = " +
-                         std::to_string(width_),
-                     1, width_, width);
+    throw ShapeError(
+        std::string(where) + ": the table has " + std::to_string(width) +
+            " columns, but the optimizer's state was built for d_model = " + std::to_string(width_),
+        1, width_, width);
   }
 
   void compact_below(Index vocab) {
@@ -125,8 +125,9 @@ class RowState {
         continue;
       }
       if (w != s) {
-        for (auto& p : planes_) std::copy_n(p.begin() + static_cast<std::ptrdiff_t>(s * width),
-                                            width, p.begin() + static_cast<std::ptrdiff_t>(w * width));
+        for (auto& p : planes_)
+          std::copy_n(p.begin() + static_cast<std::ptrdiff_t>(s * width), width,
+                      p.begin() + static_cast<std::ptrdiff_t>(w * width));
         if (with_steps_) steps_[w] = steps_[s];
         row_of_slot_[w] = row;
         slot_of_row_[static_cast<std::size_t>(row)] = static_cast<std::int32_t>(w);
@@ -150,10 +151,10 @@ class RowState {
 /// The gradient arguments of one step() call, validated.
 template <class T>
 struct StepInput {
-  const SparseRowGrad<T>* sparse = nullptr;            ///< may be null or empty
-  const T* dense = nullptr;                             ///< V x d row-major, or null
-  Index dense_stride = 0;                               ///< row stride of `dense`
-  Index skip_row = -1;                                  ///< the padding row, or -1
+  const SparseRowGrad<T>* sparse = nullptr;  ///< may be null or empty
+  const T* dense = nullptr;                  ///< V x d row-major, or null
+  Index dense_stride = 0;                    ///< row stride of `dense`
+  Index skip_row = -1;                       ///< the padding row, or -1
 };
 
 /// Validates everything a step on `emb` needs, so the update can then run without throwing:
@@ -170,19 +171,20 @@ void check_step(const char* where, const Embedding<T>& emb, const SparseRowGrad<
   if (sparse != nullptr && !sparse->empty()) {
     ember::detail::check_extent(where, "the sparse gradient", 0, emb.vocab_size(),
                                 sparse->vocab_size(), "the table's vocab_size");
-    ember::detail::check_extent(where, "the sparse gradient", 1, emb.d_model(),
-                                sparse->d_model(), "the table's d_model");
+    ember::detail::check_extent(where, "the sparse gradient", 1, emb.d_model(), sparse->d_model(),
+                                "the table's d_model");
   }
   if (dense != nullptr) {
-    ember::detail::check_extent(where, "the dense gradient", 0, emb.vocab_size(),
-                                (*dense).rows(), "the table's vocab_size");
+    ember::detail::check_extent(where, "the dense gradient", 0, emb.vocab_size(), (*dense).rows(),
+                                "the table's vocab_size");
     ember::detail::check_extent(where, "the dense gradient", 1, emb.d_model(), (*dense).cols(),
                                 "the table's d_model");
   }
 }
 
-/// Validates a step (check_step + the state's row width `state_width`) and returns the prepared input; the state is
-/// then bound to the table's current shape (following a resize). Nothing is written if it throws.
+/// Validates a step (check_step + the state's row width `state_width`) and returns the prepared
+/// input; the state is then bound to the table's current shape (following a resize). Nothing is
+/// written if it throws.
 template <class T>
 StepInput<T> prepare_step(const char* where, const Embedding<T>& emb, RowState<T>* state,
                           Index state_width, const SparseRowGrad<T>* sparse,
@@ -261,18 +263,18 @@ inline void check_lr(const char* where, double lr) {
 /// Throws ValueError unless value is finite and >= 0.
 inline void check_non_negative(const char* where, const char* name, double value) {
   if (!(std::isfinite(value) && value >= 0.0)) {
-    throw ValueError(std::string(where) + ": " + name + " must be finite and >= 0, got " +
-                         std::to_string(value),
-                     value);
+    throw ValueError(
+        std::string(where) + ": " + name + " must be finite and >= 0, got " + std::to_string(value),
+        value);
   }
 }
 
 /// Throws ValueError unless value is in [0, 1).
 inline void check_unit_interval(const char* where, const char* name, double value) {
   if (!(value >= 0.0 && value < 1.0)) {
-    throw ValueError(std::string(where) + ": " + name + " must be in [0, 1), got " +
-                         std::to_string(value),
-                     value);
+    throw ValueError(
+        std::string(where) + ": " + name + " must be in [0, 1), got " + std::to_string(value),
+        value);
   }
 }
 
