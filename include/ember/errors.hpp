@@ -1,5 +1,5 @@
 /// The exceptions ember throws at its public entry points: IndexError, ShapeError, ValueError,
-/// FormatError, all derived from ember::Error and from the matching standard exception.
+/// FormatError, StateError, all derived from ember::Error and from the matching standard exception.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -93,6 +93,15 @@ class FormatError : public std::runtime_error, public Error {
   std::string path_;
   std::uint64_t offset_;
   bool is_line_;
+};
+
+/// A call that is not allowed in the object's current state: an optimizer step on a frozen table,
+/// a segment id given to an input stem that has no segment embedding, a backward through dropout
+/// without the matching forward. Nothing changes when it is thrown.
+class StateError : public std::logic_error, public Error {
+ public:
+  explicit StateError(const std::string& what) : std::logic_error(what) {}
+  [[nodiscard]] const char* message() const noexcept override { return what(); }
 };
 
 }  // namespace ember
