@@ -218,6 +218,12 @@ RowMatrix<T> npy_convert(const unsigned char* data, const NpyHeader& h) {
   RowMatrix<T> out(h.rows, h.cols);
   const std::size_t item = npy_itemsize(h.dtype);
   const bool le = h.little_endian;
+  const bool same_type = (h.dtype == NpyDtype::f4 && std::is_same_v<T, float>) ||
+                         (h.dtype == NpyDtype::f8 && std::is_same_v<T, double>);
+  if (same_type && !h.fortran_order && le == host_is_little_endian) {  // fast path: one copy
+    if (out.size() > 0) std::memcpy(out.data(), data, static_cast<std::size_t>(out.size()) * item);
+    return out;
+  }
   for (Index r = 0; r < h.rows; ++r) {
     for (Index c = 0; c < h.cols; ++c) {
       const Index linear = h.fortran_order ? c * h.rows + r : r * h.cols + c;

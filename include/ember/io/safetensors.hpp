@@ -217,6 +217,12 @@ class SafetensorsFile {
   template <class T>
   void convert(const SafetensorsTensorInfo& ti, T* out, std::size_t n) const {
     const unsigned char* p = file_->data() + data_offset_ + ti.begin;
+    const SafetensorsDtype same =
+        std::is_same_v<T, float> ? SafetensorsDtype::F32 : SafetensorsDtype::F64;
+    if (ti.dtype == same && detail::host_is_little_endian) {  // fast path: one copy
+      if (n > 0) std::memcpy(out, p, n * sizeof(T));
+      return;
+    }
     for (std::size_t i = 0; i < n; ++i) {
       switch (ti.dtype) {
         case SafetensorsDtype::F16:

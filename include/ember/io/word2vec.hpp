@@ -105,8 +105,9 @@ inline std::pair<std::uint64_t, std::uint64_t> parse_w2v_header(std::string_view
          r2.ec == std::errc{} && r2.ptr == b.data() + b.size() && !b.empty();
   }
   if (!ok) {
-    fail_at_line(path, 1,
-                 "bad word2vec header " + quoted(line) + ", expected \"<vocab size> <dimension>\"");
+    fail_at_line(
+        path, 1,
+        "bad word2vec header " + detail::quoted(line) + ", expected \"<vocab size> <dimension>\"");
   }
   if (d == 0) fail_at_line(path, 1, "word2vec header gives dimension 0");
   if (d > static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max())) {
@@ -118,7 +119,7 @@ inline std::pair<std::uint64_t, std::uint64_t> parse_w2v_header(std::string_view
 /// Adds `word` to `vocab`, failing (via `fail`) for invalid UTF-8 or a duplicate.
 template <class Fail>
 void add_word(Vocabulary& vocab, std::string_view word, Fail&& fail) {
-  if (!is_valid_utf8(word)) fail("word " + quoted(word) + " is not valid UTF-8");
+  if (!is_valid_utf8(word)) fail("word " + detail::quoted(word) + " is not valid UTF-8");
   const TokenId before = vocab.size();
   const TokenId id = vocab.add(std::string(word));
   if (id != before) {
@@ -210,7 +211,7 @@ WordVectors<T> load_text(const std::string& path, bool has_header,
       const std::string_view f = fields[static_cast<std::size_t>(k)];
       if (!parse_number(f, v)) {
         fail("value " + std::to_string(k + 1) + " of word '" + std::string(word) + "' (" +
-             quoted(f) + ") is not a number");
+             detail::quoted(f) + ") is not a number");
       }
       if (!options.allow_non_finite && !std::isfinite(v)) {
         fail("non-finite value " + std::string(f) + " at column " + std::to_string(k) +
@@ -316,8 +317,8 @@ void check_words_for_save(const char* where, const Vocabulary& vocab,
                      (binary && w.find(' ') != std::string::npos) || w.front() == ' ' ||
                      w.back() == ' ' || w.back() == '\r';
     if (bad) {
-      throw ValueError(std::string(where) + ": word " + quoted(w) + " at id " + std::to_string(i) +
-                           " cannot be stored in this format",
+      throw ValueError(std::string(where) + ": word " + detail::quoted(w) + " at id " +
+                           std::to_string(i) + " cannot be stored in this format",
                        static_cast<double>(i));
     }
   }
