@@ -250,6 +250,9 @@ TEST_CASE("save_npy is atomic: a failed save leaves the old file and no temporar
   const std::string path = dir.file("keep.npy");
   ember::io::save_npy(path, fixture_table<float>());
   const auto before = ember_test::read_bytes(path);
+  // A new file is rw-r--r--, not mkstemp's 0600.
+  const auto perms = std::filesystem::status(path).permissions();
+  CHECK((perms & std::filesystem::perms::group_read) != std::filesystem::perms::none);
   // Writing into a missing directory fails before anything is touched.
   CHECK_THROWS_AS(ember::io::save_npy(dir.file("missing/dir.npy"), fixture_table<float>()),
                   FormatError);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ember/errors.hpp"
@@ -34,6 +35,16 @@ class AtomicFile {
     fd_ = ::mkstemp(buf.data());
     if (fd_ < 0) fail("cannot create temporary file");
     tmp_path_.assign(buf.data());
+    // mkstemp creates 0600; give the file the target's mode if it exists, else rw-r--r--.
+    struct stat st {};
+    const ::mode_t mode = ::stat(path_.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
+    if (::fchmod(fd_, mode) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      ::unlink(tmp_path_.c_str());
+      errno = err;
+      fail("cannot set the mode of the temporary file");
+    }
     buffer_.reserve(buffer_capacity);
   }
   AtomicFile(const AtomicFile&) = delete;
