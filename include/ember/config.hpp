@@ -42,7 +42,56 @@
 #define EMBER_PRAGMA_(x) _Pragma(#x)
 #if EMBER_HAS_OPENMP
 /// Parallel-for over a loop, static schedule, only when the trip count `n` is worth the threads.
+/// Kept for callers outside the hot kernels; the kernels use detail::parallel_rows, which does not
+/// enter the OpenMP runtime at all for small work (an `if` clause still does).
 #define EMBER_OMP_FOR(n) EMBER_PRAGMA_(omp parallel for schedule(static) if ((n) >= 64))
 #else
 #define EMBER_OMP_FOR(n)
 #endif
+
+#include <Eigen/Core>
+
+namespace ember::detail {
+
+/// Work (in elements) below which a kernel stays on the calling thread: about 64 rows of 512
+/// floats, a few microseconds of copying, where starting a parallel region costs more than it
+/// saves.
+inline constexpr Eigen::Index kParallelMinWork = Eigen::Index{1} << 15;
+
+/// Threads a kernel over `work` elements would use: 1 without OpenMP, inside a parallel region
+/// (no nesting), when one thread is allowed, or below kParallelMinWork.
+[[nodiscard]] inline int kernel_threads(Eigen::Index work) noexcept {
+#if EMBER_HAS_OPENMP
+  if (work < kParallelMinWork || omp_in_parallel()) return 1;
+  return omp_get_max_threads();
+#else
+  static_cast<void>(work);
+  return 1;
+#endif
+}
+
+/// Calls body(begin, end) on disjoint contiguous chunks covering [0, n), one chunk per thread
+/// (static split, so which thread computes an item never changes a result). `work` is the total
+/// element count used to decide whether threads are worth it; small calls branch straight to a
+/// single serial body(0, n) without entering the OpenMP runtime. `body` must not throw.
+template <class F>
+void parallel_rows(Eigen::Index n, Eigen::Index work, F&& body) {
+#if EMBER_HAS_OPENMP
+  if (n > 1 && kernel_threads(work) > 1) {
+#pragma omp parallel
+    {
+      const auto t = static_cast<Eigen::Index>(omp_get_thread_num());
+      const auto threads = static_cast<Eigen::Index>(omp_get_num_threads());
+      const Eigen::Index begin = n * t / threads;
+      const Eigen::Index end = n * (t + 1) / threads;
+      if (begin < end) body(begin, end);
+    }
+    return;
+  }
+#else
+  static_cast<void>(work);
+#endif
+  if (n > 0) body(Eigen::Index{0}, n);
+}
+
+}  // namespace ember::detail
