@@ -1,5 +1,4 @@
-// Tests of the gather kernels (detail/gather.hpp) against their plain reference loops, and of
-// detail::parallel_rows' split.
+// Tests of the gather kernels (detail/gather.hpp) against their plain reference loops.
 // SPDX-License-Identifier: MIT
 #include <catch2/catch.hpp>
 
@@ -58,19 +57,6 @@ TEMPLATE_TEST_CASE("gather_scaled_add matches its plain reference, positions wra
                  Catch::Matchers::WithinAbs(plain(i, c), T(8) * Eigen::NumTraits<T>::epsilon()));
     }
   }
-}
-
-TEST_CASE("parallel_rows covers [0, n) with disjoint ordered chunks", "[config][kernels]") {
-  for (const Index n : {Index{0}, Index{1}, Index{5}, Index{1000}}) {
-    for (const Index work : {Index{1}, detail::kParallelMinWork * 4}) {
-      std::vector<int> hits(static_cast<std::size_t>(n), 0);
-      detail::parallel_rows(n, work, [&](Index begin, Index end) {
-        for (Index i = begin; i < end; ++i) ++hits[static_cast<std::size_t>(i)];
-      });
-      for (const int h : hits) CHECK(h == 1);
-    }
-  }
-  CHECK(detail::kernel_threads(1) == 1);
 }
 
 TEST_CASE("gather kernels state their preconditions", "[embedding][kernels]") {

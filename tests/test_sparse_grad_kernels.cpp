@@ -57,6 +57,11 @@ TEST_CASE("RowGrouper groups positions by id like a sort of (id, position) pairs
       check_grouping(grouper, random_ids(17, 1000, seed + 10), 1000, -1);
     }
   }
+  SECTION("many distinct ids take the radix sort, 1 to 3 digit passes") {
+    check_grouping(grouper, random_ids(3000, 2000, 7), 2000, 5);
+    check_grouping(grouper, random_ids(3000, 100000, 8), 100000, -1);
+    check_grouping(grouper, random_ids(2000, 5000000, 9), 5000000, -1);
+  }
   SECTION("all ids the same") { check_grouping(grouper, std::vector<TokenId>(50, 7), 10, -1); }
   SECTION("skip_row excludes a row and its positions") {
     check_grouping(grouper, {3, 0, 3, 5, 0, 0, 9}, 10, 0);

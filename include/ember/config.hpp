@@ -70,10 +70,12 @@ inline constexpr Eigen::Index kParallelMinWork = Eigen::Index{1} << 15;
 #endif
 }
 
-/// Calls body(begin, end) on disjoint contiguous chunks covering [0, n), one chunk per thread
-/// (static split, so which thread computes an item never changes a result). `work` is the total
-/// element count used to decide whether threads are worth it; small calls branch straight to a
-/// single serial body(0, n) without entering the OpenMP runtime. `body` must not throw.
+/// Calls body(begin, end, worker) on disjoint contiguous chunks covering [0, n), one chunk per
+/// thread (static split, so which thread computes an item never changes a result); worker is in
+/// [0, kernel_threads(work)), for per-thread scratch allocated by the caller beforehand. `work`
+/// is the total element count used to decide whether threads are worth it; small calls branch
+/// straight to a single serial body(0, n, 0) without entering the OpenMP runtime. `body` must not
+/// throw.
 template <class F>
 void parallel_rows(Eigen::Index n, Eigen::Index work, F&& body) {
 #if EMBER_HAS_OPENMP
@@ -84,14 +86,14 @@ void parallel_rows(Eigen::Index n, Eigen::Index work, F&& body) {
       const auto threads = static_cast<Eigen::Index>(omp_get_num_threads());
       const Eigen::Index begin = n * t / threads;
       const Eigen::Index end = n * (t + 1) / threads;
-      if (begin < end) body(begin, end);
+      if (begin < end) body(begin, end, static_cast<int>(t));
     }
     return;
   }
 #else
   static_cast<void>(work);
 #endif
-  if (n > 0) body(Eigen::Index{0}, n);
+  if (n > 0) body(Eigen::Index{0}, n, 0);
 }
 
 }  // namespace ember::detail

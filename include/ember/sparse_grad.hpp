@@ -149,21 +149,28 @@ class SparseRowGrad {
     grouper_.group(ids, vocab_size_, options.skip_row);
     const auto batch_rows = grouper_.rows();
     if (batch_rows.empty()) return;
-    batch_slots_.resize(batch_rows.size());
-    batch_fresh_.resize(batch_rows.size());
-    grow_to_include(batch_rows, batch_slots_, batch_fresh_.data());
-
     const auto u = static_cast<Index>(batch_rows.size());
     const Index d = d_model_;
+    // All scratch is sized before grow_to_include changes the layout, so an allocation failure
+    // leaves the gradient as it was.
+    batch_slots_.resize(batch_rows.size());
+    batch_fresh_.resize(batch_rows.size());
+    sums_.resize(detail::kernel_threads(n * d), d);
+    grow_to_include(batch_rows, batch_slots_, batch_fresh_.data());
+
     const bool freq = options.scale_grad_by_freq;
-    detail::parallel_rows(u, n * d, [&](Index begin, Index end) {
-      RowVector<T> sum(d);
+    detail::parallel_rows(u, n * d, [&](Index begin, Index end, int worker) {
+      T* sum = sums_.row(worker).data();
       for (Index j = begin; j < end; ++j) {
         const auto uj = static_cast<std::size_t>(j);
+        if (j + 1 < end) {
+          // Groups visit grad_rows in id order, i.e. at random positions: fetch the next ahead.
+          detail::prefetch_row(grad_rows.row(grouper_.positions(uj + 1)[0]), d, d);
+        }
         const auto positions = grouper_.positions(uj);
         const T row_scale = freq ? scale / static_cast<T>(positions.size()) : scale;
         detail::add_row_sum(grad_rows, positions, row_scale, batch_fresh_[uj] != 0,
-                            values_.row(batch_slots_[uj]).data(), sum.data());
+                            values_.row(batch_slots_[uj]).data(), sum);
       }
     });
   }
@@ -242,6 +249,7 @@ class SparseRowGrad {
   detail::RowGrouper grouper_;
   std::vector<Index> batch_slots_;
   std::vector<unsigned char> batch_fresh_;
+  RowMatrix<T> sums_;  // one row of running sums per worker thread
   std::vector<TokenId> merged_;
 };
 

@@ -16,21 +16,6 @@ namespace ember::detail {
 /// most of a cold row's latency without flooding the fill buffers.
 inline constexpr Index kGatherPrefetchRows = 2;
 
-/// Asks for the first cache lines of `row` (d elements) ahead of use. A hint only: no effect on
-/// results, and nothing at all on compilers without __builtin_prefetch.
-template <class T>
-inline void prefetch_row(const T* row, Index d) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-  constexpr Index line = 64 / static_cast<Index>(sizeof(T));
-  // The adjacent-line and streaming prefetchers pick up the rest once a row is being read.
-  const Index lines = d < 4 * line ? d : 4 * line;
-  for (Index c = 0; c < lines; c += line) __builtin_prefetch(row + c, 0, 3);
-#else
-  static_cast<void>(row);
-  static_cast<void>(d);
-#endif
-}
-
 /// Plain reference of gather_scaled, kept beside the fast kernel and tested against it.
 template <class T, class Id>
 void gather_scaled_reference(ConstTableRef<T> table, std::span<const Id> ids, T scale,
@@ -51,7 +36,7 @@ void gather_scaled(ConstTableRef<T> table, std::span<const Id> ids, T scale, Tab
   const Index d = table.cols;
   EMBER_ASSERT(out.rows == n && out.cols == d);
   const Id* id_data = ids.data();
-  parallel_rows(n, n * d, [&](Index begin, Index end) {
+  parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
     for (Index i = begin; i < end; ++i) {
       if (i + kGatherPrefetchRows < end) {
         prefetch_row(table.row(static_cast<Index>(id_data[i + kGatherPrefetchRows])), d);
@@ -92,7 +77,7 @@ void gather_scaled_add(ConstTableRef<T> table, std::span<const Id> ids, T scale,
   EMBER_ASSERT(out.rows == n && out.cols == d && pe.cols == d);
   EMBER_ASSERT(seq_len > 0 && offset >= 0 && offset + seq_len <= pe.rows);
   const Id* id_data = ids.data();
-  parallel_rows(n, n * d, [&](Index begin, Index end) {
+  parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
     Index p = offset + begin % seq_len;  // position row of i, advanced without a division per row
     const Index p_end = offset + seq_len;
     for (Index i = begin; i < end; ++i) {

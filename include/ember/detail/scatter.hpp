@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -19,10 +20,11 @@ namespace ember::detail {
 /// Groups the positions of a batch of ids by id.
 ///
 /// After group(ids, V, skip_row): rows() holds the distinct ids except skip_row, ascending, and
-/// positions(j) the positions i with ids[i] == rows()[j], ascending. Cost O(n + u log u) for u
-/// distinct ids, plus a V-entry int32 slot map allocated on first use and reset sparsely (only
-/// the u touched entries) at the end of every call, so memory is O(V + n) ints, never O(V·d).
-/// Scratch is kept between calls: steady-state grouping does not allocate.
+/// positions(j) the positions i with ids[i] == rows()[j], ascending. Cost O(n) plus sorting the u
+/// distinct ids (radix sort from 512 of them, std::sort below), plus a V-entry int32 slot map
+/// allocated on first use and reset sparsely (only the u touched entries) at the end of every call,
+/// so memory is O(V + n) ints, never O(V·d). Scratch is kept between calls: steady-state grouping
+/// does not allocate.
 class RowGrouper {
  public:
   /// Precondition: every id is in [0, vocab_size).
@@ -40,6 +42,7 @@ class RowGrouper {
     count_.resize(un);
     rank_.resize(un);
     rows_.resize(un);
+    sort_scratch_.resize(un);
     offsets_.resize(un + 1);
     positions_.resize(un);
 
@@ -66,7 +69,7 @@ class RowGrouper {
 
     // Sorted distinct ids; rank_[local slot] = index in that order. Then the slot map is clean.
     std::copy_n(first_seen_.begin(), uu, rows_.begin());
-    std::sort(rows_.begin(), rows_.begin() + static_cast<std::ptrdiff_t>(uu));
+    sort_ids(std::span<TokenId>(rows_.data(), uu), vocab_size);
     for (std::size_t j = 0; j < uu; ++j) {
       std::int32_t& s = slot_[static_cast<std::size_t>(rows_[j])];
       rank_[static_cast<std::size_t>(s)] = static_cast<std::int32_t>(j);
@@ -100,6 +103,37 @@ class RowGrouper {
   }
 
  private:
+  // Sorts distinct ids in [0, vocab_size): a least-significant-digit radix sort with 11-bit
+  // digits (2 passes for vocabularies up to 4M) once there are enough ids to amortise the 2048
+  // counters, std::sort below that.
+  void sort_ids(std::span<TokenId> keys, Index vocab_size) {
+    constexpr std::size_t kMinRadix = 512;
+    constexpr int kBits = 11;
+    constexpr std::size_t kBuckets = std::size_t{1} << kBits;
+    const std::size_t u = keys.size();
+    if (u < kMinRadix) {
+      std::sort(keys.begin(), keys.end());
+      return;
+    }
+    TokenId* src = keys.data();
+    TokenId* dst = sort_scratch_.data();
+    std::array<std::size_t, kBuckets> count{};
+    for (int shift = 0; (static_cast<std::uint64_t>(vocab_size - 1) >> shift) != 0;
+         shift += kBits) {
+      count.fill(0);
+      for (std::size_t i = 0; i < u; ++i) {
+        ++count[(static_cast<std::uint64_t>(src[i]) >> shift) & (kBuckets - 1)];
+      }
+      std::size_t total = 0;
+      for (auto& c : count) total += std::exchange(c, total);
+      for (std::size_t i = 0; i < u; ++i) {
+        dst[count[(static_cast<std::uint64_t>(src[i]) >> shift) & (kBuckets - 1)]++] = src[i];
+      }
+      std::swap(src, dst);
+    }
+    if (src != keys.data()) std::copy_n(src, u, keys.data());
+  }
+
   std::vector<std::int32_t> slot_;  // V entries; -1 outside group()
   std::vector<std::int32_t> local_;
   std::vector<TokenId> first_seen_;
@@ -109,6 +143,7 @@ class RowGrouper {
   std::vector<Index> offsets_;
   std::vector<Index> cursor_;
   std::vector<Index> positions_;
+  std::vector<TokenId> sort_scratch_;
   std::size_t u_ = 0;
 };
 
