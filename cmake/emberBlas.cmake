@@ -4,6 +4,10 @@
 # OpenBLAS preferred unless BLA_VENDOR is set) when find_package(BLAS) succeeds; defines nothing
 # otherwise, so `if(TARGET ember::blas)` tells whether the backend is available.
 function(ember_define_blas_target name)
+  # FindBLAS needs a C, C++ or Fortran compiler enabled; without one there is no backend to offer.
+  if(NOT (CMAKE_C_COMPILER_LOADED OR CMAKE_CXX_COMPILER_LOADED OR CMAKE_Fortran_COMPILER_LOADED))
+    return()
+  endif()
   if(NOT DEFINED BLA_VENDOR)
     set(BLA_VENDOR OpenBLAS)
     find_package(BLAS QUIET)
