@@ -42,12 +42,12 @@ TARGETS = [
      5.0, "gpt2/zipf"),
     ("logits (ember::blas) >= 0.90 x cblas_sgemm", "logits", "ember_logits_blas", "cblas_sgemm",
      0.90, ""),
-    ("logits (Eigen GEMM) >= 0.90 x cblas_sgemm", "logits", "ember_logits_eigen", "cblas_sgemm",
-     0.90, ""),
+    ("(info) logits with Eigen's own GEMM vs cblas_sgemm", "logits", "ember_logits_eigen",
+     "cblas_sgemm", None, ""),
     ("logits_backward (ember::blas) >= 0.90 x cblas_sgemm", "logits_backward",
      "ember_logits_backward_blas", "cblas_sgemm", 0.90, ""),
-    ("logits_backward (Eigen GEMM) >= 0.90 x cblas_sgemm", "logits_backward",
-     "ember_logits_backward_eigen", "cblas_sgemm", 0.90, ""),
+    ("(info) logits_backward with Eigen's own GEMM vs cblas_sgemm", "logits_backward",
+     "ember_logits_backward_eigen", "cblas_sgemm", None, ""),
 ]
 
 # Per op: the implementations drawn, in order (ember first, then floors, then alternatives).
@@ -144,7 +144,8 @@ def markdown(runs):
         med = statistics.median(cpu.values())
         lines.append(
             f"| {label} | {med:.2f} | {min(cpu.values()):.2f}..{max(cpu.values()):.2f} | "
-            f"{statistics.median(wall.values()):.2f} | {'yes' if med >= need else '**no**'} |")
+            f"{statistics.median(wall.values()):.2f} | "
+            f"{'-' if need is None else ('yes' if med >= need else '**no**')} |")
 
     dec = table(runs, 1, "decode_lookup")
     decf = table(runs, 1, "decode_fused")

@@ -18,6 +18,11 @@ mkdir -p "$raw" bench/results
 # This favours the baselines (ember's kernels allocate little), it never slows them down.
 export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296
 
+# Idle OpenMP threads sleep instead of spinning: on a shared, oversubscribed machine spinning
+# workers steal the cores the next parallel region needs (measured: 2-thread lookups 10x slower
+# with the default policy). Applies to ember, Eigen and LibTorch alike.
+export OMP_WAIT_POLICY=passive
+
 for t in ${THREADS:-1 2}; do
   for b in bench_lookup bench_sparse_grad bench_tied_logits bench_tied_logits_blas bench_decode; do
     [[ -x "$build/bench/$b" ]] || { echo "skip $b (not built)"; continue; }

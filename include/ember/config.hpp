@@ -49,6 +49,8 @@
 #define EMBER_OMP_FOR(n)
 #endif
 
+#include <algorithm>
+
 #include <Eigen/Core>
 
 namespace ember::detail {
@@ -70,23 +72,24 @@ inline constexpr Eigen::Index kParallelMinWork = Eigen::Index{1} << 15;
 #endif
 }
 
-/// Calls body(begin, end, worker) on disjoint contiguous chunks covering [0, n), one chunk per
-/// thread (static split, so which thread computes an item never changes a result); worker is in
-/// [0, kernel_threads(work)), for per-thread scratch allocated by the caller beforehand. `work`
-/// is the total element count used to decide whether threads are worth it; small calls branch
-/// straight to a single serial body(0, n, 0) without entering the OpenMP runtime. `body` must not
-/// throw.
+/// Calls body(begin, end, worker) on disjoint contiguous chunks covering [0, n); worker is the
+/// calling thread's number in [0, kernel_threads(work)), for per-thread scratch allocated by the
+/// caller beforehand. `work` is the total element count used to decide whether threads are worth
+/// it; small calls branch straight to a single serial body(0, n, 0) without entering the OpenMP
+/// runtime. `body` must not throw.
+///
+/// Chunks are handed out dynamically, several per thread: on a shared machine a thread that is
+/// descheduled mid-call delays only its current chunk, not a whole static half. Every item is
+/// computed by the same code whichever thread runs it, so results never depend on the split.
 template <class F>
 void parallel_rows(Eigen::Index n, Eigen::Index work, F&& body) {
 #if EMBER_HAS_OPENMP
-  if (n > 1 && kernel_threads(work) > 1) {
-#pragma omp parallel
-    {
-      const auto t = static_cast<Eigen::Index>(omp_get_thread_num());
-      const auto threads = static_cast<Eigen::Index>(omp_get_num_threads());
-      const Eigen::Index begin = n * t / threads;
-      const Eigen::Index end = n * (t + 1) / threads;
-      if (begin < end) body(begin, end, static_cast<int>(t));
+  const int threads = n > 1 ? kernel_threads(work) : 1;
+  if (threads > 1) {
+    const Eigen::Index chunks = std::min<Eigen::Index>(n, Eigen::Index{8} * threads);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (Eigen::Index c = 0; c < chunks; ++c) {
+      body(n * c / chunks, n * (c + 1) / chunks, omp_get_thread_num());
     }
     return;
   }
