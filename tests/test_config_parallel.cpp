@@ -9,7 +9,8 @@
 using Index = Eigen::Index;
 namespace detail = ember::detail;
 
-TEST_CASE("parallel_rows covers every index from 0 to n once, in disjoint chunks", "[config][kernels]") {
+TEST_CASE("parallel_rows covers every index from 0 to n once, in disjoint chunks",
+          "[config][kernels]") {
   for (const Index n : {Index{0}, Index{1}, Index{5}, Index{1000}}) {
     for (const Index work : {Index{1}, detail::kParallelMinWork * 4}) {
       std::vector<int> hits(static_cast<std::size_t>(n), 0);
