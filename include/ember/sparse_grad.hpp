@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ember/config.hpp"
+#include "ember/detail/scatter.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/detail/validate.hpp"
 #include "ember/errors.hpp"
@@ -84,7 +85,8 @@ class SparseRowGrad {
   /// Throws:  IndexError if some id is outside [0, vocab_size); ShapeError if grad_rows is not
   ///          n x d or (vocab_size, d) differs from the bound shape. Nothing changes when it
   ///          throws.
-  /// Complexity: O(n log n + (k + u)·d) for u new rows; threads split the unique rows.
+  /// Complexity: O(n + u log u + n·d) for u distinct ids, plus O(k·d) to move the k stored rows
+  /// when some id is new; threads split the distinct rows.
   /// `where` names the public call in error messages (e.g. "Embedding::backward").
   template <IdRange R>
   void accumulate(const R& ids, const Eigen::Ref<const RowMatrix<T>>& grad_rows, T scale,
@@ -143,60 +145,34 @@ class SparseRowGrad {
     const auto n = static_cast<Index>(ids.size());
     EMBER_ASSERT(grad_rows.rows == n && grad_rows.cols == d_model_);
     if (n == 0) return;
-    // Sort (id, position) pairs: groups each id's positions in ascending order.
-    order_.resize(static_cast<std::size_t>(n));
-    for (Index i = 0; i < n; ++i) {
-      order_[static_cast<std::size_t>(i)] = {static_cast<TokenId>(ids[static_cast<std::size_t>(i)]),
-                                             i};
-    }
-    std::sort(order_.begin(), order_.end());
-    // One segment [begin, end) of `order_` per distinct id; the skipped row gets none.
-    batch_rows_.clear();
-    segments_.clear();
-    for (Index i = 0; i < n;) {
-      const TokenId id = order_[static_cast<std::size_t>(i)].first;
-      Index end = i + 1;
-      while (end < n && order_[static_cast<std::size_t>(end)].first == id) ++end;
-      if (id != options.skip_row) {
-        batch_rows_.push_back(id);
-        segments_.push_back({i, end});
-      }
-      i = end;
-    }
-    if (batch_rows_.empty()) return;
-    batch_slots_.resize(batch_rows_.size());
-    grow_to_include(batch_rows_, batch_slots_);
-
-    const auto u = static_cast<Index>(batch_rows_.size());
+    // Distinct ids (ascending) and each one's positions (ascending), without sorting positions.
+    grouper_.group(ids, vocab_size_, options.skip_row);
+    const auto batch_rows = grouper_.rows();
+    if (batch_rows.empty()) return;
+    const auto u = static_cast<Index>(batch_rows.size());
     const Index d = d_model_;
-    const auto* order = order_.data();
-    const auto* segments = segments_.data();
-    const auto* slots = batch_slots_.data();
+    // All scratch is sized before grow_to_include changes the layout, so an allocation failure
+    // leaves the gradient as it was.
+    batch_slots_.resize(batch_rows.size());
+    batch_fresh_.resize(batch_rows.size());
+    sums_.resize(detail::kernel_threads(n * d), d);
+    grow_to_include(batch_rows, batch_slots_, batch_fresh_.data());
+
     const bool freq = options.scale_grad_by_freq;
-#if EMBER_HAS_OPENMP
-#pragma omp parallel if (u >= 64)
-#endif
-    {
-      RowVector<T> sum(d);
-#if EMBER_HAS_OPENMP
-#pragma omp for schedule(static)
-#endif
-      for (Index j = 0; j < u; ++j) {
-        const auto [begin, end] = segments[j];
-        auto dst = values_.row(slots[j]);
-        const auto first = Eigen::Map<const RowVector<T>>(grad_rows.row(order[begin].second), d);
-        const T row_scale = freq ? scale / static_cast<T>(end - begin) : scale;
-        sum = first;
-        for (Index p = begin + 1; p < end; ++p) {
-          sum += Eigen::Map<const RowVector<T>>(grad_rows.row(order[p].second), d);
+    detail::parallel_rows(u, n * d, [&](Index begin, Index end, int worker) {
+      T* sum = sums_.row(worker).data();
+      for (Index j = begin; j < end; ++j) {
+        const auto uj = static_cast<std::size_t>(j);
+        if (j + 1 < end) {
+          // Groups visit grad_rows in id order, i.e. at random positions: fetch the next ahead.
+          detail::prefetch_row(grad_rows.row(grouper_.positions(uj + 1)[0]), d, d);
         }
-        // Scale in its own pass over `sum`, then add: two loops through memory, so no compiler
-        // (GCC contracts by default in C++, even at -std=c++20) can fuse them into an FMA whose
-        // single rounding would make the result depend on the order of calls.
-        sum *= row_scale;
-        dst += sum;
+        const auto positions = grouper_.positions(uj);
+        const T row_scale = freq ? scale / static_cast<T>(positions.size()) : scale;
+        detail::add_row_sum(grad_rows, positions, row_scale, batch_fresh_[uj] != 0,
+                            values_.row(batch_slots_[uj]).data(), sum);
       }
-    }
+    });
   }
 
  private:
@@ -220,8 +196,11 @@ class SparseRowGrad {
   }
 
   // Makes rows_ the sorted union of rows_ and `incoming` (sorted, unique), moving existing values
-  // to their new slots and zeroing new rows; writes the slot of each incoming row.
-  void grow_to_include(std::span<const TokenId> incoming, std::span<Index> slot_of) {
+  // to their new slots; writes the slot of each incoming row. New rows are zeroed, unless `fresh`
+  // is given: then they are left unwritten and fresh[b] says whether incoming[b] is new (the
+  // caller assigns those rows instead of adding to them).
+  void grow_to_include(std::span<const TokenId> incoming, std::span<Index> slot_of,
+                       unsigned char* fresh = nullptr) {
     const std::size_t k = rows_.size();
     merged_.clear();
     merged_.reserve(k + incoming.size());
@@ -231,19 +210,34 @@ class SparseRowGrad {
       if (b == incoming.size() || (a < k && rows_[a] < incoming[b])) {
         merged_.push_back(rows_[a++]);
       } else {
-        if (a < k && rows_[a] == incoming[b]) ++a;
+        const bool existing = a < k && rows_[a] == incoming[b];
+        if (existing) ++a;
+        if (fresh != nullptr) fresh[b] = existing ? 0 : 1;
         slot_of[b] = static_cast<Index>(merged_.size());
         merged_.push_back(incoming[b++]);
       }
     }
     if (merged_.size() == k) return;  // no new rows: slots index the existing layout
-    RowMatrix<T> grown = RowMatrix<T>::Zero(static_cast<Index>(merged_.size()), d_model_);
-    std::size_t m = 0;
-    for (std::size_t r = 0; r < k; ++r) {
-      while (merged_[m] != rows_[r]) ++m;
-      grown.row(static_cast<Index>(m)) = values_.row(static_cast<Index>(r));
+    const auto grown_rows = static_cast<Index>(merged_.size());
+    if (k == 0) {
+      // First rows since clear(): nothing to move.
+      values_.resize(grown_rows, d_model_);
+      if (fresh == nullptr) values_.setZero();
+    } else {
+      RowMatrix<T> grown(grown_rows, d_model_);
+      std::size_t m = 0;
+      for (std::size_t r = 0; r < k; ++r) {
+        while (merged_[m] != rows_[r]) {
+          if (fresh == nullptr) grown.row(static_cast<Index>(m)).setZero();
+          ++m;
+        }
+        grown.row(static_cast<Index>(m++)) = values_.row(static_cast<Index>(r));
+      }
+      if (fresh == nullptr) {
+        grown.bottomRows(grown_rows - static_cast<Index>(m)).setZero();
+      }
+      values_ = std::move(grown);
     }
-    values_ = std::move(grown);
     rows_.swap(merged_);
   }
 
@@ -252,10 +246,10 @@ class SparseRowGrad {
   std::vector<TokenId> rows_;
   RowMatrix<T> values_;
   // Scratch reused across calls so steady-state accumulation does not allocate them again.
-  std::vector<std::pair<TokenId, Index>> order_;
-  std::vector<TokenId> batch_rows_;
-  std::vector<std::pair<Index, Index>> segments_;
+  detail::RowGrouper grouper_;
   std::vector<Index> batch_slots_;
+  std::vector<unsigned char> batch_fresh_;
+  RowMatrix<T> sums_;  // one row of running sums per worker thread
   std::vector<TokenId> merged_;
 };
 

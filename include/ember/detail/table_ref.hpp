@@ -44,4 +44,21 @@ template <class Derived>
   return TableRef<T>{m.derived().data(), m.rows(), m.cols(), m.derived().outerStride()};
 }
 
+/// Asks for the cache lines of the first `reach` elements (at most d) of `row` ahead of use. A
+/// hint only: no effect on results, and nothing at all on compilers without __builtin_prefetch.
+/// The default reach of 4 lines lets the streaming prefetcher pick up the rest of a long row.
+template <class T>
+inline void prefetch_row(const T* row, Index d,
+                         Index reach = static_cast<Index>(256 / sizeof(T))) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  constexpr Index line = 64 / static_cast<Index>(sizeof(T));
+  const Index last = d < reach ? d : reach;
+  for (Index c = 0; c < last; c += line) __builtin_prefetch(row + c, 0, 3);
+#else
+  static_cast<void>(row);
+  static_cast<void>(d);
+  static_cast<void>(reach);
+#endif
+}
+
 }  // namespace ember::detail

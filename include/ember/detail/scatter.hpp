@@ -1,0 +1,180 @@
+/// Scatter-side kernels of the sparse backward: grouping a batch's positions by id with a slot
+/// map (no comparison sort of the n positions), and the per-row ordered sums. Inputs were
+/// validated by the public caller (SparseRowGrad::accumulate, Embedding::backward).
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "ember/config.hpp"
+#include "ember/detail/table_ref.hpp"
+#include "ember/types.hpp"
+
+namespace ember::detail {
+
+/// Groups the positions of a batch of ids by id.
+///
+/// After group(ids, V, skip_row): rows() holds the distinct ids except skip_row, ascending, and
+/// positions(j) the positions i with ids[i] == rows()[j], ascending. Cost O(n) plus sorting the u
+/// distinct ids (radix sort from 512 of them, std::sort below), plus a V-entry int32 slot map
+/// allocated on first use and reset sparsely (only the u touched entries) at the end of every call,
+/// so memory is O(V + n) ints, never O(V·d). Scratch is kept between calls: steady-state grouping
+/// does not allocate.
+class RowGrouper {
+ public:
+  /// Precondition: every id is in [0, vocab_size).
+  template <class Id>
+  void group(std::span<const Id> ids, Index vocab_size, TokenId skip_row) {
+    const auto n = static_cast<Index>(ids.size());
+    if (static_cast<Index>(slot_.size()) != vocab_size) {
+      slot_.assign(static_cast<std::size_t>(vocab_size), -1);
+    }
+    // Every buffer is sized before the slot map is dirtied, so nothing below can throw while
+    // slot_ holds entries of this call.
+    const auto un = static_cast<std::size_t>(n);
+    local_.resize(un);
+    first_seen_.resize(un);
+    count_.resize(un);
+    rank_.resize(un);
+    rows_.resize(un);
+    sort_scratch_.resize(un);
+    offsets_.resize(un + 1);
+    positions_.resize(un);
+
+    // Pass 1: a batch-local slot per distinct id, in order of first occurrence, and its count.
+    std::int32_t u = 0;
+    for (Index i = 0; i < n; ++i) {
+      const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
+      EMBER_ASSERT(id >= 0 && id < vocab_size);
+      if (id == skip_row) {
+        local_[static_cast<std::size_t>(i)] = -1;
+        continue;
+      }
+      std::int32_t& s = slot_[static_cast<std::size_t>(id)];
+      if (s < 0) {
+        s = u;
+        first_seen_[static_cast<std::size_t>(u)] = id;
+        count_[static_cast<std::size_t>(u)] = 0;
+        ++u;
+      }
+      ++count_[static_cast<std::size_t>(s)];
+      local_[static_cast<std::size_t>(i)] = s;
+    }
+    const auto uu = static_cast<std::size_t>(u);
+
+    // Sorted distinct ids; rank_[local slot] = index in that order. Then the slot map is clean.
+    std::copy_n(first_seen_.begin(), uu, rows_.begin());
+    sort_ids(std::span<TokenId>(rows_.data(), uu), vocab_size);
+    for (std::size_t j = 0; j < uu; ++j) {
+      std::int32_t& s = slot_[static_cast<std::size_t>(rows_[j])];
+      rank_[static_cast<std::size_t>(s)] = static_cast<std::int32_t>(j);
+      s = -1;
+    }
+
+    // Pass 2: counting sort of positions by rank, stable, so each group stays ascending.
+    offsets_[0] = 0;
+    for (std::size_t s = 0; s < uu; ++s) {
+      offsets_[static_cast<std::size_t>(rank_[s]) + 1] = count_[s];
+    }
+    for (std::size_t j = 0; j < uu; ++j) offsets_[j + 1] += offsets_[j];
+    cursor_.assign(offsets_.begin(), offsets_.begin() + static_cast<std::ptrdiff_t>(uu));
+    for (Index i = 0; i < n; ++i) {
+      const std::int32_t s = local_[static_cast<std::size_t>(i)];
+      if (s < 0) continue;
+      const auto j = static_cast<std::size_t>(rank_[static_cast<std::size_t>(s)]);
+      positions_[static_cast<std::size_t>(cursor_[j]++)] = i;
+    }
+    u_ = uu;
+  }
+
+  /// Distinct ids of the last group() call, ascending, skip_row excluded.
+  [[nodiscard]] std::span<const TokenId> rows() const noexcept { return {rows_.data(), u_}; }
+
+  /// Positions of rows()[j] in the last batch, ascending.
+  [[nodiscard]] std::span<const Index> positions(std::size_t j) const noexcept {
+    const auto begin = static_cast<std::size_t>(offsets_[j]);
+    const auto end = static_cast<std::size_t>(offsets_[j + 1]);
+    return {positions_.data() + begin, end - begin};
+  }
+
+ private:
+  // Sorts distinct ids in [0, vocab_size): a least-significant-digit radix sort with 11-bit
+  // digits (2 passes for vocabularies up to 4M) once there are enough ids to amortise the 2048
+  // counters, std::sort below that.
+  void sort_ids(std::span<TokenId> keys, Index vocab_size) {
+    constexpr std::size_t kMinRadix = 512;
+    constexpr int kBits = 11;
+    constexpr std::size_t kBuckets = std::size_t{1} << kBits;
+    const std::size_t u = keys.size();
+    if (u < kMinRadix) {
+      std::sort(keys.begin(), keys.end());
+      return;
+    }
+    TokenId* src = keys.data();
+    TokenId* dst = sort_scratch_.data();
+    std::array<std::size_t, kBuckets> count{};
+    for (int shift = 0; (static_cast<std::uint64_t>(vocab_size - 1) >> shift) != 0;
+         shift += kBits) {
+      count.fill(0);
+      for (std::size_t i = 0; i < u; ++i) {
+        ++count[(static_cast<std::uint64_t>(src[i]) >> shift) & (kBuckets - 1)];
+      }
+      std::size_t total = 0;
+      for (auto& c : count) total += std::exchange(c, total);
+      for (std::size_t i = 0; i < u; ++i) {
+        dst[count[(static_cast<std::uint64_t>(src[i]) >> shift) & (kBuckets - 1)]++] = src[i];
+      }
+      std::swap(src, dst);
+    }
+    if (src != keys.data()) std::copy_n(src, u, keys.data());
+  }
+
+  std::vector<std::int32_t> slot_;  // V entries; -1 outside group()
+  std::vector<std::int32_t> local_;
+  std::vector<TokenId> first_seen_;
+  std::vector<Index> count_;
+  std::vector<std::int32_t> rank_;
+  std::vector<TokenId> rows_;
+  std::vector<Index> offsets_;
+  std::vector<Index> cursor_;
+  std::vector<Index> positions_;
+  std::vector<TokenId> sort_scratch_;
+  std::size_t u_ = 0;
+};
+
+/// dst (+)= row_scale · Σ_{p in positions} src[p], the sum taken in the order of `positions`.
+/// With `assign` the row is written instead of accumulated (a row created by this call), which
+/// saves zero-filling it first. `sum` is caller scratch of d elements.
+template <class T>
+void add_row_sum(ConstTableRef<T> src, std::span<const Index> positions, T row_scale, bool assign,
+                 T* dst, T* sum) {
+  const Index d = src.cols;
+  EMBER_ASSERT(!positions.empty());
+  Eigen::Map<RowVector<T>> out(dst, d);
+  const auto first = Eigen::Map<const RowVector<T>>(src.row(positions[0]), d);
+  if (assign && positions.size() == 1) {
+    out = row_scale * first;  // a product alone: nothing to contract
+    return;
+  }
+  Eigen::Map<RowVector<T>> acc(sum, d);
+  acc = first;
+  for (std::size_t p = 1; p < positions.size(); ++p) {
+    acc += Eigen::Map<const RowVector<T>>(src.row(positions[p]), d);
+  }
+  if (assign) {
+    out = row_scale * acc;
+    return;
+  }
+  // Scale in its own pass through memory, then add: GCC contracts a*b + c into an FMA by default
+  // in C++ (even at -std=c++20), and its single rounding would make the running value depend on
+  // the order of backward calls. Two separate loops cannot be contracted.
+  acc *= row_scale;
+  out += acc;
+}
+
+}  // namespace ember::detail

@@ -1,0 +1,78 @@
+// Plain reference versions of ember's hot kernels, for tests that compare the fast kernels
+// against them: a std::sort grouping of (id, position) pairs, as the sparse backward used to do.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <ember/types.hpp>
+
+namespace ember_test {
+
+using ember::Index;
+using ember::RowMatrix;
+using ember::TokenId;
+
+/// Distinct ids (ascending, skip_row excluded) and the ascending positions of each.
+inline std::vector<std::pair<TokenId, std::vector<Index>>> sorted_groups(
+    std::span<const TokenId> ids, TokenId skip_row = -1) {
+  std::vector<std::pair<TokenId, Index>> order;
+  for (std::size_t i = 0; i < ids.size(); ++i) order.emplace_back(ids[i], static_cast<Index>(i));
+  std::sort(order.begin(), order.end());
+  std::vector<std::pair<TokenId, std::vector<Index>>> groups;
+  for (const auto& [id, pos] : order) {
+    if (id == skip_row) continue;
+    if (groups.empty() || groups.back().first != id) groups.push_back({id, {}});
+    groups.back().second.push_back(pos);
+  }
+  return groups;
+}
+
+/// A sparse gradient as (sorted rows, values), accumulated the plain way: per call, each row's
+/// positions summed in order, then scaled and added.
+template <class T>
+struct ReferenceSparseGrad {
+  std::map<TokenId, ember::RowVector<T>> rows;
+
+  void accumulate(std::span<const TokenId> ids, const RowMatrix<T>& grad_rows, T scale,
+                  bool scale_grad_by_freq = false, TokenId skip_row = -1) {
+    for (const auto& [id, positions] : sorted_groups(ids, skip_row)) {
+      ember::RowVector<T> sum = grad_rows.row(positions[0]);
+      for (std::size_t p = 1; p < positions.size(); ++p) sum += grad_rows.row(positions[p]);
+      const T row_scale = scale_grad_by_freq ? scale / static_cast<T>(positions.size()) : scale;
+      auto [it, inserted] = rows.try_emplace(id, ember::RowVector<T>::Zero(grad_rows.cols()));
+      it->second += row_scale * sum;
+    }
+  }
+};
+
+/// n ids in [0, vocab) from a fixed seed; `distinct` > 0 draws them from the first `distinct`
+/// ids only, so rows repeat.
+inline std::vector<TokenId> random_ids(Index n, Index vocab, std::uint64_t seed,
+                                       Index distinct = 0) {
+  std::mt19937_64 rng(seed);
+  const Index hi = distinct > 0 ? std::min(distinct, vocab) : vocab;
+  std::uniform_int_distribution<TokenId> pick(0, hi - 1);
+  std::vector<TokenId> ids(static_cast<std::size_t>(n));
+  for (auto& id : ids) id = pick(rng);
+  return ids;
+}
+
+/// An n x d matrix of uniform values in [-1, 1) from a fixed seed (unlike Eigen's Random, which
+/// draws from the global std::rand state).
+template <class T>
+RowMatrix<T> random_matrix(Index n, Index d, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<T> pick(T(-1), T(1));
+  RowMatrix<T> m(n, d);
+  for (Index i = 0; i < m.size(); ++i) m.data()[i] = pick(rng);
+  return m;
+}
+
+}  // namespace ember_test
