@@ -100,7 +100,7 @@ TEMPLATE_TEST_CASE("xavier_uniform uses bound gain * sqrt(6 / (V + d))", "[init]
   }
 }
 
-TEMPLATE_TEST_CASE("uniform(low, high) stays in [low, high)", "[init]", float, double) {
+TEMPLATE_TEST_CASE("uniform(low, high) stays within low and high", "[init]", float, double) {
   ember::RowMatrix<TestType> w(200, 50);
   ember::Init::uniform(-0.5, 1.5).fill(w, 9);
   CHECK(w.minCoeff() >= TestType(-0.5));

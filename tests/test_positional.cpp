@@ -89,7 +89,7 @@ TEMPLATE_TEST_CASE("encodings equal the paper's formula computed in long double"
   }
 }
 
-TEMPLATE_TEST_CASE("sine and cosine are interleaved and position 0 is [0, 1, 0, 1, ...]",
+TEMPLATE_TEST_CASE("sine and cosine are interleaved and position 0 is 0, 1, 0, 1, ...",
                    "[positional]", float, double) {
   constexpr ember::Index d = 16;
   const ember::SinusoidalEncoding<TestType> pe(50, d);

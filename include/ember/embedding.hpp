@@ -214,9 +214,11 @@ class Embedding {
   template <class Id>
   void backward_impl(std::span<const Id> ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                      SparseRowGrad<T>& grad) const {
-    detail::check_extent("Embedding::backward", "grad_out", 1, d_model(), grad_out.cols(),
-                         "d_model");
-    grad.accumulate(ids, grad_out, scale(), vocab_size(), {}, "Embedding::backward");
+    constexpr const char* where = "Embedding::backward";
+    detail::check_extent(where, "grad_out", 0, static_cast<Index>(ids.size()), grad_out.rows(),
+                         "the number of ids");
+    detail::check_extent(where, "grad_out", 1, d_model(), grad_out.cols(), "d_model");
+    grad.accumulate(ids, grad_out, scale(), vocab_size(), {}, where);
   }
 
   RowMatrix<T> table_;

@@ -186,15 +186,15 @@ class SparseRowGrad {
         auto dst = values_.row(slots[j]);
         const auto first = Eigen::Map<const RowVector<T>>(grad_rows.row(order[begin].second), d);
         const T row_scale = freq ? scale / static_cast<T>(end - begin) : scale;
-        if (end - begin == 1) {
-          dst += row_scale * first;
-        } else {
-          sum = first;
-          for (Index p = begin + 1; p < end; ++p) {
-            sum += Eigen::Map<const RowVector<T>>(grad_rows.row(order[p].second), d);
-          }
-          dst += row_scale * sum;
+        sum = first;
+        for (Index p = begin + 1; p < end; ++p) {
+          sum += Eigen::Map<const RowVector<T>>(grad_rows.row(order[p].second), d);
         }
+        // Scale in its own pass over `sum`, then add: two loops through memory, so no compiler
+        // (GCC contracts by default in C++, even at -std=c++20) can fuse them into an FMA whose
+        // single rounding would make the result depend on the order of calls.
+        sum *= row_scale;
+        dst += sum;
       }
     }
   }

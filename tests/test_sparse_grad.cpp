@@ -1,0 +1,457 @@
+// Tests of ember/sparse_grad.hpp: layout, accumulation, determinism (call order, merge, thread
+// count), add_to / to_dense, clear and the shape binding.
+// SPDX-License-Identifier: MIT
+#include "ember/sparse_grad.hpp"
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <catch2/catch.hpp>
+
+#include "ember/config.hpp"
+#include "ember/embedding.hpp"
+#include "ember/errors.hpp"
+#include "ember/types.hpp"
+#include "support/reference.hpp"
+
+using ember::Index;
+using ember::RowMatrix;
+using ember::SparseRowGrad;
+using ember::TokenId;
+namespace test = ember::test;
+
+namespace {
+
+template <class T>
+std::vector<TokenId> rows_of(const SparseRowGrad<T>& g) {
+  return {g.rows().begin(), g.rows().end()};
+}
+
+/// Same shape binding, same touched rows and the same bits in every value (bit identity is the
+/// point: these are SparseRowGrad's determinism guarantees). Prints the largest difference.
+template <class T>
+void check_same_grad(const SparseRowGrad<T>& a, const SparseRowGrad<T>& b) {
+  CHECK(a.vocab_size() == b.vocab_size());
+  CHECK(a.d_model() == b.d_model());
+  REQUIRE(rows_of(a) == rows_of(b));
+  REQUIRE(a.values().rows() == b.values().rows());
+  const double largest = a.values().size() == 0
+                             ? 0.0
+                             : static_cast<double>((a.values() - b.values()).cwiseAbs().maxCoeff());
+  INFO("largest |difference| = " << largest);
+  CHECK(test::same_bits(a.values(), b.values()));
+}
+
+/// The rows of m selected by positions, in order.
+template <class T>
+RowMatrix<T> select_rows(const RowMatrix<T>& m, const std::vector<Index>& positions) {
+  RowMatrix<T> out(static_cast<Index>(positions.size()), m.cols());
+  for (std::size_t k = 0; k < positions.size(); ++k)
+    out.row(static_cast<Index>(k)) = m.row(positions[k]);
+  return out;
+}
+
+}  // namespace
+
+// ---- construction and layout
+// ---------------------------------------------------------------------
+
+TEST_CASE("a default gradient is empty and unbound, the sized constructor binds it",
+          "[sparse_grad]") {
+  const SparseRowGrad<float> unbound;
+  CHECK(unbound.empty());
+  CHECK(unbound.size() == 0);
+  CHECK(unbound.vocab_size() == 0);
+  CHECK(unbound.d_model() == 0);
+  CHECK(unbound.rows().empty());
+  CHECK(unbound.to_dense().size() == 0);
+
+  const SparseRowGrad<double> bound(10, 3);
+  CHECK(bound.empty());
+  CHECK(bound.vocab_size() == 10);
+  CHECK(bound.d_model() == 3);
+  CHECK(bound.values().rows() == 0);
+  CHECK(bound.values().cols() == 3);
+  const RowMatrix<double> dense = bound.to_dense();
+  CHECK(dense.rows() == 10);
+  CHECK(dense.cols() == 3);
+  CHECK((dense.array() == 0.0).all());
+
+  CHECK_THROWS_AS(SparseRowGrad<double>(0, 3), ember::ShapeError);
+  CHECK_THROWS_AS(SparseRowGrad<double>(10, 0), ember::ShapeError);
+  CHECK_THROWS_AS(SparseRowGrad<float>(-1, 3), std::invalid_argument);
+}
+
+TEMPLATE_TEST_CASE("accumulate adds scale times each row and keeps rows sorted and unique",
+                   "[sparse_grad]", float, double) {
+  using T = TestType;
+  SparseRowGrad<T> grad;
+  const std::vector<TokenId> ids{9, 4, 9, 1, 4, 9};
+  const RowMatrix<T> g = test::random_table<T>(6, 5, 1);
+  grad.accumulate(ids, g, T(0.5), 12);
+  CHECK(rows_of(grad) == std::vector<TokenId>{1, 4, 9});
+  CHECK(grad.vocab_size() == 12);
+  CHECK(grad.d_model() == 5);
+  test::check_close(grad.to_dense(), test::dense_grad<T>(ids, g, T(0.5), 12));
+
+  // A second call with new rows in between and before the existing ones.
+  const std::vector<TokenId> more{0, 5, 9, 11};
+  const RowMatrix<T> g2 = test::random_table<T>(4, 5, 2);
+  grad.accumulate(more, g2, T(2), 12);
+  CHECK(rows_of(grad) == std::vector<TokenId>{0, 1, 4, 5, 9, 11});
+  const RowMatrix<T> expected =
+      test::dense_grad<T>(ids, g, T(0.5), 12) + test::dense_grad<T>(more, g2, T(2), 12);
+  test::check_close(grad.to_dense(), expected);
+  for (Index k = 0; k < grad.size(); ++k) {
+    test::check_close(grad.values().row(k), expected.row(grad.rows()[static_cast<std::size_t>(k)]));
+  }
+}
+
+TEST_CASE("accumulating no ids binds the shape but touches no row", "[sparse_grad]") {
+  SparseRowGrad<double> grad;
+  const std::vector<TokenId> none;
+  grad.accumulate(none, RowMatrix<double>(0, 4), 1.0, 7);
+  CHECK(grad.empty());
+  CHECK(grad.vocab_size() == 7);
+  CHECK(grad.d_model() == 4);
+}
+
+TEMPLATE_TEST_CASE(
+    "accumulate options: a skipped row gets no entry and frequency scaling "
+    "divides each row's sum by its count in the call",
+    "[sparse_grad]", float, double) {
+  using T = TestType;
+  using Options = typename SparseRowGrad<T>::AccumulateOptions;
+  const std::vector<TokenId> ids{0, 3, 0, 2, 0, 3};  // counts: 0 -> 3, 2 -> 1, 3 -> 2
+  const RowMatrix<T> g = test::random_table<T>(6, 4, 5);
+  const RowMatrix<T> plain = test::dense_grad<T>(ids, g, T(2), 5);
+
+  SECTION("skip_row: positions of the padding id contribute nothing and create no row") {
+    SparseRowGrad<T> grad;
+    Options options;
+    options.skip_row = 0;
+    grad.accumulate(ids, g, T(2), 5, options);
+    CHECK(rows_of(grad) == std::vector<TokenId>{2, 3});
+    RowMatrix<T> expected = plain;
+    expected.row(0).setZero();
+    test::check_close(grad.to_dense(), expected);
+
+    SparseRowGrad<T> only_padding;
+    only_padding.accumulate(std::vector<TokenId>{0, 0}, g.topRows(2), T(1), 5, options);
+    CHECK(only_padding.empty());
+  }
+  SECTION("scale_grad_by_freq") {
+    SparseRowGrad<T> grad;
+    Options options;
+    options.scale_grad_by_freq = true;
+    grad.accumulate(ids, g, T(2), 5, options);
+    CHECK(rows_of(grad) == std::vector<TokenId>{0, 2, 3});
+    RowMatrix<T> expected = plain;
+    expected.row(0) /= T(3);
+    expected.row(3) /= T(2);
+    test::check_close(grad.to_dense(), expected);
+  }
+}
+
+// ---- determinism
+// ---------------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("two backward calls give the same bits in either order", "[sparse_grad]", float,
+                   double) {
+  using T = TestType;
+  const ember::Embedding<T> emb(test::random_table<T>(30, 8, 10));
+  const auto ids_a = test::random_ids(40, 30, 11);
+  const auto ids_b = test::random_ids(25, 30, 12);
+  const RowMatrix<T> ga = test::random_table<T>(40, 8, 13);
+  const RowMatrix<T> gb = test::random_table<T>(25, 8, 14);
+
+  SparseRowGrad<T> ab;
+  emb.backward(ids_a, ga, ab);
+  emb.backward(ids_b, gb, ab);
+  SparseRowGrad<T> ba;
+  emb.backward(ids_b, gb, ba);
+  emb.backward(ids_a, ga, ba);
+  check_same_grad(ab, ba);
+}
+
+TEMPLATE_TEST_CASE(
+    "merge of per-part gradients equals one gradient fed the same calls, bit for bit",
+    "[sparse_grad]", float, double) {
+  using T = TestType;
+  const ember::Embedding<T> emb(test::random_table<T>(50, 6, 20));
+  const auto ids1 = test::random_ids(30, 50, 21);
+  const auto ids2 = test::random_ids(30, 50, 22);
+  const auto ids3 = test::random_ids(30, 50, 23);
+  const RowMatrix<T> g1 = test::random_table<T>(30, 6, 24);
+  const RowMatrix<T> g2 = test::random_table<T>(30, 6, 25);
+  const RowMatrix<T> g3 = test::random_table<T>(30, 6, 26);
+
+  SparseRowGrad<T> sequential;
+  emb.backward(ids1, g1, sequential);
+  emb.backward(ids2, g2, sequential);
+
+  SECTION("one call per part (per-thread gradients)") {
+    SparseRowGrad<T> part1;
+    SparseRowGrad<T> part2;
+    emb.backward(ids1, g1, part1);
+    emb.backward(ids2, g2, part2);
+    part1.merge(part2);
+    check_same_grad(part1, sequential);
+  }
+  SECTION("merging into an unbound gradient adopts the part") {
+    SparseRowGrad<T> part1;
+    SparseRowGrad<T> part2;
+    emb.backward(ids1, g1, part1);
+    emb.backward(ids2, g2, part2);
+    SparseRowGrad<T> total;
+    total.merge(part1);
+    total.merge(part2);
+    check_same_grad(total, sequential);
+  }
+  SECTION("a part holding the first calls, then a part holding the last") {
+    emb.backward(ids3, g3, sequential);
+    SparseRowGrad<T> head;
+    SparseRowGrad<T> tail;
+    emb.backward(ids1, g1, head);
+    emb.backward(ids2, g2, head);
+    emb.backward(ids3, g3, tail);
+    head.merge(tail);
+    check_same_grad(head, sequential);
+  }
+  SECTION("merging an unbound gradient changes nothing") {
+    SparseRowGrad<T> copy = sequential;
+    copy.merge(SparseRowGrad<T>());
+    check_same_grad(copy, sequential);
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "backward gives the same bits for any thread count and any row-partitioning "
+    "of the calls",
+    "[sparse_grad]", float, double) {
+  using T = TestType;
+  // Enough unique rows (>= 64) that an OpenMP build really splits the loop across threads.
+  const Index vocab = 300;
+  const Index d = 32;
+  const Index n = 2000;
+  const ember::Embedding<T> emb(test::random_table<T>(vocab, d, 30));
+  const auto ids = test::random_ids(n, vocab, 31);
+  const RowMatrix<T> g = test::random_table<T>(n, d, 32);
+
+  SparseRowGrad<T> reference;
+  emb.backward(ids, g, reference);
+  REQUIRE(reference.size() >= 64);
+  test::check_close(reference.to_dense(), test::dense_grad<T>(ids, g, emb.scale(), vocab),
+                    test::rel_tol<T>() * 10, test::abs_tol<T>() * 10);
+
+  SECTION("the same call again into a fresh gradient") {
+    SparseRowGrad<T> again;
+    emb.backward(ids, g, again);
+    check_same_grad(again, reference);
+  }
+  SECTION("scratch reuse: a gradient cleared and fed the call again") {
+    SparseRowGrad<T> reused;
+    emb.backward(test::random_ids(500, vocab, 33), test::random_table<T>(500, d, 34), reused);
+    reused.clear();
+    emb.backward(ids, g, reused);
+    check_same_grad(reused, reference);
+  }
+  SECTION("the ids split by id parity into two calls (each row's positions stay in one call)") {
+    std::vector<TokenId> even_ids;
+    std::vector<TokenId> odd_ids;
+    std::vector<Index> even_pos;
+    std::vector<Index> odd_pos;
+    for (Index i = 0; i < n; ++i) {
+      const TokenId id = ids[static_cast<std::size_t>(i)];
+      (id % 2 == 0 ? even_ids : odd_ids).push_back(id);
+      (id % 2 == 0 ? even_pos : odd_pos).push_back(i);
+    }
+    SparseRowGrad<T> split;
+    emb.backward(odd_ids, select_rows(g, odd_pos), split);
+    emb.backward(even_ids, select_rows(g, even_pos), split);
+    check_same_grad(split, reference);
+  }
+#if defined(_OPENMP)
+  SECTION("1, 2 and 4 OpenMP threads") {
+    const int saved = omp_get_max_threads();
+    for (const int threads : {1, 2, 4}) {
+      omp_set_num_threads(threads);
+      SparseRowGrad<T> g_threads;
+      emb.backward(ids, g, g_threads);
+      INFO("threads = " << threads);
+      check_same_grad(g_threads, reference);
+      RowMatrix<T> out(n, d);
+      emb.forward(ids, out);
+      CHECK(test::same_bits(out, emb.forward(ids)));
+    }
+    omp_set_num_threads(saved);
+  }
+#endif
+}
+
+// ---- add_to / to_dense / scale_by
+// ----------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("add_to adds the touched rows into a dense matrix and to_dense fills zeros",
+                   "[sparse_grad]", float, double) {
+  using T = TestType;
+  SparseRowGrad<T> grad;
+  const std::vector<TokenId> ids{3, 0, 3};
+  const RowMatrix<T> g = test::random_table<T>(3, 4, 40);
+  grad.accumulate(ids, g, T(1), 6);
+
+  const RowMatrix<T> sparse_dense = test::dense_grad<T>(ids, g, T(1), 6);
+  const RowMatrix<T> dense = grad.to_dense();
+  test::check_close(dense, sparse_dense);
+  for (const Index r : {1, 2, 4, 5}) CHECK((dense.row(r).array() == T(0)).all());
+
+  RowMatrix<T> base = test::random_table<T>(6, 4, 41);
+  const RowMatrix<T> base_before = base;
+  grad.add_to(base);
+  test::check_close(base, (base_before + sparse_dense).eval());
+  for (const Index r : {1, 2, 4, 5}) CHECK(test::same_bits(base.row(r), base_before.row(r)));
+
+  SECTION("into a block of a larger matrix") {
+    RowMatrix<T> big = RowMatrix<T>::Constant(10, 9, T(7));
+    grad.add_to(big.block(2, 3, 6, 4));
+    RowMatrix<T> expected_block = RowMatrix<T>::Constant(6, 4, T(7)) + sparse_dense;
+    test::check_close(big.block(2, 3, 6, 4), expected_block);
+    RowMatrix<T> outside = big;
+    outside.block(2, 3, 6, 4).setConstant(T(7));
+    CHECK((outside.array() == T(7)).all());
+  }
+  SECTION("scale_by multiplies every stored row") {
+    grad.scale_by(T(-2));
+    test::check_close(grad.to_dense(), (sparse_dense * T(-2)).eval());
+  }
+}
+
+TEST_CASE("add_to rejects a dense matrix of the wrong shape and leaves it untouched",
+          "[sparse_grad][errors]") {
+  SparseRowGrad<double> grad;
+  grad.accumulate(std::vector<TokenId>{1}, RowMatrix<double>::Ones(1, 4), 1.0, 6);
+
+  RowMatrix<double> rows_wrong = RowMatrix<double>::Constant(5, 4, 7.0);
+  const auto err = test::catch_as<ember::ShapeError>([&] { grad.add_to(rows_wrong); });
+  REQUIRE(err);
+  CHECK(err->dimension() == 0);
+  CHECK(err->expected() == 6);
+  CHECK(err->actual() == 5);
+  CHECK_THAT(std::string(err->what()),
+             Catch::Contains("dense has 5 rows") && Catch::Contains("vocab_size = 6"));
+  CHECK((rows_wrong.array() == 7.0).all());
+
+  RowMatrix<double> cols_wrong = RowMatrix<double>::Constant(6, 3, 7.0);
+  CHECK_THROWS_AS(grad.add_to(cols_wrong), ember::ShapeError);
+  CHECK_THROWS_WITH(grad.add_to(cols_wrong),
+                    Catch::Contains("dense has 3 columns") && Catch::Contains("d_model = 4"));
+  CHECK((cols_wrong.array() == 7.0).all());
+
+  // An unbound gradient is the zero gradient of any shape: add_to does nothing.
+  RowMatrix<double> any = RowMatrix<double>::Constant(2, 2, 7.0);
+  REQUIRE_NOTHROW(SparseRowGrad<double>().add_to(any));
+  CHECK((any.array() == 7.0).all());
+}
+
+// ---- clear and the shape binding
+// -----------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("clear forgets every row but keeps the shape binding", "[sparse_grad]", float,
+                   double) {
+  using T = TestType;
+  const ember::Embedding<T> emb(test::random_table<T>(8, 3, 50));
+  const std::vector<TokenId> ids{2, 7, 2};
+  const RowMatrix<T> g = test::random_table<T>(3, 3, 51);
+
+  SparseRowGrad<T> grad;
+  emb.backward(ids, g, grad);
+  REQUIRE_FALSE(grad.empty());
+  grad.clear();
+  CHECK(grad.empty());
+  CHECK(grad.size() == 0);
+  CHECK(grad.values().rows() == 0);
+  CHECK(grad.vocab_size() == 8);
+  CHECK(grad.d_model() == 3);
+  CHECK((grad.to_dense().array() == T(0)).all());
+
+  // Still bound: another table shape is rejected...
+  const ember::Embedding<T> other(test::random_table<T>(9, 3, 52));
+  CHECK_THROWS_AS(other.backward(ids, g, grad), ember::ShapeError);
+  // ...and the same shape gives exactly what a fresh gradient gets.
+  emb.backward(ids, g, grad);
+  SparseRowGrad<T> fresh;
+  emb.backward(ids, g, fresh);
+  check_same_grad(grad, fresh);
+}
+
+TEST_CASE("a gradient bound to one table shape rejects another and stays unchanged",
+          "[sparse_grad][errors]") {
+  const ember::Embedding<double> emb(test::random_table<double>(6, 4, 60));
+  const std::vector<TokenId> ids{1, 2};
+  SparseRowGrad<double> grad;
+  emb.backward(ids, test::random_table<double>(2, 4, 61), grad);
+  const std::vector<TokenId> rows_before = rows_of(grad);
+  const RowMatrix<double> values_before = grad.values();
+
+  SECTION("a taller table") {
+    const ember::Embedding<double> taller(test::random_table<double>(7, 4, 62));
+    const auto err = test::catch_as<ember::ShapeError>(
+        [&] { taller.backward(ids, test::random_table<double>(2, 4, 63), grad); });
+    REQUIRE(err);
+    CHECK(err->dimension() == 0);
+    CHECK(err->expected() == 6);
+    CHECK(err->actual() == 7);
+    CHECK_THAT(std::string(err->what()), Catch::Contains("7") && Catch::Contains("6"));
+  }
+  SECTION("a wider table") {
+    const ember::Embedding<double> wider(test::random_table<double>(6, 5, 64));
+    const auto err = test::catch_as<ember::ShapeError>(
+        [&] { wider.backward(ids, test::random_table<double>(2, 5, 65), grad); });
+    REQUIRE(err);
+    CHECK(err->dimension() == 1);
+    CHECK(err->expected() == 4);
+    CHECK(err->actual() == 5);
+  }
+  SECTION("merging a gradient bound to another shape") {
+    SparseRowGrad<double> other(6, 5);
+    other.accumulate(ids, test::random_table<double>(2, 5, 66), 1.0, 6);
+    CHECK_THROWS_AS(grad.merge(other), ember::ShapeError);
+  }
+  SECTION("accumulate with another vocab_size") {
+    CHECK_THROWS_AS(grad.accumulate(ids, test::random_table<double>(2, 4, 67), 1.0, 5),
+                    ember::ShapeError);
+  }
+  CHECK(rows_of(grad) == rows_before);
+  CHECK(test::same_bits(grad.values(), values_before));
+  CHECK(grad.vocab_size() == 6);
+  CHECK(grad.d_model() == 4);
+}
+
+TEST_CASE("accumulate rejects bad ids and grad_rows shapes and changes nothing",
+          "[sparse_grad][errors]") {
+  SparseRowGrad<float> grad;
+  grad.accumulate(std::vector<TokenId>{0}, RowMatrix<float>::Ones(1, 3), 1.0f, 5);
+  const RowMatrix<float> values_before = grad.values();
+
+  const auto err = test::catch_as<ember::IndexError>([&] {
+    grad.accumulate(std::vector<TokenId>{1, 2, 3, 5}, RowMatrix<float>::Ones(4, 3), 1.0f, 5);
+  });
+  REQUIRE(err);
+  CHECK(err->position() == 3);
+  CHECK(err->value() == 5);
+  CHECK(err->bound() == 5);
+  CHECK_THAT(std::string(err->what()), Catch::Contains("SparseRowGrad::accumulate") &&
+                                           Catch::Contains("position 3") &&
+                                           Catch::Contains("[0, 5)"));
+  CHECK_THROWS_AS(
+      grad.accumulate(std::vector<TokenId>{1, 2}, RowMatrix<float>::Ones(3, 3), 1.0f, 5),
+      ember::ShapeError);
+  CHECK_THROWS_AS(grad.accumulate(std::vector<TokenId>{1}, RowMatrix<float>::Ones(1, 3), 1.0f, 0),
+                  ember::ShapeError);
+  CHECK(rows_of(grad) == std::vector<TokenId>{0});
+  CHECK(test::same_bits(grad.values(), values_before));
+}
