@@ -3,11 +3,14 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "ember/clip.hpp"
 #include "ember/config.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/init.hpp"
 #include "ember/input_embedding.hpp"
+#include "ember/input_stem.hpp"
+#include "ember/optim.hpp"
 #include "ember/positional.hpp"
 #include "ember/random.hpp"
 #include "ember/sparse_grad.hpp"

@@ -1,5 +1,6 @@
 /// The exceptions ember throws at its public entry points: IndexError, ShapeError, ValueError,
-/// FormatError, all derived from ember::Error and from the matching standard exception.
+/// FormatError, KeyError, StateError, all derived from ember::Error and from the matching
+/// standard exception.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -93,6 +94,29 @@ class FormatError : public std::runtime_error, public Error {
   std::string path_;
   std::uint64_t offset_;
   bool is_line_;
+};
+
+/// A call that is not allowed in the object's current state: an optimizer step on a frozen table,
+/// a segment id given to an input stem that has no segment embedding, a backward through dropout
+/// without the matching forward. Nothing changes when it is thrown.
+class StateError : public std::logic_error, public Error {
+ public:
+  explicit StateError(const std::string& what) : std::logic_error(what) {}
+  [[nodiscard]] const char* message() const noexcept override { return what(); }
+};
+
+/// A token (string key) that is not in a vocabulary and no unknown-token id was set.
+/// Fields: key() is the missing token. Example message:
+/// `Vocabulary::id: token 'qeen' is not in the vocabulary (50000 tokens)`.
+class KeyError : public std::out_of_range, public Error {
+ public:
+  KeyError(const std::string& what, std::string key)
+      : std::out_of_range(what), key_(std::move(key)) {}
+  [[nodiscard]] const std::string& key() const noexcept { return key_; }
+  [[nodiscard]] const char* message() const noexcept override { return what(); }
+
+ private:
+  std::string key_;
 };
 
 }  // namespace ember

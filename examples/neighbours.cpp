@@ -1,0 +1,68 @@
+// neighbours: nearest neighbours and analogies over a word2vec / GloVe file, as gensim answers
+// them.
+//
+//   neighbours FILE --format w2v-bin|w2v-text|glove [--topn K] WORD...
+//   neighbours FILE --format ... [--topn K] [--cosmul] --analogy A B C   (B - A + C)
+//
+// Prints `word<TAB>score` lines (score to 6 decimals); exits non-zero on any error.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include <ember/io/word2vec.hpp>
+#include <ember/query/similarity.hpp>
+
+int main(int argc, char** argv) {
+  CLI::App app{"Nearest neighbours and analogies by cosine similarity (gensim's most_similar)."};
+  std::string file, format;
+  int topn = 10;
+  std::vector<std::string> words, analogy;
+  bool cosmul = false;
+  app.add_option("FILE", file, "word-vector file")->required();
+  app.add_option("--format", format, "file format")
+      ->required()
+      ->check(CLI::IsMember({"w2v-bin", "w2v-text", "glove"}));
+  app.add_option("--topn", topn, "neighbours per query (default 10)")->check(CLI::PositiveNumber);
+  auto* a = app.add_option("--analogy", analogy, "A B C: A is to B as C is to ? (B - A + C)")
+                ->expected(3);
+  app.add_flag("--cosmul", cosmul, "rank analogies by 3CosMul instead of 3CosAdd")->needs(a);
+  app.add_option("WORD", words, "words to find neighbours of")->excludes(a);
+  try {
+    app.parse(argc, argv);
+    if (words.empty() && analogy.empty())
+      throw CLI::ValidationError("give at least one WORD or --analogy A B C");
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) std::fputs(app.help().c_str(), stderr);
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  try {
+    const auto fmt = format == "w2v-bin"    ? ember::io::WordFormat::word2vec_binary
+                     : format == "w2v-text" ? ember::io::WordFormat::word2vec_text
+                                            : ember::io::WordFormat::glove;
+    auto wv = ember::io::load_word_vectors<float>(file, fmt);
+    const ember::query::Neighbours<float> nn(wv.vectors, std::move(wv.vocab));
+    auto print = [&](const std::vector<ember::query::Neighbour<float>>& result) {
+      for (const auto& r : result)
+        std::printf("%s\t%.6f\n", nn.word(r.id).c_str(), static_cast<double>(r.score));
+    };
+    if (!analogy.empty()) {
+      const auto method =
+          cosmul ? ember::query::AnalogyMethod::mul : ember::query::AnalogyMethod::add;
+      print(nn.analogy(analogy[0], analogy[1], analogy[2], topn, method));
+    } else {
+      for (const auto& w : words) print(nn.nearest(w, topn));
+    }
+  } catch (const ember::KeyError& e) {
+    std::fprintf(stderr, "neighbours: word '%s' is not in the vocabulary of %s\n", e.key().c_str(),
+                 file.c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "neighbours: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

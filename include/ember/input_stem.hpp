@@ -1,0 +1,379 @@
+/// InputStem<T>: the full input stem of a transformer - token embedding × √d_model + positions
+/// (sinusoidal, or learned as in GPT-2) + optional segment / token-type embedding (BERT) +
+/// seeded dropout - fused into one pass forward, with the sparse gradient of every table backward.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "ember/detail/stem.hpp"
+#include "ember/detail/table_ref.hpp"
+#include "ember/detail/validate.hpp"
+#include "ember/embedding.hpp"
+#include "ember/errors.hpp"
+#include "ember/init.hpp"
+#include "ember/positional.hpp"
+#include "ember/random.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/types.hpp"
+
+namespace ember {
+
+/// Where an InputStem's position rows come from.
+enum class PositionKind {
+  sinusoidal,  ///< fixed SinusoidalEncoding (Vaswani et al.), no parameters
+  learned      ///< a trained max_len x d table (GPT-2's wpe, BERT's position_embeddings)
+};
+
+/// Construction options of an InputStem.
+struct InputStemOptions {
+  Index max_len = 512;                                ///< number of positions, > 0
+  PositionKind positions = PositionKind::sinusoidal;  ///< position source
+  Index type_vocab_size = 0;       ///< rows of the segment (token-type) table; 0 = no segments
+  double dropout = 0.0;            ///< drop probability p in [0, 1)
+  std::uint64_t seed = 0;          ///< seeds the initialisation of the tables
+  std::uint64_t dropout_seed = 0;  ///< seeds the dropout generator
+  double init_std = 0.02;  ///< std of learned position and segment tables (GPT-2/BERT), >= 0
+};
+
+/// The gradients of one InputStem backward: one row-sparse gradient per table. `positions` stays
+/// empty with sinusoidal positions, `segments` without a segment table.
+template <class T>
+struct InputStemGrads {
+  SparseRowGrad<T> tokens;     ///< of tokens().weight()
+  SparseRowGrad<T> positions;  ///< of positions().weight() (learned positions only)
+  SparseRowGrad<T> segments;   ///< of segments().weight() (with segments only)
+  /// Empties all three, keeping their bound shapes.
+  void clear() noexcept {
+    tokens.clear();
+    positions.clear();
+    segments.clear();
+  }
+};
+
+/// The input stem:
+///
+///   out[i] = dropout( tokens.weight()[ids[i]] · √d  +  P[offset + i % seq_len]  +  S[seg[i]] )
+///
+/// for a batch of B sequences of seq_len ids flattened batch-major (row b·seq_len + t).
+/// - The √d_model scale belongs to the token lookup only (Embedding's convention); P (sinusoidal
+///   or learned) and S (segments) are added unscaled, as in GPT-2 and BERT.
+/// - Without segment ids, every row uses segment 0 (BERT's default token_type_ids = 0).
+/// - Dropout is inverted dropout: kept elements are multiplied by 1 / (1 - p), dropped ones are
+///   0. In training mode with p > 0, each forward draws a fresh mask from the stem's own
+///   Random(dropout_seed), one uniform per output element in row-major order, element kept iff
+///   uniform() >= p; so a seed fixes every mask of a run. eval() (or p = 0) makes dropout the
+///   identity and draws nothing. set_dropout_seed() restarts the stream.
+/// - backward applies the mask of the most recent forward, then gives each table its row-sparse
+///   gradient: tokens (scaled by √d, honouring its padding_idx and scale_grad_by_freq), learned
+///   positions (one row per position used), segments. The tables are ordinary Embedding objects:
+///   train them with ember::optim, freeze them, give them padding rows.
+///
+/// Forward is one fused pass over the output (each output row written once: token, position,
+/// segment and mask in the same loop); the mask is drawn serially before it, so results are
+/// identical for any thread count.
+///
+/// Example:
+/// ```cpp
+/// ember::InputStem<float> stem(30522, 768, {.max_len = 512, .positions =
+///                              ember::PositionKind::learned, .type_vocab_size = 2, .dropout =
+///                              0.1});
+/// ember::RowMatrix<float> x = stem.forward(ids, segment_ids, /*seq_len=*/128);
+/// ember::InputStemGrads<float> grads;
+/// stem.backward(ids, segment_ids, 128, grad_x, grads);
+/// ```
+template <class T>
+class InputStem {
+  static_assert(Scalar<T>, "ember::InputStem<T>: T must be float or double");
+
+ public:
+  /// A stem with a fresh token table (ember's default N(0, 1/d) initialiser from options.seed).
+  /// Throws:  ShapeError for a non-positive size; ValueError for dropout outside [0, 1) or a
+  ///          negative / non-finite init_std.
+  InputStem(Index vocab_size, Index d_model, const InputStemOptions& options = {})
+      : InputStem(Embedding<T>(vocab_size, d_model, options.seed), options) {}
+
+  /// A stem around an existing token table (e.g. Embedding::from_pretrained).
+  /// Learned positions are drawn from Random(options.seed + 1), segments from options.seed + 2.
+  InputStem(Embedding<T> tokens, const InputStemOptions& options)
+      : tokens_(std::move(tokens)), rng_(options.dropout_seed) {
+    constexpr const char* where = "InputStem";
+    const Index d = tokens_.d_model();
+    detail::check_positive_size(where, "max_len", options.max_len);
+    if (options.type_vocab_size < 0) {
+      detail::check_positive_size(where, "type_vocab_size", options.type_vocab_size);
+    }
+    check_dropout(where, options.dropout);
+    detail::check_finite_value(where, "init_std", options.init_std);
+    if (options.init_std < 0.0) {
+      throw ValueError(
+          std::string(where) + ": init_std must be >= 0, got " + std::to_string(options.init_std),
+          options.init_std);
+    }
+    const Init init = options.init_std == 0.0 ? Init::zeros() : Init::normal(options.init_std);
+    if (options.positions == PositionKind::learned) {
+      learned_positions_.emplace(options.max_len, d, init, options.seed + 1);
+    } else {
+      sinusoid_.emplace(options.max_len, d);
+    }
+    if (options.type_vocab_size > 0) {
+      segments_.emplace(options.type_vocab_size, d, init, options.seed + 2);
+    }
+    dropout_ = options.dropout;
+  }
+
+  /// The token table (scaled by √d at lookup).
+  [[nodiscard]] Embedding<T>& tokens() noexcept { return tokens_; }
+  [[nodiscard]] const Embedding<T>& tokens() const noexcept { return tokens_; }
+  /// Vocabulary size of the token table.
+  [[nodiscard]] Index vocab_size() const noexcept { return tokens_.vocab_size(); }
+  /// Row width.
+  [[nodiscard]] Index d_model() const noexcept { return tokens_.d_model(); }
+  /// Number of positions available.
+  [[nodiscard]] Index max_len() const noexcept { return position_table().rows(); }
+
+  /// True with learned positions.
+  [[nodiscard]] bool learned_positions() const noexcept { return learned_positions_.has_value(); }
+  /// The learned position table (added unscaled). Throws StateError with sinusoidal positions.
+  [[nodiscard]] Embedding<T>& positions() {
+    if (!learned_positions_) throw StateError("InputStem::positions: positions are sinusoidal");
+    return *learned_positions_;
+  }
+  /// The max_len x d rows added for positions, whichever the kind.
+  [[nodiscard]] const RowMatrix<T>& position_table() const noexcept {
+    return learned_positions_ ? learned_positions_->weight() : sinusoid_->table();
+  }
+
+  /// True with a segment (token-type) table.
+  [[nodiscard]] bool has_segments() const noexcept { return segments_.has_value(); }
+  /// The segment table (added unscaled). Throws StateError if the stem has none.
+  [[nodiscard]] Embedding<T>& segments() {
+    if (!segments_) throw StateError("InputStem::segments: the stem has no segment embedding");
+    return *segments_;
+  }
+
+  /// The drop probability.
+  [[nodiscard]] double dropout() const noexcept { return dropout_; }
+  /// Changes the drop probability. Throws ValueError unless p is in [0, 1).
+  void set_dropout(double p) {
+    check_dropout("InputStem::set_dropout", p);
+    dropout_ = p;
+  }
+  /// Restarts the dropout stream from `seed`.
+  void set_dropout_seed(std::uint64_t seed) noexcept { rng_ = Random(seed); }
+  /// Training mode (dropout active when p > 0). The default.
+  void train(bool on = true) noexcept { training_ = on; }
+  /// Evaluation mode: dropout is the identity.
+  void eval() noexcept { training_ = false; }
+  /// True in training mode.
+  [[nodiscard]] bool training() const noexcept { return training_; }
+
+  // ---- forward --------------------------------------------------------------------------------
+
+  /// The stem's output for ids (all rows in segment 0 if the stem has segments), into out.
+  ///
+  /// Shapes:  ids[B·seq_len] -> out[B·seq_len, d].
+  /// Throws:  IndexError for an id outside [0, vocab_size()) or positions outside [0, max_len());
+  ///          ShapeError if seq_len <= 0, ids are not a multiple of seq_len, or out is not n x d.
+  ///          out is untouched and no dropout draw is consumed when it throws.
+  /// Complexity: O(n·d), one fused pass (+ n·d uniform draws with dropout).
+  template <IdRange R>
+  void forward(const R& ids, Index seq_len, Eigen::Ref<RowMatrix<T>> out, Index offset = 0) {
+    forward_impl(detail::as_id_span(ids), std::span<const TokenId>{}, false, seq_len, out, offset);
+  }
+
+  /// The stem's output with explicit segment ids (one per id).
+  /// Throws:  as above, plus StateError if the stem has no segment table, ShapeError if
+  ///          segment_ids.size() != ids.size(), IndexError for a segment id out of range.
+  template <IdRange R, IdRange S>
+  void forward(const R& ids, const S& segment_ids, Index seq_len, Eigen::Ref<RowMatrix<T>> out,
+               Index offset = 0) {
+    forward_impl(detail::as_id_span(ids), detail::as_id_span(segment_ids), true, seq_len, out,
+                 offset);
+  }
+
+  /// Owning form of forward(ids, seq_len, out, offset).
+  template <IdRange R>
+  [[nodiscard]] RowMatrix<T> forward(const R& ids, Index seq_len, Index offset = 0) {
+    RowMatrix<T> out(static_cast<Index>(std::size(ids)), d_model());
+    forward(ids, seq_len, out, offset);
+    return out;
+  }
+
+  /// Owning form of forward(ids, segment_ids, seq_len, out, offset).
+  template <IdRange R, IdRange S>
+  [[nodiscard]] RowMatrix<T> forward(const R& ids, const S& segment_ids, Index seq_len,
+                                     Index offset = 0) {
+    RowMatrix<T> out(static_cast<Index>(std::size(ids)), d_model());
+    forward(ids, segment_ids, seq_len, out, offset);
+    return out;
+  }
+
+  // ---- backward -------------------------------------------------------------------------------
+
+  /// Accumulates into grads the gradient of the most recent forward(ids, seq_len, ...).
+  ///
+  /// Shapes:  ids[n], grad_out[n, d] -> grads.tokens (V x d), grads.positions (max_len x d,
+  ///          learned only), grads.segments (type_vocab x d, with segments), all row-sparse.
+  /// Throws:  as forward for ids and positions; ShapeError if grad_out is not n x d or a gradient
+  ///          in grads is bound to another shape; StateError if the last forward drew a dropout
+  ///          mask for a different number of rows. Nothing changes when it throws.
+  /// Complexity: O(n log n + n·d) per table.
+  template <IdRange R>
+  void backward(const R& ids, Index seq_len, const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                InputStemGrads<T>& grads, Index offset = 0) {
+    backward_impl(detail::as_id_span(ids), std::span<const TokenId>{}, false, seq_len, grad_out,
+                  grads, offset);
+  }
+
+  /// backward with explicit segment ids (as passed to forward).
+  template <IdRange R, IdRange S>
+  void backward(const R& ids, const S& segment_ids, Index seq_len,
+                const Eigen::Ref<const RowMatrix<T>>& grad_out, InputStemGrads<T>& grads,
+                Index offset = 0) {
+    backward_impl(detail::as_id_span(ids), detail::as_id_span(segment_ids), true, seq_len, grad_out,
+                  grads, offset);
+  }
+
+ private:
+  static void check_dropout(const char* where, double p) {
+    if (!(p >= 0.0 && p < 1.0)) {
+      throw ValueError(std::string(where) + ": dropout must be in [0, 1), got " + std::to_string(p),
+                       p);
+    }
+  }
+
+  template <class Id, class SegId>
+  void check_batch(const char* where, std::span<const Id> ids, std::span<const SegId> seg_ids,
+                   bool with_segments, Index seq_len, Index offset) const {
+    const auto n = static_cast<Index>(ids.size());
+    detail::check_positions(where, seq_len, offset, max_len());
+    if (n % seq_len != 0) {
+      throw ShapeError(std::string(where) + ": " + std::to_string(n) +
+                           " ids are not a multiple of seq_len = " + std::to_string(seq_len),
+                       0, (n / seq_len + 1) * seq_len, n);
+    }
+    detail::check_ids(ids, vocab_size(), where);
+    if (with_segments) {
+      if (!segments_) {
+        throw StateError(std::string(where) +
+                         ": segment ids were given but the stem has no segment embedding "
+                         "(InputStemOptions::type_vocab_size = 0)");
+      }
+      detail::check_extent(where, "segment_ids", 0, n, static_cast<Index>(seg_ids.size()),
+                           "the number of ids");
+      detail::check_ids(seg_ids, segments_->vocab_size(), where);
+    }
+  }
+
+  template <class Id, class SegId>
+  void forward_impl(std::span<const Id> ids, std::span<const SegId> seg_ids, bool with_segments,
+                    Index seq_len, Eigen::Ref<RowMatrix<T>> out, Index offset) {
+    constexpr const char* where = "InputStem::forward";
+    const auto n = static_cast<Index>(ids.size());
+    check_batch(where, ids, seg_ids, with_segments, seq_len, offset);
+    detail::check_extent(where, "out", 0, n, out.rows(), "the number of ids");
+    detail::check_extent(where, "out", 1, d_model(), out.cols(), "d_model");
+    const bool drop = training_ && dropout_ > 0.0;
+    if (drop) {
+      detail::draw_keep_mask(rng_, dropout_, static_cast<std::size_t>(n * d_model()), keep_);
+    }
+    mask_active_ = drop;
+    mask_rows_ = n;
+    mask_scale_ = drop ? static_cast<T>(1.0 / (1.0 - dropout_)) : T(1);
+    const detail::ConstTableRef<T> seg =
+        segments_ ? detail::const_table(segments_->weight())
+                  : detail::ConstTableRef<T>{nullptr, 0, d_model(), d_model()};
+    detail::stem_forward(detail::const_table(tokens_.weight()), ids, tokens_.scale(),
+                         detail::const_table(position_table()), seq_len, offset, seg, seg_ids,
+                         drop ? keep_.data() : nullptr, mask_scale_, detail::mutable_table(out));
+  }
+
+  static void check_bound(const char* where, const char* name, const SparseRowGrad<T>& g,
+                          const Embedding<T>& table) {
+    if (g.vocab_size() == 0) return;
+    const std::string what = std::string("grads.") + name;
+    detail::check_extent(where, what.c_str(), 0, table.vocab_size(), g.vocab_size(),
+                         "the table's vocab_size");
+    detail::check_extent(where, what.c_str(), 1, table.d_model(), g.d_model(),
+                         "the table's d_model");
+  }
+
+  static typename SparseRowGrad<T>::AccumulateOptions options_of(const Embedding<T>& table) {
+    typename SparseRowGrad<T>::AccumulateOptions o;
+    o.scale_grad_by_freq = table.scale_grad_by_freq();
+    o.skip_row = table.padding_idx() ? static_cast<TokenId>(*table.padding_idx()) : TokenId{-1};
+    return o;
+  }
+
+  template <class Id, class SegId>
+  void backward_impl(std::span<const Id> ids, std::span<const SegId> seg_ids, bool with_segments,
+                     Index seq_len, const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                     InputStemGrads<T>& grads, Index offset) {
+    constexpr const char* where = "InputStem::backward";
+    const auto n = static_cast<Index>(ids.size());
+    check_batch(where, ids, seg_ids, with_segments, seq_len, offset);
+    detail::check_extent(where, "grad_out", 0, n, grad_out.rows(), "the number of ids");
+    detail::check_extent(where, "grad_out", 1, d_model(), grad_out.cols(), "d_model");
+    if (mask_active_ && mask_rows_ != n) {
+      throw StateError(std::string(where) + ": the last forward drew a dropout mask for " +
+                       std::to_string(mask_rows_) + " rows, but grad_out has " + std::to_string(n) +
+                       "; call backward right after its forward");
+    }
+    check_bound(where, "tokens", grads.tokens, tokens_);
+    if (learned_positions_) check_bound(where, "positions", grads.positions, *learned_positions_);
+    if (segments_) check_bound(where, "segments", grads.segments, *segments_);
+
+    // Everything validated: from here on nothing throws.
+    detail::ConstTableRef<T> g = detail::const_table(grad_out);
+    if (mask_active_) {
+      masked_.resize(n, d_model());
+      detail::apply_keep_mask(g, keep_.data(), mask_scale_, detail::mutable_table(masked_));
+      g = detail::const_table(masked_);
+    }
+    grads.tokens.accumulate(ids, map(g), tokens_.scale(), vocab_size(), options_of(tokens_), where);
+    if (learned_positions_) {
+      position_ids_.resize(static_cast<std::size_t>(n));
+      for (Index i = 0; i < n; ++i)
+        position_ids_[static_cast<std::size_t>(i)] = offset + i % seq_len;
+      grads.positions.accumulate(position_ids_, map(g), T(1), max_len(),
+                                 options_of(*learned_positions_), where);
+    }
+    if (segments_) {
+      if (with_segments) {
+        grads.segments.accumulate(seg_ids, map(g), T(1), segments_->vocab_size(),
+                                  options_of(*segments_), where);
+      } else {
+        position_ids_.assign(static_cast<std::size_t>(n), 0);
+        grads.segments.accumulate(position_ids_, map(g), T(1), segments_->vocab_size(),
+                                  options_of(*segments_), where);
+      }
+    }
+  }
+
+  static Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> map(detail::ConstTableRef<T> t) {
+    return {t.data, t.rows, t.cols, Eigen::OuterStride<>(t.stride)};
+  }
+
+  Embedding<T> tokens_;
+  std::optional<Embedding<T>> learned_positions_;
+  std::optional<SinusoidalEncoding<T>> sinusoid_;
+  std::optional<Embedding<T>> segments_;
+  double dropout_ = 0.0;
+  bool training_ = true;
+  Random rng_;
+  std::vector<std::uint8_t> keep_;
+  bool mask_active_ = false;
+  Index mask_rows_ = 0;
+  T mask_scale_ = T(1);
+  RowMatrix<T> masked_;
+  std::vector<TokenId> position_ids_;
+};
+
+}  // namespace ember

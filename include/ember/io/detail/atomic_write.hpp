@@ -1,0 +1,116 @@
+/// AtomicFile: writes a file through a temporary in the same directory, flushed and fsync'ed, then
+/// renamed over the target, so a failed save never leaves a half-written file in its place.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ember/errors.hpp"
+
+namespace ember::io::detail {
+
+/// A file being written atomically. write() appends bytes; commit() flushes, fsyncs and renames the
+/// temporary onto the target path. Destroying an uncommitted AtomicFile removes the temporary and
+/// leaves any existing file at the target untouched.
+///
+/// Throws FormatError (naming the target path and the byte offset reached) on any I/O failure.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path) : path_(std::move(path)) {
+    std::string tmpl = path_ + ".tmp.XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    fd_ = ::mkstemp(buf.data());
+    if (fd_ < 0) fail("cannot create temporary file");
+    tmp_path_.assign(buf.data());
+    // mkstemp creates 0600; give the file the target's mode if it exists, else rw-r--r--.
+    struct stat st {};
+    const ::mode_t mode = ::stat(path_.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
+    if (::fchmod(fd_, mode) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      ::unlink(tmp_path_.c_str());
+      errno = err;
+      fail("cannot set the mode of the temporary file");
+    }
+    buffer_.reserve(buffer_capacity);
+  }
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_ && !tmp_path_.empty()) ::unlink(tmp_path_.c_str());
+  }
+
+  /// Appends `n` bytes.
+  void write(const void* data, std::size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    if (buffer_.size() + n > buffer_capacity) flush_buffer();
+    if (n >= buffer_capacity) {
+      write_all(p, n);
+    } else {
+      buffer_.insert(buffer_.end(), p, p + n);
+    }
+    written_ += n;
+  }
+  void write(std::string_view s) { write(s.data(), s.size()); }
+
+  /// Bytes written so far.
+  [[nodiscard]] std::size_t offset() const noexcept { return written_; }
+
+  /// Flushes, fsyncs and renames the temporary file onto the target.
+  void commit() {
+    flush_buffer();
+    if (::fsync(fd_) != 0) fail("cannot flush (fsync) temporary file");
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail("cannot close temporary file");
+    if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) fail("cannot rename temporary file");
+    committed_ = true;
+  }
+
+ private:
+  static constexpr std::size_t buffer_capacity = std::size_t{1} << 20;
+
+  void flush_buffer() {
+    if (!buffer_.empty()) write_all(buffer_.data(), buffer_.size());
+    buffer_.clear();
+  }
+  void write_all(const unsigned char* p, std::size_t n) {
+    while (n > 0) {
+      const ::ssize_t k = ::write(fd_, p, n);
+      if (k < 0) {
+        if (errno == EINTR) continue;
+        fail("write failed");
+      }
+      p += k;
+      n -= static_cast<std::size_t>(k);
+    }
+  }
+  [[noreturn]] void fail(const char* what) const {
+    throw FormatError(path_ + ": " + what + " at byte " + std::to_string(written_) + " (" +
+                          std::strerror(errno) + ")",
+                      path_, written_);
+  }
+
+  std::string path_;
+  std::string tmp_path_;
+  int fd_ = -1;
+  bool committed_ = false;
+  std::size_t written_ = 0;
+  std::vector<unsigned char> buffer_;
+};
+
+}  // namespace ember::io::detail

@@ -1,0 +1,132 @@
+/// ember::optim::RowwiseAdagrad<T>: Adagrad with one accumulator per row (FBGEMM's rowwise sparse
+/// Adagrad), the memory-light optimizer of large recommendation embedding tables.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "ember/embedding.hpp"
+#include "ember/errors.hpp"
+#include "ember/optim/detail/row_state.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/types.hpp"
+
+namespace ember::optim {
+
+/// Hyper-parameters of RowwiseAdagrad (FBGEMM's defaults for eps).
+struct AdagradOptions {
+  double lr = 0.01;                        ///< learning rate, finite and > 0
+  double eps = 1e-8;                       ///< added to sqrt(G), finite and > 0
+  double weight_decay = 0.0;               ///< L2 penalty added to g of updated rows, >= 0
+  double initial_accumulator_value = 0.0;  ///< G of a row at its first update, >= 0
+};
+
+/// Row-wise Adagrad over one embedding table: for each updated row r with gradient g (d values),
+///
+///   g   += weight_decay · w_r
+///   G_r += mean(g²)                 (one scalar per row, mean over the d columns)
+///   w_r -= lr · g / (sqrt(G_r) + eps)
+///
+/// as FBGEMM's rowwise Adagrad (split_embedding_codegen, optimizer EXACT_ROWWISE_ADAGRAD with
+/// weight_decay_mode L2). "Updated rows" are the rows of the sparse gradient, or all rows with a
+/// dense gradient. Absent rows keep their values and accumulators. The padding row is never
+/// updated; a frozen table makes step() throw StateError. One optimizer per table.
+///
+/// State: one T per row ever updated plus a V-sized int32 slot map: V·4 + k·sizeof(T) bytes,
+/// instead of V·d·sizeof(T) for element-wise Adagrad.
+template <class T>
+class RowwiseAdagrad {
+  static_assert(Scalar<T>, "ember::optim::RowwiseAdagrad<T>: T must be float or double");
+
+ public:
+  /// Throws ValueError naming the first invalid hyper-parameter and its value.
+  explicit RowwiseAdagrad(AdagradOptions options = {})
+      : options_(validated(options)), state_(1, false) {}
+
+  /// The hyper-parameters.
+  [[nodiscard]] const AdagradOptions& options() const noexcept { return options_; }
+  /// Changes the learning rate. Throws ValueError unless finite and > 0.
+  void set_lr(double lr) {
+    detail::check_lr("RowwiseAdagrad::set_lr", lr);
+    options_.lr = lr;
+  }
+  /// Number of completed step() calls.
+  [[nodiscard]] std::int64_t step_count() const noexcept { return steps_; }
+  /// Rows holding an accumulator.
+  [[nodiscard]] Index state_rows() const noexcept { return state_.size(); }
+  /// Bytes of optimizer state.
+  [[nodiscard]] std::size_t state_bytes() const noexcept { return state_.bytes(); }
+  /// The accumulator G of `row`, or initial_accumulator_value if it was never updated.
+  [[nodiscard]] T accumulator(Index row) const {
+    const Index s = state_.slot(row);
+    return s < 0 ? static_cast<T>(options_.initial_accumulator_value) : *state_.data(0, s);
+  }
+
+  /// Updates the rows of a sparse gradient.
+  /// Throws:  StateError if emb is frozen; ShapeError if grad is bound to another table shape.
+  ///          Nothing changes when it throws.
+  /// Complexity: O(k·d) for k gradient rows (plus a one-off O(V) slot map).
+  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad) { run(emb, &grad, nullptr); }
+  /// Updates every row with dense + sparse; equals step(emb, dense + grad.to_dense()).
+  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad,
+            const Eigen::Ref<const RowMatrix<T>>& dense) {
+    run(emb, &grad, &dense);
+  }
+  /// Updates every row with a dense vocab_size x d_model gradient.
+  void step(Embedding<T>& emb, const Eigen::Ref<const RowMatrix<T>>& dense) {
+    run(emb, nullptr, &dense);
+  }
+
+  /// Forgets all accumulators and the step count.
+  void reset() noexcept {
+    state_.clear();
+    steps_ = 0;
+  }
+
+ private:
+  static AdagradOptions validated(const AdagradOptions& o) {
+    constexpr const char* where = "RowwiseAdagrad";
+    detail::check_lr(where, o.lr);
+    ember::detail::check_positive_finite(where, "eps", o.eps);
+    detail::check_non_negative(where, "weight_decay", o.weight_decay);
+    detail::check_non_negative(where, "initial_accumulator_value", o.initial_accumulator_value);
+    return o;
+  }
+
+  void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
+           const Eigen::Ref<const RowMatrix<T>>* dense) {
+    // The state is one scalar per row, whatever the table width.
+    const auto in = detail::prepare_step("RowwiseAdagrad::step", emb, &state_, 1, sparse, dense);
+    const Index d = emb.d_model();
+    const T lr = static_cast<T>(options_.lr);
+    const T eps = static_cast<T>(options_.eps);
+    const T wd = static_cast<T>(options_.weight_decay);
+    const T init = static_cast<T>(options_.initial_accumulator_value);
+    const T inv_d = T(1) / static_cast<T>(d);
+    scratch_.resize(d);
+    auto& table = emb.weight();
+    detail::for_each_row(in, emb.vocab_size(), [&](Index row, const T* s, const T* g_dense) {
+      detail::combine(s, g_dense, d, scratch_.data());
+      auto w = table.row(row).array();
+      auto g = scratch_.array();
+      if (options_.weight_decay != 0.0) g += wd * w;
+      const Index before = state_.size();
+      const Index slot = state_.ensure(row);
+      T& acc = *state_.data(0, slot);
+      if (state_.size() > before) acc = init;
+      acc += g.square().sum() * inv_d;
+      const T multiplier = lr / (std::sqrt(acc) + eps);
+      w -= multiplier * g;
+    });
+    ++steps_;
+  }
+
+  AdagradOptions options_;
+  detail::RowState<T> state_;
+  RowVector<T> scratch_;
+  std::int64_t steps_ = 0;
+};
+
+}  // namespace ember::optim

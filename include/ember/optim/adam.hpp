@@ -1,0 +1,185 @@
+/// ember::optim::Adam<T>: lazy Adam / AdamW over row-sparse (and dense) embedding gradients, with
+/// torch.optim.SparseAdam's arithmetic: moments move only for the rows present in a step.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ember/embedding.hpp"
+#include "ember/errors.hpp"
+#include "ember/optim/detail/row_state.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/types.hpp"
+
+namespace ember::optim {
+
+/// Hyper-parameters of Adam, with torch.optim.SparseAdam's defaults.
+struct AdamOptions {
+  double lr = 1e-3;            ///< learning rate, finite and > 0
+  double beta1 = 0.9;          ///< first-moment decay, in [0, 1)
+  double beta2 = 0.999;        ///< second-moment decay, in [0, 1)
+  double eps = 1e-8;           ///< added to sqrt(v), finite and > 0
+  double weight_decay = 0.0;   ///< >= 0; L2 (added to g) or decoupled (AdamW), see below
+  bool decoupled = false;      ///< true: AdamW's decoupled decay w *= 1 - lr·weight_decay
+  bool per_row_steps = false;  ///< bias correction from each row's own update count (variant)
+};
+
+/// Lazy Adam over one embedding table. Each step() call increments the global step count t
+/// (torch.optim.SparseAdam's `state['step']`), then for each updated row r with gradient g:
+///
+///   g += weight_decay · w_r                       (decoupled = false, weight_decay > 0)
+///   w_r *= 1 - lr · weight_decay                  (decoupled = true: AdamW)
+///   m_r += (1 - beta1) · (g - m_r)
+///   v_r += (1 - beta2) · (g² - v_r)
+///   step_size = lr · sqrt(1 - beta2^t) / (1 - beta1^t)      (in double)
+///   w_r -= step_size · m_r / (sqrt(v_r) + eps)
+///
+/// which is SparseAdam's arithmetic (note: eps is added to sqrt(v) *before* bias correction, not
+/// after as in dense torch.optim.Adam). "Updated rows" are the rows of the sparse gradient, or
+/// every row when a dense gradient is given. Rows absent from a step keep their values, their
+/// moments and - this is the lazy part - are *not* decayed by weight decay either: weight decay is
+/// applied to a row only when it is updated (as in SparseAdam/TensorFlow's LazyAdam, and unlike
+/// dense AdamW, which shrinks every row every step). So on rows present in every step, lazy Adam
+/// equals dense Adam; absent rows stay bit-identical.
+///
+/// Variant per_row_steps: t is replaced by the row's own update count t_r (so a rare row's first
+/// update gets the full bias correction of a first step). Not SparseAdam; off by default.
+///
+/// The padding row is never updated. A frozen table makes step() throw StateError. One
+/// optimizer per table; the state follows Embedding::resize.
+///
+/// State: m and v (d values each) for every row ever updated, plus a V-sized int32 slot map
+/// (and one int64 per row with per_row_steps); nothing for rows never updated.
+///
+/// Example:
+/// ```cpp
+/// ember::optim::Adam<float> opt({.lr = 1e-3});
+/// opt.step(emb, sparse_grad);               // lazy: only the rows in sparse_grad move
+/// ember::optim::Adam<float> adamw({.lr = 1e-3, .weight_decay = 0.01, .decoupled = true});
+/// ```
+template <class T>
+class Adam {
+  static_assert(Scalar<T>, "ember::optim::Adam<T>: T must be float or double");
+
+ public:
+  /// Throws ValueError naming the first invalid hyper-parameter and its value.
+  explicit Adam(AdamOptions options = {})
+      : options_(validated(options)), state_(2, options.per_row_steps) {}
+
+  /// The hyper-parameters.
+  [[nodiscard]] const AdamOptions& options() const noexcept { return options_; }
+  /// Changes the learning rate (schedules). Throws ValueError unless finite and > 0.
+  void set_lr(double lr) {
+    detail::check_lr("Adam::set_lr", lr);
+    options_.lr = lr;
+  }
+  /// The global step count t: number of completed step() calls.
+  [[nodiscard]] std::int64_t step_count() const noexcept { return steps_; }
+  /// Rows holding moments.
+  [[nodiscard]] Index state_rows() const noexcept { return state_.size(); }
+  /// Bytes of optimizer state.
+  [[nodiscard]] std::size_t state_bytes() const noexcept { return state_.bytes(); }
+  /// First moment of `row` (empty if the row was never updated).
+  [[nodiscard]] RowVector<T> exp_avg(Index row) const { return plane(0, row); }
+  /// Second moment of `row` (empty if the row was never updated).
+  [[nodiscard]] RowVector<T> exp_avg_sq(Index row) const { return plane(1, row); }
+  /// The row's own update count (0 if never updated; tracked only with per_row_steps).
+  [[nodiscard]] std::int64_t row_steps(Index row) const {
+    const Index s = state_.slot(row);
+    return (s < 0 || !options_.per_row_steps) ? 0 : state_.steps(s);
+  }
+
+  /// Updates the rows of a sparse gradient (lazy Adam).
+  /// Throws:  StateError if emb is frozen; ShapeError if grad is bound to another table shape.
+  ///          Nothing changes (not even the step count) when it throws.
+  /// Complexity: O(k·d) for k gradient rows (plus a one-off O(V) slot map).
+  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad) { run(emb, &grad, nullptr); }
+
+  /// Updates every row with dense + sparse (the tied case in one call); equals step(emb, D) with
+  /// D = dense + grad.to_dense(), bit for bit.
+  /// Throws:  as step(emb, grad), and ShapeError if dense is not vocab_size x d_model.
+  /// Complexity: O(V·d).
+  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad,
+            const Eigen::Ref<const RowMatrix<T>>& dense) {
+    run(emb, &grad, &dense);
+  }
+
+  /// Updates every row with a dense vocab_size x d_model gradient.
+  void step(Embedding<T>& emb, const Eigen::Ref<const RowMatrix<T>>& dense) {
+    run(emb, nullptr, &dense);
+  }
+
+  /// Forgets all moments and the step count.
+  void reset() noexcept {
+    state_.clear();
+    steps_ = 0;
+  }
+
+ private:
+  static AdamOptions validated(const AdamOptions& o) {
+    constexpr const char* where = "Adam";
+    detail::check_lr(where, o.lr);
+    detail::check_unit_interval(where, "beta1", o.beta1);
+    detail::check_unit_interval(where, "beta2", o.beta2);
+    ember::detail::check_positive_finite(where, "eps", o.eps);
+    detail::check_non_negative(where, "weight_decay", o.weight_decay);
+    return o;
+  }
+
+  RowVector<T> plane(int p, Index row) const {
+    const Index s = state_.slot(row);
+    if (s < 0) return {};
+    return Eigen::Map<const RowVector<T>>(state_.data(p, s), state_.width());
+  }
+
+  static T step_size(double lr, double beta1, double beta2, std::int64_t t) {
+    const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(t));
+    const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(t));
+    return static_cast<T>(lr * std::sqrt(bc2) / bc1);
+  }
+
+  void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
+           const Eigen::Ref<const RowMatrix<T>>* dense) {
+    const auto in = detail::prepare_step("Adam::step", emb, &state_, emb.d_model(), sparse, dense);
+    using Array = Eigen::Array<T, 1, Eigen::Dynamic>;
+    const Index d = emb.d_model();
+    const std::int64_t t = steps_ + 1;
+    const auto& o = options_;
+    const T global_step_size = step_size(o.lr, o.beta1, o.beta2, t);
+    const T c1 = static_cast<T>(1.0 - o.beta1);
+    const T c2 = static_cast<T>(1.0 - o.beta2);
+    const T eps = static_cast<T>(o.eps);
+    const T wd = static_cast<T>(o.weight_decay);
+    const T shrink = static_cast<T>(1.0 - o.lr * o.weight_decay);
+    const bool l2 = o.weight_decay != 0.0 && !o.decoupled;
+    const bool decay = o.weight_decay != 0.0 && o.decoupled;
+    scratch_.resize(d);
+    auto& table = emb.weight();
+    detail::for_each_row(in, emb.vocab_size(), [&](Index row, const T* s, const T* g_dense) {
+      detail::combine(s, g_dense, d, scratch_.data());
+      auto w = table.row(row).array();
+      auto g = scratch_.array();
+      if (l2) g += wd * w;
+      if (decay) w *= shrink;
+      const Index slot = state_.ensure(row);
+      Eigen::Map<Array> m(state_.data(0, slot), d);
+      Eigen::Map<Array> v(state_.data(1, slot), d);
+      m += c1 * (g - m);
+      v += c2 * (g.square() - v);
+      T ss = global_step_size;
+      if (o.per_row_steps) ss = step_size(o.lr, o.beta1, o.beta2, ++state_.steps(slot));
+      w -= ss * m / (v.sqrt() + eps);
+    });
+    steps_ = t;
+  }
+
+  AdamOptions options_;
+  detail::RowState<T> state_;
+  RowVector<T> scratch_;
+  std::int64_t steps_ = 0;
+};
+
+}  // namespace ember::optim

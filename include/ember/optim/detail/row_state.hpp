@@ -1,0 +1,281 @@
+/// Shared machinery of ember's optimizers: lazily sized per-row state and the validation and
+/// row iteration every step() performs over a sparse and/or dense gradient.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ember/config.hpp"
+#include "ember/detail/validate.hpp"
+#include "ember/embedding.hpp"
+#include "ember/errors.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/types.hpp"
+
+namespace ember::optim::detail {
+
+/// Per-row optimizer state: `planes` arrays of `width` values per row, plus an optional step
+/// counter per row, allocated only for rows that have been updated at least once.
+///
+/// Layout: a V-sized int32 slot map (row -> slot, -1 = no state; allocated on first use, 4·V
+/// bytes) and, per plane, a slot-major k x width array grown by std::vector's amortised doubling.
+/// Memory is O(V + k·planes·width) for k rows ever updated, never O(V·width) unless every row is.
+template <class T>
+class RowState {
+ public:
+  RowState(int planes, bool with_steps)
+      : planes_(static_cast<std::size_t>(planes)), with_steps_(with_steps) {}
+
+  /// Number of rows holding state.
+  [[nodiscard]] Index size() const noexcept { return static_cast<Index>(row_of_slot_.size()); }
+  /// Values per row and plane.
+  [[nodiscard]] Index width() const noexcept { return width_; }
+  /// The slot of `row`, or -1 if it has no state.
+  [[nodiscard]] Index slot(Index row) const noexcept {
+    if (row < 0 || row >= static_cast<Index>(slot_of_row_.size())) return -1;
+    return slot_of_row_[static_cast<std::size_t>(row)];
+  }
+  /// Rows holding state, in slot order (the order they were first updated).
+  [[nodiscard]] std::span<const Index> rows() const noexcept { return row_of_slot_; }
+  /// Plane `plane` of the row in `slot`: `width()` values.
+  [[nodiscard]] T* data(int plane, Index slot) noexcept {
+    return planes_[static_cast<std::size_t>(plane)].data() + slot * width_;
+  }
+  [[nodiscard]] const T* data(int plane, Index slot) const noexcept {
+    return planes_[static_cast<std::size_t>(plane)].data() + slot * width_;
+  }
+  /// The row's own step counter (only with_steps).
+  [[nodiscard]] std::int64_t& steps(Index slot) noexcept {
+    return steps_[static_cast<std::size_t>(slot)];
+  }
+  [[nodiscard]] std::int64_t steps(Index slot) const noexcept {
+    return steps_[static_cast<std::size_t>(slot)];
+  }
+  /// Bytes held by the state (slot map + planes + counters).
+  [[nodiscard]] std::size_t bytes() const noexcept {
+    std::size_t b = slot_of_row_.capacity() * sizeof(std::int32_t) +
+                    row_of_slot_.capacity() * sizeof(Index) +
+                    steps_.capacity() * sizeof(std::int64_t);
+    for (const auto& p : planes_) b += p.capacity() * sizeof(T);
+    return b;
+  }
+
+  /// Checks that the state can follow a vocab x width table: throws ShapeError if the width
+  /// changed after state was created. Called by step() before anything is written.
+  void check_table(const char* where, Index width) const {
+    if (width_ != 0 && width != width_) {
+      detail_check_width(where, width);
+    }
+  }
+
+  /// Binds to the table shape, following a resized vocabulary: drops the state of rows >= vocab.
+  /// Precondition: check_table passed.
+  void follow_table(Index vocab, Index width) {
+    width_ = width;
+    if (vocab_ == vocab) return;
+    if (vocab < vocab_ && !row_of_slot_.empty()) compact_below(vocab);
+    vocab_ = vocab;
+    if (!slot_of_row_.empty()) slot_of_row_.resize(static_cast<std::size_t>(vocab), -1);
+  }
+
+  /// The slot of `row`, creating zeroed state for it if needed (valid row < vocab).
+  Index ensure(Index row) {
+    if (slot_of_row_.empty()) slot_of_row_.assign(static_cast<std::size_t>(vocab_), -1);
+    auto& s = slot_of_row_[static_cast<std::size_t>(row)];
+    if (s >= 0) return s;
+    EMBER_ASSERT(row_of_slot_.size() <
+                 static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()));
+    s = static_cast<std::int32_t>(row_of_slot_.size());
+    row_of_slot_.push_back(row);
+    for (auto& p : planes_) p.resize(p.size() + static_cast<std::size_t>(width_), T(0));
+    if (with_steps_) steps_.push_back(0);
+    return s;
+  }
+
+  /// Forgets every row's state.
+  void clear() noexcept {
+    slot_of_row_.clear();
+    row_of_slot_.clear();
+    steps_.clear();
+    for (auto& p : planes_) p.clear();
+  }
+
+ private:
+  [[noreturn]] void detail_check_width(const char* where, Index width) const {
+    throw ShapeError(
+        std::string(where) + ": the table has " + std::to_string(width) +
+            " columns, but the optimizer's state was built for d_model = " + std::to_string(width_),
+        1, width_, width);
+  }
+
+  void compact_below(Index vocab) {
+    std::size_t w = 0;
+    const auto width = static_cast<std::size_t>(width_);
+    for (std::size_t s = 0; s < row_of_slot_.size(); ++s) {
+      const Index row = row_of_slot_[s];
+      if (row >= vocab) {
+        slot_of_row_[static_cast<std::size_t>(row)] = -1;
+        continue;
+      }
+      if (w != s) {
+        for (auto& p : planes_)
+          std::copy_n(p.begin() + static_cast<std::ptrdiff_t>(s * width), width,
+                      p.begin() + static_cast<std::ptrdiff_t>(w * width));
+        if (with_steps_) steps_[w] = steps_[s];
+        row_of_slot_[w] = row;
+        slot_of_row_[static_cast<std::size_t>(row)] = static_cast<std::int32_t>(w);
+      }
+      ++w;
+    }
+    row_of_slot_.resize(w);
+    for (auto& p : planes_) p.resize(w * width);
+    if (with_steps_) steps_.resize(w);
+  }
+
+  std::vector<std::vector<T>> planes_;
+  bool with_steps_;
+  Index vocab_ = 0;
+  Index width_ = 0;
+  std::vector<std::int32_t> slot_of_row_;
+  std::vector<Index> row_of_slot_;
+  std::vector<std::int64_t> steps_;
+};
+
+/// The gradient arguments of one step() call, validated.
+template <class T>
+struct StepInput {
+  const SparseRowGrad<T>* sparse = nullptr;  ///< may be null or empty
+  const T* dense = nullptr;                  ///< V x d row-major, or null
+  Index dense_stride = 0;                    ///< row stride of `dense`
+  Index skip_row = -1;                       ///< the padding row, or -1
+};
+
+/// Validates everything a step on `emb` needs, so the update can then run without throwing:
+/// the table is not frozen, the sparse gradient (if any rows) is bound to the table's shape, the
+/// dense gradient (if any) is vocab_size x d_model.
+template <class T>
+void check_step(const char* where, const Embedding<T>& emb, const SparseRowGrad<T>* sparse,
+                const Eigen::Ref<const RowMatrix<T>>* dense) {
+  if (emb.frozen()) {
+    throw StateError(std::string(where) +
+                     ": the table is frozen (freeze() / from_pretrained(freeze = true)); "
+                     "unfreeze() it to train it");
+  }
+  if (sparse != nullptr && !sparse->empty()) {
+    ember::detail::check_extent(where, "the sparse gradient", 0, emb.vocab_size(),
+                                sparse->vocab_size(), "the table's vocab_size");
+    ember::detail::check_extent(where, "the sparse gradient", 1, emb.d_model(), sparse->d_model(),
+                                "the table's d_model");
+  }
+  if (dense != nullptr) {
+    ember::detail::check_extent(where, "the dense gradient", 0, emb.vocab_size(), (*dense).rows(),
+                                "the table's vocab_size");
+    ember::detail::check_extent(where, "the dense gradient", 1, emb.d_model(), (*dense).cols(),
+                                "the table's d_model");
+  }
+}
+
+/// Validates a step (check_step + the state's row width `state_width`) and returns the prepared
+/// input; the state is then bound to the table's current shape (following a resize). Nothing is
+/// written if it throws.
+template <class T>
+StepInput<T> prepare_step(const char* where, const Embedding<T>& emb, RowState<T>* state,
+                          Index state_width, const SparseRowGrad<T>* sparse,
+                          const Eigen::Ref<const RowMatrix<T>>* dense) {
+  check_step(where, emb, sparse, dense);
+  if (state != nullptr) state->check_table(where, state_width);
+  StepInput<T> in;
+  in.sparse = sparse;
+  if (dense != nullptr) {
+    in.dense = (*dense).data();
+    in.dense_stride = (*dense).outerStride();
+  }
+  in.skip_row = emb.padding_idx() ? *emb.padding_idx() : Index{-1};
+  if (state != nullptr) state->follow_table(emb.vocab_size(), state_width);
+  return in;
+}
+
+/// Calls f(row, sparse_row_or_null, dense_row_or_null) for every row the step updates, in
+/// ascending row order: the sparse gradient's rows, or all rows when a dense gradient is given.
+/// The padding row is skipped.
+template <class T, class F>
+void for_each_row(const StepInput<T>& in, Index vocab, F&& f) {
+  if (in.dense == nullptr) {
+    if (in.sparse == nullptr) return;
+    const auto rows = in.sparse->rows();
+    const auto& values = in.sparse->values();
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const auto row = static_cast<Index>(rows[k]);
+      if (row == in.skip_row) continue;
+      f(row, values.row(static_cast<Index>(k)).data(), static_cast<const T*>(nullptr));
+    }
+    return;
+  }
+  std::span<const TokenId> rows;
+  const T* values = nullptr;
+  Index values_stride = 0;
+  if (in.sparse != nullptr && !in.sparse->empty()) {
+    rows = in.sparse->rows();
+    values = in.sparse->values().data();
+    values_stride = in.sparse->values().cols();
+  }
+  std::size_t k = 0;
+  for (Index row = 0; row < vocab; ++row) {
+    const T* s = nullptr;
+    if (k < rows.size() && static_cast<Index>(rows[k]) == row) {
+      s = values + static_cast<Index>(k) * values_stride;
+      ++k;
+    }
+    if (row == in.skip_row) continue;
+    f(row, s, in.dense + row * in.dense_stride);
+  }
+}
+
+/// g = sparse + dense (either may be null: then the other alone, or zeros), written into `out`.
+/// The sum is formed as dense + sparse, the order SparseRowGrad::add_to uses, so a step on
+/// (sparse, dense) equals the step on the combined dense gradient bit for bit.
+template <class T>
+void combine(const T* sparse, const T* dense, Index d, T* out) {
+  Eigen::Map<RowVector<T>> g(out, d);
+  if (sparse != nullptr && dense != nullptr) {
+    g = Eigen::Map<const RowVector<T>>(dense, d) + Eigen::Map<const RowVector<T>>(sparse, d);
+  } else if (sparse != nullptr) {
+    g = Eigen::Map<const RowVector<T>>(sparse, d);
+  } else if (dense != nullptr) {
+    g = Eigen::Map<const RowVector<T>>(dense, d);
+  } else {
+    g.setZero();
+  }
+}
+
+/// Throws ValueError unless lr is finite and > 0.
+inline void check_lr(const char* where, double lr) {
+  ember::detail::check_positive_finite(where, "lr", lr);
+}
+
+/// Throws ValueError unless value is finite and >= 0.
+inline void check_non_negative(const char* where, const char* name, double value) {
+  if (!(std::isfinite(value) && value >= 0.0)) {
+    throw ValueError(
+        std::string(where) + ": " + name + " must be finite and >= 0, got " + std::to_string(value),
+        value);
+  }
+}
+
+/// Throws ValueError unless value is in [0, 1).
+inline void check_unit_interval(const char* where, const char* name, double value) {
+  if (!(value >= 0.0 && value < 1.0)) {
+    throw ValueError(
+        std::string(where) + ": " + name + " must be in [0, 1), got " + std::to_string(value),
+        value);
+  }
+}
+
+}  // namespace ember::optim::detail

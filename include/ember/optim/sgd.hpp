@@ -1,0 +1,166 @@
+/// ember::optim::SGD<T>: stochastic gradient descent over row-sparse and dense embedding
+/// gradients, with optional momentum kept only for the rows that were updated.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "ember/embedding.hpp"
+#include "ember/errors.hpp"
+#include "ember/optim/detail/row_state.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/types.hpp"
+
+namespace ember::optim {
+
+/// Hyper-parameters of SGD, with torch.optim.SGD's meanings and defaults (lr has no default in
+/// PyTorch; 0.01 here).
+struct SGDOptions {
+  double lr = 0.01;           ///< learning rate, finite and > 0
+  double momentum = 0.0;      ///< in [0, 1); 0 keeps no state at all
+  double dampening = 0.0;     ///< in [0, 1)
+  double weight_decay = 0.0;  ///< L2 penalty added to the gradient of updated rows, >= 0
+  bool nesterov = false;      ///< Nesterov momentum (needs momentum > 0 and dampening = 0)
+};
+
+/// SGD over one embedding table: for each updated row r with gradient g,
+///
+///   g += weight_decay · w_r
+///   buf_r = g on the row's first update, else momentum · buf_r + (1 - dampening) · g
+///   g = nesterov ? g + momentum · buf_r : buf_r               (only with momentum > 0)
+///   w_r -= lr · g
+///
+/// exactly torch.optim.SGD's rule, applied lazily: "updated rows" are the rows of the sparse
+/// gradient, or every row when a dense gradient is given (dense SGD). Untouched rows keep their
+/// values and their momentum buffer (which is not decayed while the row is absent), so lazy
+/// momentum equals dense momentum on rows touched every step.
+///
+/// The padding row (Embedding::set_padding_idx) is never updated, whatever the gradients hold.
+/// A frozen table makes step() throw StateError. One optimizer instance per table: the state is
+/// per row of that table and follows it through Embedding::resize.
+///
+/// State: with momentum, one d-vector per row ever updated plus a V-sized int32 slot map, both
+/// allocated on the first step; without momentum, none.
+///
+/// Example:
+/// ```cpp
+/// ember::optim::SGD<float> opt({.lr = 0.1, .momentum = 0.9});
+/// opt.step(emb, sparse_grad);               // input side only
+/// opt.step(emb, sparse_grad, dense_grad);   // tied: sparse input part + dense logits part
+/// ```
+template <class T>
+class SGD {
+  static_assert(Scalar<T>, "ember::optim::SGD<T>: T must be float or double");
+
+ public:
+  /// Throws ValueError naming the first invalid hyper-parameter and its value.
+  explicit SGD(SGDOptions options = {}) : options_(validated(options)), state_(1, false) {}
+
+  /// The hyper-parameters.
+  [[nodiscard]] const SGDOptions& options() const noexcept { return options_; }
+  /// Changes the learning rate (schedules). Throws ValueError unless finite and > 0.
+  void set_lr(double lr) {
+    detail::check_lr("SGD::set_lr", lr);
+    options_.lr = lr;
+  }
+  /// Number of completed step() calls.
+  [[nodiscard]] std::int64_t step_count() const noexcept { return steps_; }
+  /// Rows holding a momentum buffer.
+  [[nodiscard]] Index state_rows() const noexcept { return state_.size(); }
+  /// Bytes of optimizer state.
+  [[nodiscard]] std::size_t state_bytes() const noexcept { return state_.bytes(); }
+  /// The momentum buffer of `row`, or an empty vector if it has none.
+  [[nodiscard]] RowVector<T> momentum_buffer(Index row) const {
+    const Index s = state_.slot(row);
+    if (s < 0) return {};
+    return Eigen::Map<const RowVector<T>>(state_.data(0, s), state_.width());
+  }
+
+  /// Updates the rows of a sparse gradient.
+  /// Throws:  StateError if emb is frozen; ShapeError if grad is bound to another table shape.
+  ///          Nothing changes when it throws.
+  /// Complexity: O(k·d) for k gradient rows (plus a one-off O(V) slot map with momentum).
+  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad) { run(emb, &grad, nullptr); }
+
+  /// Updates every row with dense + sparse: the tied case in one call. Equals step(emb, D) with
+  /// D = dense + grad.to_dense(), bit for bit.
+  /// Throws:  as step(emb, grad), and ShapeError if dense is not vocab_size x d_model.
+  /// Complexity: O(V·d).
+  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad,
+            const Eigen::Ref<const RowMatrix<T>>& dense) {
+    run(emb, &grad, &dense);
+  }
+
+  /// Updates every row with a dense vocab_size x d_model gradient.
+  /// Throws:  StateError if frozen; ShapeError on a shape mismatch. Nothing changes then.
+  void step(Embedding<T>& emb, const Eigen::Ref<const RowMatrix<T>>& dense) {
+    run(emb, nullptr, &dense);
+  }
+
+  /// Forgets all momentum buffers and the step count.
+  void reset() noexcept {
+    state_.clear();
+    steps_ = 0;
+  }
+
+ private:
+  static SGDOptions validated(const SGDOptions& o) {
+    constexpr const char* where = "SGD";
+    detail::check_lr(where, o.lr);
+    detail::check_unit_interval(where, "momentum", o.momentum);
+    detail::check_unit_interval(where, "dampening", o.dampening);
+    detail::check_non_negative(where, "weight_decay", o.weight_decay);
+    if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
+      throw ValueError(
+          std::string(where) + ": nesterov needs momentum > 0 and dampening = 0, got momentum " +
+              std::to_string(o.momentum) + ", dampening " + std::to_string(o.dampening),
+          o.momentum);
+    }
+    return o;
+  }
+
+  void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
+           const Eigen::Ref<const RowMatrix<T>>* dense) {
+    const bool momentum = options_.momentum > 0.0;
+    const auto in = detail::prepare_step("SGD::step", emb, momentum ? &state_ : nullptr,
+                                         emb.d_model(), sparse, dense);
+    const Index d = emb.d_model();
+    const T lr = static_cast<T>(options_.lr);
+    const T wd = static_cast<T>(options_.weight_decay);
+    const T mom = static_cast<T>(options_.momentum);
+    const T damp = static_cast<T>(1.0 - options_.dampening);
+    scratch_.resize(d);
+    auto& table = emb.weight();
+    detail::for_each_row(in, emb.vocab_size(), [&](Index row, const T* s, const T* g_dense) {
+      detail::combine(s, g_dense, d, scratch_.data());
+      auto w = table.row(row);
+      auto g = scratch_.array();
+      if (options_.weight_decay != 0.0) g += wd * w.array();
+      if (momentum) {
+        const Index before = state_.size();
+        const Index slot = state_.ensure(row);
+        Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> buf(state_.data(0, slot), d);
+        if (state_.size() > before) {
+          buf = g;
+        } else {
+          buf = mom * buf + damp * g;
+        }
+        if (options_.nesterov) {
+          g += mom * buf;
+        } else {
+          g = buf;
+        }
+      }
+      w.array() -= lr * g;
+    });
+    ++steps_;
+  }
+
+  SGDOptions options_;
+  detail::RowState<T> state_;
+  RowVector<T> scratch_;
+  std::int64_t steps_ = 0;
+};
+
+}  // namespace ember::optim

@@ -1,0 +1,73 @@
+// Test helpers for ember's loaders: a scratch directory, raw byte files, golden fixtures.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ember_test {
+
+/// A fresh directory under the system temp dir, removed with its contents on destruction.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() /
+            ("ember_test_" + std::to_string(rd()) + "_" + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
+  [[nodiscard]] std::size_t entries() const {
+    return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(path_),
+                                                  std::filesystem::directory_iterator{}));
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::vector<unsigned char> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+inline void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+inline std::vector<unsigned char> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+inline void append(std::vector<unsigned char>& v, const std::vector<unsigned char>& more) {
+  v.insert(v.end(), more.begin(), more.end());
+}
+
+template <class V>
+void append_le(std::vector<unsigned char>& v, V value) {
+  unsigned char b[sizeof(V)];
+  std::memcpy(b, &value, sizeof(V));
+  v.insert(v.end(), b, b + sizeof(V));
+}
+
+inline std::string data_file(const std::string& name) {
+  return std::string(EMBER_TEST_DATA_DIR) + "/" + name;
+}
+
+}  // namespace ember_test

@@ -1,0 +1,44 @@
+// Matrix comparison helpers for ember's training tests.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+#include <ember/types.hpp>
+
+namespace ember_test {
+
+template <class T>
+constexpr double tol() {
+  return sizeof(T) == 4 ? 2e-5 : 1e-12;
+}
+
+// max |a - b| <= tol · max(1, max |b|), with a readable failure.
+template <class A, class B>
+void require_close(const A& a, const B& b, double tolerance) {
+  REQUIRE(a.rows() == b.rows());
+  REQUIRE(a.cols() == b.cols());
+  const double diff = (a.template cast<double>() - b.template cast<double>()).cwiseAbs().maxCoeff();
+  const double scale = std::max(1.0, b.template cast<double>().cwiseAbs().maxCoeff());
+  INFO("max abs difference " << diff << ", scale " << scale);
+  REQUIRE(diff <= tolerance * scale);
+}
+
+// Bitwise equality of two matrices.
+template <class A, class B>
+bool same_bits(const A& a, const B& b) {
+  if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
+  for (Eigen::Index r = 0; r < a.rows(); ++r)
+    for (Eigen::Index c = 0; c < a.cols(); ++c) {
+      const auto x = a(r, c);
+      const auto y = b(r, c);
+      static_assert(sizeof(x) == sizeof(y));
+      if (std::memcmp(&x, &y, sizeof(x)) != 0) return false;
+    }
+  return true;
+}
+
+}  // namespace ember_test
