@@ -17,6 +17,8 @@
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/input_embedding.hpp"
+#include "ember/optim/adam.hpp"
+#include "ember/optim/sgd.hpp"
 #include "ember/positional.hpp"
 #include "ember/sparse_grad.hpp"
 #include "support/sharded_reference.hpp"
@@ -359,4 +361,83 @@ TEST_CASE("an adopted shard and the seeded constructor build the expected table"
   ShardedEmbedding<double> xavier(MPI_COMM_WORLD, kVocab, kDim, ember::Init::xavier_uniform(), 1);
   const double bound = std::sqrt(6.0 / static_cast<double>(kVocab + kDim));
   CHECK(xavier.shard().weight().cwiseAbs().maxCoeff() <= bound);
+}
+
+TEMPLATE_TEST_CASE("ember's optimizers step each shard to exactly the single-process table",
+                   "[sharded_embedding]", float, double) {
+  using T = TestType;
+  const auto w = ember_test::world();
+  const RowMatrix<T> table = ember_test::full_table<T>(kVocab, kDim);
+  ember::Embedding<T> single(table);
+  auto emb = ShardedEmbedding<T>::from_full_table(MPI_COMM_WORLD, table);
+
+  auto run = [&](auto& single_opt, auto& shard_opt) {
+    for (std::uint64_t step = 0; step < 3; ++step) {
+      ember::SparseRowGrad<T> ref;
+      for (int r = 0; r < w.size; ++r) {
+        const auto ids = ember_test::batch_of(r, kVocab, 9, 11 + step);
+        single.backward(ids, ember_test::grad_of<T>(r, static_cast<Index>(ids.size()), kDim, step),
+                        ref);
+      }
+      single_opt.step(single, ref);
+      const auto ids = ember_test::batch_of(w.rank, kVocab, 9, 11 + step);
+      ember::SparseRowGrad<T> grad;
+      emb.backward(ids, ember_test::grad_of<T>(w.rank, static_cast<Index>(ids.size()), kDim, step),
+                   grad);
+      shard_opt.step(emb.shard(), grad);
+    }
+    CHECK(bit_equal(emb.gather_table(), single.weight()));
+  };
+  SECTION("SGD with momentum") {
+    ember::optim::SGD<T> a({.lr = 0.1, .momentum = 0.9});
+    ember::optim::SGD<T> b({.lr = 0.1, .momentum = 0.9});
+    run(a, b);
+  }
+  SECTION("lazy Adam") {
+    ember::optim::Adam<T> a({.lr = 0.01});
+    ember::optim::Adam<T> b({.lr = 0.01});
+    run(a, b);
+  }
+}
+
+TEMPLATE_TEST_CASE("a tied step on a sharded table matches the single-process tied step",
+                   "[sharded_embedding]", float, double) {
+  using T = TestType;
+  const auto w = ember_test::world();
+  const RowMatrix<T> table = ember_test::full_table<T>(kVocab, kDim);
+  ember::Embedding<T> single(table);
+  auto emb = ShardedEmbedding<T>::from_full_table(MPI_COMM_WORLD, table);
+
+  // Single process: input side over all ranks' batches + dense logits side over all hidden rows.
+  ember::SparseRowGrad<T> ref_sparse;
+  RowMatrix<T> all_h(0, kDim);
+  for (int r = 0; r < w.size; ++r) {
+    const auto ids = ember_test::batch_of(r, kVocab);
+    single.backward(ids, ember_test::grad_of<T>(r, static_cast<Index>(ids.size()), kDim),
+                    ref_sparse);
+    const RowMatrix<T> h = ember_test::hidden_of<T>(r, kDim);
+    RowMatrix<T> grown(all_h.rows() + h.rows(), kDim);
+    grown << all_h, h;
+    all_h = grown;
+  }
+  RowMatrix<T> dl(all_h.rows(), kVocab);
+  ember::Init::uniform(-1.0, 1.0).fill(dl, 9);
+  RowMatrix<T> ref_dh(all_h.rows(), kDim);
+  RowMatrix<T> ref_dw = RowMatrix<T>::Zero(kVocab, kDim);
+  single.logits_backward(all_h, dl, ref_dh, ref_dw);
+  ember::optim::Adam<T> single_opt({.lr = 0.01});
+  single_opt.step(single, ref_sparse, ref_dw);
+
+  // Sharded: the same two halves, each rank stepping its own rows.
+  const auto ids = ember_test::batch_of(w.rank, kVocab);
+  ember::SparseRowGrad<T> sparse;
+  emb.backward(ids, ember_test::grad_of<T>(w.rank, static_cast<Index>(ids.size()), kDim), sparse);
+  const RowMatrix<T> h = ember_test::hidden_of<T>(w.rank, kDim);
+  RowMatrix<T> dh(h.rows(), kDim);
+  RowMatrix<T> dw = RowMatrix<T>::Zero(emb.local_rows(), kDim);
+  const RowMatrix<T> my_dl = dl.middleCols(emb.row_begin(), emb.local_rows());
+  emb.logits_backward(h, my_dl, dh, dw);
+  ember::optim::Adam<T> opt({.lr = 0.01});
+  opt.step(emb.shard(), sparse, dw);
+  CHECK(max_abs_diff<T>(emb.gather_table(), single.weight()) <= tolerance<T>() * 10);
 }
