@@ -72,6 +72,11 @@ struct ShardedOptions {
 ///
 /// The communicator is duplicated, so ember's messages never mix with the caller's. MPI must be
 /// initialised before construction and still be when collective members run.
+///
+/// Thread safety: the collective members reuse scratch buffers and are not reentrant; call them
+/// from one thread per rank (MPI_THREAD_SINGLE or FUNNELED is enough).
+/// Not supported on the shard: Embedding's padding_idx and scale_grad_by_freq options are not
+/// applied by backward() (it accumulates plain sums); pass zero gradient rows for padding instead.
 template <class T>
 class ShardedEmbedding {
   static_assert(Scalar<T>, "ember::distributed::ShardedEmbedding<T>: T must be float or double");
