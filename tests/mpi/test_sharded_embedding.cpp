@@ -211,6 +211,10 @@ TEMPLATE_TEST_CASE("tied logits are vocabulary-parallel blocks of the single-pro
   REQUIRE(logits.cols() == emb.local_rows());
   CHECK(max_abs_diff<T>(logits, full.middleCols(emb.row_begin(), emb.local_rows())) <=
         tolerance<T>());
+  // A strided hidden (a block of a wider matrix) gives the same block.
+  RowMatrix<T> wide = RowMatrix<T>::Zero(h.rows(), kDim + 2);
+  wide.leftCols(kDim) = h;
+  CHECK(bit_equal(emb.logits(wide.leftCols(kDim)), logits));
 
   // Backward against the single-process logits_backward with dL = a fixed N x V matrix.
   RowMatrix<T> dl(all_h.rows(), kVocab);

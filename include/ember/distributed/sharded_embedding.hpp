@@ -31,10 +31,11 @@ namespace ember::distributed {
 /// Traffic of the last forward/backward call on this rank. "Remote" means to or from another
 /// rank; the rows a rank serves to itself are copied locally and are not counted as bytes.
 struct ExchangeStats {
-  Index ids = 0;                     ///< ids passed in by this rank
-  Index unique_ids = 0;              ///< ids this rank requested (after de-duplication if enabled)
-  Index ids_sent = 0;                ///< requested ids owned by another rank
-  Index rows_served = 0;             ///< rows this rank's shard sent to other ranks
+  Index ids = 0;          ///< ids passed in by this rank
+  Index unique_ids = 0;   ///< ids this rank requested (after de-duplication if enabled)
+  Index ids_sent = 0;     ///< requested ids owned by another rank
+  Index rows_served = 0;  ///< requests of other ranks this shard answered (rows sent in forward,
+                          ///< gradient rows received in backward)
   std::uint64_t bytes_sent = 0;      ///< id bytes + row bytes sent to other ranks
   std::uint64_t bytes_received = 0;  ///< id bytes + row bytes received from other ranks
 };
@@ -500,10 +501,16 @@ class ShardedEmbedding {
 
   RowMatrix<T> gather_hidden(const Eigen::Ref<const RowMatrix<T>>& hidden,
                              const std::vector<int>& counts, const std::vector<int>& displs) {
-    const RowMatrix<T> mine = hidden;  // contiguous copy (hidden may be strided)
+    // MPI needs the rows contiguous; copy only a strided hidden (e.g. a block of a wider matrix).
+    RowMatrix<T> copy;
+    const T* mine = hidden.data();
+    if (hidden.rows() > 1 && hidden.outerStride() != hidden.cols()) {
+      copy = hidden;
+      mine = copy.data();
+    }
     RowMatrix<T> all(static_cast<Index>(displs.back() + counts.back()), d_model());
     detail::check_mpi(
-        MPI_Allgatherv(mine.data(), static_cast<int>(mine.rows()), row_type_.get(), all.data(),
+        MPI_Allgatherv(mine, static_cast<int>(hidden.rows()), row_type_.get(), all.data(),
                        counts.data(), displs.data(), row_type_.get(), comm_),
         "MPI_Allgatherv");
     return all;
@@ -571,21 +578,23 @@ class ShardedEmbedding {
     for (auto& id : plan_.recv_local) id -= b;
   }
 
-  void record_stats(Index n) {
+  // Traffic of the call just made. Forward: ids go to the owners and rows come back; backward:
+  // ids and gradient rows both go to the owners.
+  void record_stats(Index n, bool rows_come_back) {
     const auto self = static_cast<std::size_t>(rank_);
     const auto sent = static_cast<Index>(plan_.send_ids.size());
     const auto received = static_cast<Index>(plan_.recv_local.size());
-    const Index ids_out = sent - plan_.send_counts[self];
-    const Index ids_in = received - plan_.recv_counts[self];
+    const auto ids_out = static_cast<std::uint64_t>(sent - plan_.send_counts[self]);
+    const auto ids_in = static_cast<std::uint64_t>(received - plan_.recv_counts[self]);
     const auto row_bytes = static_cast<std::uint64_t>(d_model()) * sizeof(T);
     stats_.ids = n;
     stats_.unique_ids = sent;
-    stats_.ids_sent = ids_out;
-    stats_.rows_served = ids_in;
-    stats_.bytes_sent = static_cast<std::uint64_t>(ids_out) * sizeof(TokenId) +
-                        static_cast<std::uint64_t>(ids_in) * row_bytes;
-    stats_.bytes_received = static_cast<std::uint64_t>(ids_in) * sizeof(TokenId) +
-                            static_cast<std::uint64_t>(ids_out) * row_bytes;
+    stats_.ids_sent = static_cast<Index>(ids_out);
+    stats_.rows_served = static_cast<Index>(ids_in);
+    const std::uint64_t rows_out = rows_come_back ? ids_in : ids_out;
+    const std::uint64_t rows_in = rows_come_back ? ids_out : ids_in;
+    stats_.bytes_sent = ids_out * sizeof(TokenId) + rows_out * row_bytes;
+    stats_.bytes_received = ids_in * sizeof(TokenId) + rows_in * row_bytes;
   }
 
   template <class Id>
@@ -629,7 +638,7 @@ class ShardedEmbedding {
     if (positions != nullptr) {
       for (Index i = 0; i < n; ++i) out.row(i) += positions->row(offset + i % seq_len);
     }
-    record_stats(n);
+    record_stats(n, /*rows_come_back=*/true);
   }
 
   template <class Id>
@@ -652,6 +661,8 @@ class ShardedEmbedding {
       ember::detail::check_ids(ids, vocab_size(), w.c_str());
     });
     build_plan(ids, /*dedup=*/true);
+    // (Not a SparseRowGrad over the full vocabulary: its memory may grow with V, and V is what
+    // does not fit on one host.)
     // Pre-reduce: one row per distinct id, summed in position order, then scaled (the same
     // operations SparseRowGrad performs for one call on a single process).
     const auto u = static_cast<Index>(plan_.send_ids.size());
@@ -678,12 +689,7 @@ class ShardedEmbedding {
     // Received rows are in source-rank order; one accumulate call sums each row's contributions
     // in that order and adds the finished sum once.
     grad.accumulate(plan_.recv_local, reply_, T(1), local_rows(), {}, name);
-    record_stats(n);
-    // In backward the rows travel the other way: swap the row part of the byte counts.
-    const auto row_bytes = static_cast<std::uint64_t>(d) * sizeof(T);
-    stats_.bytes_sent = static_cast<std::uint64_t>(stats_.ids_sent) * (sizeof(TokenId) + row_bytes);
-    stats_.bytes_received =
-        static_cast<std::uint64_t>(stats_.rows_served) * (sizeof(TokenId) + row_bytes);
+    record_stats(n, /*rows_come_back=*/false);
   }
 
   struct Plan {
