@@ -56,8 +56,9 @@ struct ShardedOptions {
 /// is the same √d_model and every optimizer that steps an Embedding with a SparseRowGrad steps a
 /// shard unchanged.
 ///
-/// Collective calls: the constructors, forward, backward, logits, logits_backward, gather_table,
-/// save and load must be called by every rank of the communicator in the same order; each rank
+/// Collective calls: the constructors, forward, forward_with_positions, backward, logits,
+/// logits_backward, hidden_offsets, gather_table (and save_shards/load_shards of checkpoint.hpp)
+/// must be called by every rank of the communicator in the same order; each rank
 /// passes its own batch (possibly empty) and gets the result for that batch.
 ///
 /// Errors: each collective call validates its arguments on every rank, then agrees on the outcome
