@@ -37,13 +37,19 @@ struct AdagradOptions {
 /// State: one T per row ever updated plus a V-sized int32 slot map: V·4 + k·sizeof(T) bytes,
 /// instead of V·d·sizeof(T) for element-wise Adagrad.
 template <class T>
-class RowwiseAdagrad {
+class RowwiseAdagrad : public detail::RowOptimizer<RowwiseAdagrad<T>, T> {
+  using Base = detail::RowOptimizer<RowwiseAdagrad<T>, T>;
+  friend Base;
+  using Base::scratch_;
+  using Base::state_;
+  using Base::steps_;
+
   static_assert(Scalar<T>, "ember::optim::RowwiseAdagrad<T>: T must be float or double");
 
  public:
   /// Throws ValueError naming the first invalid hyper-parameter and its value.
   explicit RowwiseAdagrad(AdagradOptions options = {})
-      : options_(validated(options)), state_(1, false) {}
+      : Base(1, false), options_(validated(options)) {}
 
   /// The hyper-parameters.
   [[nodiscard]] const AdagradOptions& options() const noexcept { return options_; }
@@ -52,37 +58,10 @@ class RowwiseAdagrad {
     detail::check_lr("RowwiseAdagrad::set_lr", lr);
     options_.lr = lr;
   }
-  /// Number of completed step() calls.
-  [[nodiscard]] std::int64_t step_count() const noexcept { return steps_; }
-  /// Rows holding an accumulator.
-  [[nodiscard]] Index state_rows() const noexcept { return state_.size(); }
-  /// Bytes of optimizer state.
-  [[nodiscard]] std::size_t state_bytes() const noexcept { return state_.bytes(); }
   /// The accumulator G of `row`, or initial_accumulator_value if it was never updated.
   [[nodiscard]] T accumulator(Index row) const {
     const Index s = state_.slot(row);
     return s < 0 ? static_cast<T>(options_.initial_accumulator_value) : *state_.data(0, s);
-  }
-
-  /// Updates the rows of a sparse gradient.
-  /// Throws:  StateError if emb is frozen; ShapeError if grad is bound to another table shape.
-  ///          Nothing changes when it throws.
-  /// Complexity: O(k·d) for k gradient rows (plus a one-off O(V) slot map).
-  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad) { run(emb, &grad, nullptr); }
-  /// Updates every row with dense + sparse; equals step(emb, dense + grad.to_dense()).
-  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad,
-            const Eigen::Ref<const RowMatrix<T>>& dense) {
-    run(emb, &grad, &dense);
-  }
-  /// Updates every row with a dense vocab_size x d_model gradient.
-  void step(Embedding<T>& emb, const Eigen::Ref<const RowMatrix<T>>& dense) {
-    run(emb, nullptr, &dense);
-  }
-
-  /// Forgets all accumulators and the step count.
-  void reset() noexcept {
-    state_.clear();
-    steps_ = 0;
   }
 
  private:
@@ -124,9 +103,6 @@ class RowwiseAdagrad {
   }
 
   AdagradOptions options_;
-  detail::RowState<T> state_;
-  RowVector<T> scratch_;
-  std::int64_t steps_ = 0;
 };
 
 }  // namespace ember::optim

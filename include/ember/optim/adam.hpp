@@ -61,13 +61,19 @@ struct AdamOptions {
 /// ember::optim::Adam<float> adamw({.lr = 1e-3, .weight_decay = 0.01, .decoupled = true});
 /// ```
 template <class T>
-class Adam {
+class Adam : public detail::RowOptimizer<Adam<T>, T> {
+  using Base = detail::RowOptimizer<Adam<T>, T>;
+  friend Base;
+  using Base::scratch_;
+  using Base::state_;
+  using Base::steps_;
+
   static_assert(Scalar<T>, "ember::optim::Adam<T>: T must be float or double");
 
  public:
   /// Throws ValueError naming the first invalid hyper-parameter and its value.
   explicit Adam(AdamOptions options = {})
-      : options_(validated(options)), state_(2, options.per_row_steps) {}
+      : Base(2, options.per_row_steps), options_(validated(options)) {}
 
   /// The hyper-parameters.
   [[nodiscard]] const AdamOptions& options() const noexcept { return options_; }
@@ -76,12 +82,6 @@ class Adam {
     detail::check_lr("Adam::set_lr", lr);
     options_.lr = lr;
   }
-  /// The global step count t: number of completed step() calls.
-  [[nodiscard]] std::int64_t step_count() const noexcept { return steps_; }
-  /// Rows holding moments.
-  [[nodiscard]] Index state_rows() const noexcept { return state_.size(); }
-  /// Bytes of optimizer state.
-  [[nodiscard]] std::size_t state_bytes() const noexcept { return state_.bytes(); }
   /// First moment of `row` (empty if the row was never updated).
   [[nodiscard]] RowVector<T> exp_avg(Index row) const { return plane(0, row); }
   /// Second moment of `row` (empty if the row was never updated).
@@ -90,32 +90,6 @@ class Adam {
   [[nodiscard]] std::int64_t row_steps(Index row) const {
     const Index s = state_.slot(row);
     return (s < 0 || !options_.per_row_steps) ? 0 : state_.steps(s);
-  }
-
-  /// Updates the rows of a sparse gradient (lazy Adam).
-  /// Throws:  StateError if emb is frozen; ShapeError if grad is bound to another table shape.
-  ///          Nothing changes (not even the step count) when it throws.
-  /// Complexity: O(k·d) for k gradient rows (plus a one-off O(V) slot map).
-  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad) { run(emb, &grad, nullptr); }
-
-  /// Updates every row with dense + sparse (the tied case in one call); equals step(emb, D) with
-  /// D = dense + grad.to_dense(), bit for bit.
-  /// Throws:  as step(emb, grad), and ShapeError if dense is not vocab_size x d_model.
-  /// Complexity: O(V·d).
-  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad,
-            const Eigen::Ref<const RowMatrix<T>>& dense) {
-    run(emb, &grad, &dense);
-  }
-
-  /// Updates every row with a dense vocab_size x d_model gradient.
-  void step(Embedding<T>& emb, const Eigen::Ref<const RowMatrix<T>>& dense) {
-    run(emb, nullptr, &dense);
-  }
-
-  /// Forgets all moments and the step count.
-  void reset() noexcept {
-    state_.clear();
-    steps_ = 0;
   }
 
  private:
@@ -177,9 +151,6 @@ class Adam {
   }
 
   AdamOptions options_;
-  detail::RowState<T> state_;
-  RowVector<T> scratch_;
-  std::int64_t steps_ = 0;
 };
 
 }  // namespace ember::optim

@@ -50,12 +50,18 @@ struct SGDOptions {
 /// opt.step(emb, sparse_grad, dense_grad);   // tied: sparse input part + dense logits part
 /// ```
 template <class T>
-class SGD {
+class SGD : public detail::RowOptimizer<SGD<T>, T> {
+  using Base = detail::RowOptimizer<SGD<T>, T>;
+  friend Base;
+  using Base::scratch_;
+  using Base::state_;
+  using Base::steps_;
+
   static_assert(Scalar<T>, "ember::optim::SGD<T>: T must be float or double");
 
  public:
   /// Throws ValueError naming the first invalid hyper-parameter and its value.
-  explicit SGD(SGDOptions options = {}) : options_(validated(options)), state_(1, false) {}
+  explicit SGD(SGDOptions options = {}) : Base(1, false), options_(validated(options)) {}
 
   /// The hyper-parameters.
   [[nodiscard]] const SGDOptions& options() const noexcept { return options_; }
@@ -64,44 +70,11 @@ class SGD {
     detail::check_lr("SGD::set_lr", lr);
     options_.lr = lr;
   }
-  /// Number of completed step() calls.
-  [[nodiscard]] std::int64_t step_count() const noexcept { return steps_; }
-  /// Rows holding a momentum buffer.
-  [[nodiscard]] Index state_rows() const noexcept { return state_.size(); }
-  /// Bytes of optimizer state.
-  [[nodiscard]] std::size_t state_bytes() const noexcept { return state_.bytes(); }
   /// The momentum buffer of `row`, or an empty vector if it has none.
   [[nodiscard]] RowVector<T> momentum_buffer(Index row) const {
     const Index s = state_.slot(row);
     if (s < 0) return {};
     return Eigen::Map<const RowVector<T>>(state_.data(0, s), state_.width());
-  }
-
-  /// Updates the rows of a sparse gradient.
-  /// Throws:  StateError if emb is frozen; ShapeError if grad is bound to another table shape.
-  ///          Nothing changes when it throws.
-  /// Complexity: O(k·d) for k gradient rows (plus a one-off O(V) slot map with momentum).
-  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad) { run(emb, &grad, nullptr); }
-
-  /// Updates every row with dense + sparse: the tied case in one call. Equals step(emb, D) with
-  /// D = dense + grad.to_dense(), bit for bit.
-  /// Throws:  as step(emb, grad), and ShapeError if dense is not vocab_size x d_model.
-  /// Complexity: O(V·d).
-  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad,
-            const Eigen::Ref<const RowMatrix<T>>& dense) {
-    run(emb, &grad, &dense);
-  }
-
-  /// Updates every row with a dense vocab_size x d_model gradient.
-  /// Throws:  StateError if frozen; ShapeError on a shape mismatch. Nothing changes then.
-  void step(Embedding<T>& emb, const Eigen::Ref<const RowMatrix<T>>& dense) {
-    run(emb, nullptr, &dense);
-  }
-
-  /// Forgets all momentum buffers and the step count.
-  void reset() noexcept {
-    state_.clear();
-    steps_ = 0;
   }
 
  private:
@@ -158,9 +131,6 @@ class SGD {
   }
 
   SGDOptions options_;
-  detail::RowState<T> state_;
-  RowVector<T> scratch_;
-  std::int64_t steps_ = 0;
 };
 
 }  // namespace ember::optim

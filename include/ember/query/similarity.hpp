@@ -88,8 +88,9 @@ template <class Derived>
 /// ```cpp
 /// auto wv = ember::io::load_word2vec_binary<float>("vectors.bin");
 /// ember::query::Neighbours<float> nn(wv.vectors, wv.vocab);
-/// for (auto [id, score] : nn.nearest("king", 10)) std::cout << nn.word(id) << '\t' << score <<
-/// '\n'; auto queen = nn.analogy("man", "king", "woman", 1);   // king - man + woman
+/// for (auto [id, score] : nn.nearest("king", 10))
+///   std::cout << nn.word(id) << '\t' << score << '\n';
+/// auto queen = nn.analogy("man", "king", "woman", 1);   // king - man + woman
 /// ```
 template <class T>
 class Neighbours {

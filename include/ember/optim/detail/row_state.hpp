@@ -278,4 +278,55 @@ inline void check_unit_interval(const char* where, const char* name, double valu
   }
 }
 
+/// The part every row-wise optimizer shares: the three step() forms, the step count and the
+/// per-row state. `Derived` implements
+/// `void run(Embedding<T>&, const SparseRowGrad<T>*, const Eigen::Ref<const RowMatrix<T>>*)`,
+/// which validates (through prepare_step) before it writes anything.
+template <class Derived, class T>
+class RowOptimizer {
+ public:
+  /// Updates the rows of a sparse gradient; rows absent from it are left exactly as they were.
+  /// Throws:  StateError if emb is frozen; ShapeError if grad is bound to another table shape.
+  ///          Nothing changes (not even the step count) when it throws.
+  /// Complexity: O(k·d) for k gradient rows (plus a one-off O(V) int32 slot map with state).
+  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad) { self().run(emb, &grad, nullptr); }
+
+  /// Updates every row with dense + sparse: the tied case (sparse input part + dense logits part)
+  /// in one call. Equals step(emb, D) with D = dense + grad.to_dense(), bit for bit.
+  /// Throws:  as step(emb, grad), and ShapeError if dense is not vocab_size x d_model.
+  /// Complexity: O(V·d).
+  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad,
+            const Eigen::Ref<const RowMatrix<T>>& dense) {
+    self().run(emb, &grad, &dense);
+  }
+
+  /// Updates every row with a dense vocab_size x d_model gradient.
+  /// Throws:  StateError if frozen; ShapeError on a shape mismatch. Nothing changes then.
+  void step(Embedding<T>& emb, const Eigen::Ref<const RowMatrix<T>>& dense) {
+    self().run(emb, nullptr, &dense);
+  }
+
+  /// Number of completed step() calls (Adam's global t).
+  [[nodiscard]] std::int64_t step_count() const noexcept { return steps_; }
+  /// Rows holding optimizer state.
+  [[nodiscard]] Index state_rows() const noexcept { return state_.size(); }
+  /// Bytes of optimizer state.
+  [[nodiscard]] std::size_t state_bytes() const noexcept { return state_.bytes(); }
+  /// Forgets all per-row state and the step count.
+  void reset() noexcept {
+    state_.clear();
+    steps_ = 0;
+  }
+
+ protected:
+  RowOptimizer(int planes, bool per_row_steps) : state_(planes, per_row_steps) {}
+
+  RowState<T> state_;
+  RowVector<T> scratch_;  ///< one combined gradient row
+  std::int64_t steps_ = 0;
+
+ private:
+  Derived& self() noexcept { return static_cast<Derived&>(*this); }
+};
+
 }  // namespace ember::optim::detail
