@@ -1,0 +1,187 @@
+/// Checkpoints of a ShardedEmbedding: one safetensors file per rank with its row range in
+/// __metadata__, loadable into any number of ranks (re-sharding). Needs ember::mpi and ember::io.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "ember/distributed/detail/mpi.hpp"
+#include "ember/distributed/row_partition.hpp"
+#include "ember/distributed/sharded_embedding.hpp"
+#include "ember/errors.hpp"
+#include "ember/io/safetensors.hpp"
+#include "ember/types.hpp"
+
+namespace ember::distributed {
+
+/// The file rank `rank` of `world_size` writes:
+/// `<prefix>.shard-<rank>-of-<world_size>.safetensors`.
+[[nodiscard]] inline std::string shard_path(const std::string& prefix, int rank, int world_size) {
+  return prefix + ".shard-" + std::to_string(rank) + "-of-" + std::to_string(world_size) +
+         ".safetensors";
+}
+
+namespace detail {
+
+inline std::int64_t metadata_int(const io::SafetensorsFile& f, const std::string& key) {
+  const auto& meta = f.metadata();
+  const auto it = meta.find(key);
+  if (it == meta.end()) {
+    throw FormatError("load_shards: " + f.path() + " has no __metadata__ entry '" + key + "'",
+                      f.path(), 8);
+  }
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(it->second, &used);
+    if (used != it->second.size()) throw std::invalid_argument("trailing characters");
+    return static_cast<std::int64_t>(v);
+  } catch (const std::exception&) {
+    throw FormatError("load_shards: " + f.path() + ": __metadata__ '" + key + "' = '" + it->second +
+                          "' is not an integer",
+                      f.path(), 8);
+  }
+}
+
+// The world sizes of the checkpoints saved under `prefix` (from the file names).
+inline std::set<int> saved_world_sizes(const std::string& prefix) {
+  namespace fs = std::filesystem;
+  const fs::path p(prefix);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const std::string stem = p.filename().string() + ".shard-";
+  std::set<int> sizes;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    constexpr std::string_view ext = ".safetensors";
+    if (name.rfind(stem, 0) != 0 || name.size() <= stem.size() + ext.size() ||
+        name.compare(name.size() - ext.size(), ext.size(), ext) != 0) {
+      continue;
+    }
+    const std::string mid = name.substr(stem.size(), name.size() - stem.size() - ext.size());
+    const auto of = mid.find("-of-");
+    if (of == std::string::npos) continue;
+    try {
+      sizes.insert(std::stoi(mid.substr(of + 4)));
+    } catch (const std::exception&) {
+    }
+  }
+  return sizes;
+}
+
+}  // namespace detail
+
+/// Collective. Every rank writes its shard to shard_path(prefix, rank, P) as tensor "weight"
+/// (local_rows x d, stored as `dtype`, default the table's F32/F64) with __metadata__
+/// "ember.row_begin", "ember.row_end", "ember.vocab_size", "ember.rank", "ember.world_size"
+/// (decimal strings) and "ember.partition" = "contiguous-balanced".
+///
+/// Each file is written atomically (temporary + rename). Throws on every rank: the error of the
+/// lowest rank that failed (FormatError on I/O failure); files other ranks wrote in the same call
+/// stay, so retry the save before relying on the checkpoint.
+template <class T>
+void save_shards(const ShardedEmbedding<T>& emb, const std::string& prefix,
+                 std::optional<io::SafetensorsDtype> dtype = std::nullopt) {
+  detail::validate_collectively(emb.comm(), [&] {
+    io::SafetensorsWriter w;
+    w.add("weight", emb.shard().weight(), dtype)
+        .metadata("ember.row_begin", std::to_string(emb.row_begin()))
+        .metadata("ember.row_end", std::to_string(emb.row_end()))
+        .metadata("ember.vocab_size", std::to_string(emb.vocab_size()))
+        .metadata("ember.rank", std::to_string(emb.rank()))
+        .metadata("ember.world_size", std::to_string(emb.world_size()))
+        .metadata("ember.partition", "contiguous-balanced");
+    w.save(shard_path(prefix, emb.rank(), emb.world_size()));
+  });
+}
+
+/// Collective. Loads the checkpoint saved by save_shards(…, prefix) into the ranks of `comm`,
+/// whatever their number: each rank reads only the rows of its new range, from the saved files
+/// that overlap it (memory-mapped, zero-copy when the stored dtype is T's).
+///
+/// Checks: exactly one saved world size under `prefix` (from the file names; rank 0 looks, so the
+/// files must be visible to every rank, e.g. on a shared file system), every needed file present,
+/// its tensor "weight" 2-D with the rows and the __metadata__ row range the rule assigns it, and
+/// the same vocab_size and d everywhere.
+/// Throws on every rank: FormatError naming the file for any violation or unreadable file;
+/// ShapeError as the ShardedEmbedding constructor.
+template <class T>
+[[nodiscard]] ShardedEmbedding<T> load_shards(MPI_Comm comm, const std::string& prefix,
+                                              ShardedOptions options = {}) {
+  int rank = 0;
+  int size = 0;
+  detail::check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  detail::check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  // 1. Rank 0 finds the saved world size and the table shape; all ranks agree, then share them.
+  std::int64_t header[3] = {0, 0, 0};  // saved P, V, d
+  detail::validate_collectively(comm, [&] {
+    if (rank != 0) return;
+    const std::set<int> sizes = detail::saved_world_sizes(prefix);
+    if (sizes.size() != 1) {
+      throw FormatError("load_shards: expected the files of one checkpoint at '" + prefix +
+                            ".shard-<r>-of-<P>.safetensors', found " +
+                            std::to_string(sizes.size()) + " world sizes",
+                        prefix, 0);
+    }
+    const int saved = *sizes.begin();
+    const io::SafetensorsFile first(shard_path(prefix, 0, saved));
+    header[0] = saved;
+    header[1] = detail::metadata_int(first, "ember.vocab_size");
+    if (!first.contains("weight") || first.info("weight").shape.size() != 2) {
+      throw FormatError("load_shards: " + first.path() + " has no 2-D tensor 'weight'",
+                        first.path(), 8);
+    }
+    header[2] = static_cast<std::int64_t>(first.info("weight").shape[1]);
+  });
+  detail::check_mpi(MPI_Bcast(header, 3, MPI_INT64_T, 0, comm), "MPI_Bcast");
+  const auto saved_size = static_cast<int>(header[0]);
+  const auto vocab = static_cast<Index>(header[1]);
+  const auto d = static_cast<Index>(header[2]);
+
+  // 2. Each rank copies the rows of its new range out of the overlapping saved shards.
+  RowMatrix<T> shard;
+  detail::validate_collectively(comm, [&] {
+    const RowPartition saved(vocab, saved_size);  // throws ShapeError for nonsense metadata
+    const RowPartition now(vocab, size);
+    const Index begin = now.row_begin(rank);
+    const Index end = now.row_end(rank);
+    shard.resize(end - begin, d);
+    for (int q = saved.owner(begin); q < saved_size && saved.row_begin(q) < end; ++q) {
+      const std::string path = shard_path(prefix, q, saved_size);
+      const io::SafetensorsFile f(path);
+      const auto bad = [&](const std::string& what) {
+        throw FormatError("load_shards: " + path + ": " + what, path, 8);
+      };
+      if (!f.contains("weight")) bad("no tensor 'weight'");
+      const auto& shape = f.info("weight").shape;
+      if (shape.size() != 2 || static_cast<Index>(shape[0]) != saved.rows(q) ||
+          static_cast<Index>(shape[1]) != d) {
+        bad("tensor 'weight' is not " + std::to_string(saved.rows(q)) + " x " + std::to_string(d));
+      }
+      if (detail::metadata_int(f, "ember.vocab_size") != vocab ||
+          detail::metadata_int(f, "ember.world_size") != saved_size ||
+          detail::metadata_int(f, "ember.row_begin") != saved.row_begin(q) ||
+          detail::metadata_int(f, "ember.row_end") != saved.row_end(q)) {
+        bad("__metadata__ row range differs from rows [" + std::to_string(saved.row_begin(q)) +
+            ", " + std::to_string(saved.row_end(q)) + ") of " + std::to_string(vocab) +
+            " that rank " + std::to_string(q) + " of " + std::to_string(saved_size) + " owns");
+      }
+      const io::MappedTable<T> table = f.map<T>("weight");
+      const Index lo = std::max(begin, saved.row_begin(q));
+      const Index hi = std::min(end, saved.row_end(q));
+      shard.middleRows(lo - begin, hi - lo) =
+          table.matrix().middleRows(lo - saved.row_begin(q), hi - lo);
+    }
+  });
+  return ShardedEmbedding<T>(comm, vocab, std::move(shard), options);
+}
+
+}  // namespace ember::distributed

@@ -1,0 +1,87 @@
+/// RowPartition: the rule that assigns the rows of a V-row table to P ranks as contiguous, balanced
+/// ranges. It needs no MPI, so it can be used (and tested) anywhere.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "ember/config.hpp"
+#include "ember/detail/validate.hpp"
+#include "ember/errors.hpp"
+#include "ember/types.hpp"
+
+namespace ember::distributed {
+
+/// Contiguous, balanced row ranges: rank r owns rows [row_begin(r), row_end(r)).
+///
+/// Rule: with q = V / P and e = V % P, the first e ranks own q + 1 rows and the others q, in rank
+/// order, so rank r begins at r·q + min(r, e). Shard sizes differ by at most one row, every rank
+/// owns at least one row (P <= V is required), and owner(id) is O(1) arithmetic, no table.
+/// Because the ranges are monotone in the id, sorting ids also groups them by owner, which is what
+/// ShardedEmbedding's exchange relies on.
+///
+/// Example: V = 10, P = 4 -> rows [0, 3), [3, 6), [6, 8), [8, 10).
+class RowPartition {
+ public:
+  /// The partition of vocab_size rows over world_size ranks.
+  /// Throws: ShapeError if vocab_size or world_size is not positive, or world_size > vocab_size
+  ///         (a rank without rows is not supported).
+  RowPartition(Index vocab_size, int world_size)
+      : vocab_size_(vocab_size), world_size_(world_size) {
+    constexpr const char* where = "RowPartition";
+    ember::detail::check_positive_size(where, "vocab_size", vocab_size);
+    ember::detail::check_positive_size(where, "world_size", world_size);
+    if (world_size > vocab_size) {
+      throw ShapeError(std::string(where) + ": world_size " + std::to_string(world_size) +
+                           " exceeds vocab_size " + std::to_string(vocab_size) +
+                           "; every rank must own at least one row",
+                       -1, vocab_size, world_size);
+    }
+    base_ = vocab_size / world_size;
+    extra_ = vocab_size % world_size;
+  }
+
+  /// Total number of rows V.
+  [[nodiscard]] Index vocab_size() const noexcept { return vocab_size_; }
+  /// Number of ranks P.
+  [[nodiscard]] int world_size() const noexcept { return world_size_; }
+
+  /// First row owned by `rank`. Precondition: 0 <= rank <= world_size() (rank == P gives V).
+  [[nodiscard]] Index row_begin(int rank) const {
+    EMBER_ASSERT(rank >= 0 && rank <= world_size_);
+    return static_cast<Index>(rank) * base_ + std::min<Index>(rank, extra_);
+  }
+  /// One past the last row owned by `rank`. Precondition: 0 <= rank < world_size().
+  [[nodiscard]] Index row_end(int rank) const { return row_begin(rank + 1); }
+  /// Number of rows owned by `rank` (q or q + 1). Precondition: 0 <= rank < world_size().
+  [[nodiscard]] Index rows(int rank) const {
+    EMBER_ASSERT(rank >= 0 && rank < world_size_);
+    return base_ + (rank < extra_ ? 1 : 0);
+  }
+
+  /// The rank that owns row `id`. Precondition: 0 <= id < vocab_size() (validated by callers).
+  [[nodiscard]] int owner(TokenId id) const {
+    EMBER_ASSERT(id >= 0 && id < vocab_size_);
+    const Index split = extra_ * (base_ + 1);  // rows owned by the larger shards
+    const Index r = id < split ? id / (base_ + 1) : extra_ + (id - split) / base_;
+    return static_cast<int>(r);
+  }
+
+  /// The row of `id` inside its owner's shard. Precondition: 0 <= id < vocab_size().
+  [[nodiscard]] Index local_row(TokenId id) const { return id - row_begin(owner(id)); }
+
+  /// True when both partitions split the same number of rows over the same number of ranks.
+  friend bool operator==(const RowPartition& a, const RowPartition& b) noexcept {
+    return a.vocab_size_ == b.vocab_size_ && a.world_size_ == b.world_size_;
+  }
+
+ private:
+  Index vocab_size_;
+  int world_size_;
+  Index base_ = 0;
+  Index extra_ = 0;
+};
+
+}  // namespace ember::distributed

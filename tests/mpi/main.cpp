@@ -1,0 +1,18 @@
+// Catch2 main for the MPI tests: every rank runs the same test cases in declaration order (the
+// collectives inside them must match), and the exit code is the worst over all ranks.
+// SPDX-License-Identifier: MIT
+#define CATCH_CONFIG_RUNNER
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  Catch::Session session;
+  int rc = session.applyCommandLine(argc, argv);
+  if (rc == 0) rc = session.run();
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}

@@ -1,0 +1,138 @@
+// Tests for ember/distributed/checkpoint.hpp: per-rank safetensors shards and re-sharding into
+// another number of ranks (sub-communicators of MPI_COMM_WORLD play the saving and loading jobs).
+// SPDX-License-Identifier: MIT
+#include "ember/distributed/checkpoint.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "ember/errors.hpp"
+#include "ember/io/safetensors.hpp"
+#include "support/sharded_reference.hpp"
+
+using Catch::Matchers::Contains;
+using ember::Index;
+using ember::RowMatrix;
+using ember::distributed::ShardedEmbedding;
+using ember_test::bit_equal;
+
+namespace {
+
+constexpr Index kVocab = 23;
+constexpr Index kDim = 5;
+
+// A fresh directory shared by all ranks (same host), removed at the end of the test case.
+struct SharedDir {
+  std::filesystem::path path;
+  SharedDir() {
+    const auto w = ember_test::world();
+    long long pid = w.rank == 0 ? static_cast<long long>(::getpid()) : 0;
+    MPI_Bcast(&pid, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    path = std::filesystem::temp_directory_path() / ("ember_ckpt_" + std::to_string(pid));
+    if (w.rank == 0) std::filesystem::create_directories(path);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  ~SharedDir() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (ember_test::world().rank == 0) std::filesystem::remove_all(path);
+  }
+};
+
+// The first `n` ranks of MPI_COMM_WORLD (MPI_COMM_NULL on the others).
+MPI_Comm first_ranks(int n) {
+  const auto w = ember_test::world();
+  MPI_Comm sub = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, w.rank < n ? 0 : MPI_UNDEFINED, w.rank, &sub);
+  return sub;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("a checkpoint saved by P ranks loads into any number of ranks", "[checkpoint]",
+                   float, double) {
+  using T = TestType;
+  const auto w = ember_test::world();
+  const SharedDir dir;
+  const RowMatrix<T> table = ember_test::full_table<T>(kVocab, kDim);
+  for (int saved = 1; saved <= w.size; ++saved) {
+    for (int loaded = 1; loaded <= w.size; ++loaded) {
+      const std::string prefix =
+          (dir.path / ("t" + std::to_string(saved) + "_" + std::to_string(loaded))).string();
+      if (MPI_Comm sub = first_ranks(saved); sub != MPI_COMM_NULL) {
+        {
+          auto emb = ShardedEmbedding<T>::from_full_table(sub, table);
+          ember::distributed::save_shards(emb, prefix);
+        }
+        MPI_Comm_free(&sub);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (w.rank == 0) {
+        // One file per saving rank, its row range in the metadata.
+        const ember::io::SafetensorsFile f(
+            ember::distributed::shard_path(prefix, saved - 1, saved));
+        const ember::distributed::RowPartition rule(kVocab, saved);
+        CHECK(f.metadata().at("ember.row_begin") == std::to_string(rule.row_begin(saved - 1)));
+        CHECK(f.metadata().at("ember.row_end") == std::to_string(kVocab));
+        CHECK(f.metadata().at("ember.world_size") == std::to_string(saved));
+      }
+      if (MPI_Comm sub = first_ranks(loaded); sub != MPI_COMM_NULL) {
+        {
+          auto emb = ember::distributed::load_shards<T>(sub, prefix);
+          CHECK(emb.world_size() == loaded);
+          CHECK(emb.vocab_size() == kVocab);
+          CHECK(emb.d_model() == kDim);
+          CHECK(bit_equal<T>(emb.shard().weight(),
+                             table.middleRows(emb.row_begin(), emb.local_rows())));
+          INFO("saved by " << saved << " ranks, loaded into " << loaded);
+          CHECK(bit_equal(emb.gather_table(), table));
+        }
+        MPI_Comm_free(&sub);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+  }
+}
+
+TEST_CASE("shards stored as F16 load back rounded to half precision", "[checkpoint]") {
+  const SharedDir dir;
+  const RowMatrix<float> table = ember_test::full_table<float>(kVocab, kDim);
+  const std::string prefix = (dir.path / "half").string();
+  {
+    auto emb = ShardedEmbedding<float>::from_full_table(MPI_COMM_WORLD, table);
+    ember::distributed::save_shards(emb, prefix, ember::io::SafetensorsDtype::F16);
+  }
+  auto emb = ember::distributed::load_shards<float>(MPI_COMM_WORLD, prefix);
+  const RowMatrix<float> back = emb.gather_table();
+  CHECK((back - table).cwiseAbs().maxCoeff() <= 1e-3f);
+}
+
+TEST_CASE("a missing or inconsistent checkpoint raises FormatError on every rank", "[checkpoint]") {
+  const auto w = ember_test::world();
+  const SharedDir dir;
+  SECTION("no files under the prefix") {
+    REQUIRE_THROWS_AS(
+        ember::distributed::load_shards<float>(MPI_COMM_WORLD, (dir.path / "none").string()),
+        ember::FormatError);
+  }
+  SECTION("a row range that contradicts the rule") {
+    const std::string prefix = (dir.path / "bad").string();
+    if (w.rank == 0) {
+      const RowMatrix<float> t = RowMatrix<float>::Ones(kVocab, kDim);
+      ember::io::SafetensorsWriter writer;
+      writer.add("weight", t)
+          .metadata("ember.row_begin", "0")
+          .metadata("ember.row_end", std::to_string(kVocab - 1))
+          .metadata("ember.vocab_size", std::to_string(kVocab))
+          .metadata("ember.world_size", "1");
+      writer.save(ember::distributed::shard_path(prefix, 0, 1));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    REQUIRE_THROWS_WITH(ember::distributed::load_shards<float>(MPI_COMM_WORLD, prefix),
+                        Contains("bad.shard-0-of-1.safetensors") && Contains("row range differs"));
+  }
+}

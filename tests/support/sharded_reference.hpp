@@ -1,0 +1,93 @@
+// Helpers for the MPI tests: the world, deterministic per-rank batches (identical on every rank,
+// so each rank can rebuild every other rank's batch), and single-process references.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "ember/embedding.hpp"
+#include "ember/init.hpp"
+#include "ember/random.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/types.hpp"
+
+namespace ember_test {
+
+struct World {
+  int rank = 0;
+  int size = 1;
+};
+
+inline World world() {
+  World w;
+  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  return w;
+}
+
+/// A V x d table, the same on every rank.
+template <class T>
+ember::RowMatrix<T> full_table(ember::Index vocab, ember::Index d, std::uint64_t seed = 7) {
+  ember::RowMatrix<T> t(vocab, d);
+  ember::Init::normal(0.5).fill(t, seed);
+  return t;
+}
+
+/// Rank r's batch: n = base + 3·r ids with repeats (a skewed draw: the square of a uniform
+/// favours small ids, so several ranks ask for the same rows).
+inline std::vector<ember::TokenId> batch_of(int rank, ember::Index vocab, ember::Index base = 9,
+                                            std::uint64_t seed = 11) {
+  ember::Random rng(seed + 1000 * static_cast<std::uint64_t>(rank));
+  const ember::Index n = base + 3 * rank;
+  std::vector<ember::TokenId> ids(static_cast<std::size_t>(n));
+  for (auto& id : ids) {
+    const double u = rng.uniform();
+    id = static_cast<ember::TokenId>(u * u * static_cast<double>(vocab));
+  }
+  return ids;
+}
+
+/// Rank r's upstream gradient for its batch of n ids.
+template <class T>
+ember::RowMatrix<T> grad_of(int rank, ember::Index n, ember::Index d, std::uint64_t seed = 23) {
+  ember::RowMatrix<T> g(n, d);
+  ember::Init::uniform(-1.0, 1.0).fill(g, seed + 77 * static_cast<std::uint64_t>(rank));
+  return g;
+}
+
+/// Rank r's hidden states for the tied-logits tests.
+template <class T>
+ember::RowMatrix<T> hidden_of(int rank, ember::Index d, std::uint64_t seed = 31) {
+  ember::RowMatrix<T> h(2 + rank, d);
+  ember::Init::uniform(-1.0, 1.0).fill(h, seed + 13 * static_cast<std::uint64_t>(rank));
+  return h;
+}
+
+/// Single process: one SparseRowGrad filled by Embedding::backward once per rank's batch, in rank
+/// order, then plain SGD on the touched rows: W[t] -= lr · g[t].
+template <class T>
+ember::RowMatrix<T> reference_sgd_step(const ember::RowMatrix<T>& table, int world_size, T lr) {
+  ember::Embedding<T> emb(table);
+  ember::SparseRowGrad<T> grad;
+  for (int r = 0; r < world_size; ++r) {
+    const auto ids = batch_of(r, table.rows());
+    emb.backward(ids, grad_of<T>(r, static_cast<ember::Index>(ids.size()), table.cols()), grad);
+  }
+  ember::RowMatrix<T> w = table;
+  for (ember::Index k = 0; k < grad.size(); ++k) {
+    w.row(grad.rows()[static_cast<std::size_t>(k)]) -= lr * grad.values().row(k);
+  }
+  return w;
+}
+
+/// Exact equality of two matrices of the same shape.
+template <class T>
+bool bit_equal(const ember::RowMatrix<T>& a, const ember::RowMatrix<T>& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() && (a.array() == b.array()).all();
+}
+
+}  // namespace ember_test
