@@ -3,16 +3,20 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "ember/bag.hpp"
 #include "ember/clip.hpp"
 #include "ember/config.hpp"
 #include "ember/embedding.hpp"
+#include "ember/embedding_view.hpp"
 #include "ember/errors.hpp"
 #include "ember/init.hpp"
 #include "ember/input_embedding.hpp"
 #include "ember/input_stem.hpp"
 #include "ember/optim.hpp"
 #include "ember/positional.hpp"
+#include "ember/quantized.hpp"
 #include "ember/random.hpp"
+#include "ember/reduced.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/tied_logits.hpp"
 #include "ember/types.hpp"

@@ -6,13 +6,32 @@
 #include <type_traits>
 
 #include "ember/detail/gather.hpp"
+#include "ember/detail/lookup.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/detail/validate.hpp"
 #include "ember/embedding.hpp"
+#include "ember/embedding_view.hpp"
 #include "ember/positional.hpp"
 #include "ember/types.hpp"
 
 namespace ember {
+
+namespace detail {
+/// The validated door of every embed_with_positions overload over a float/double table.
+template <class T, class R>
+void embed_with_positions_impl(ConstTableRef<T> table, T scale,
+                               const Eigen::Ref<const RowMatrix<T>>& positions, const R& ids,
+                               Eigen::Ref<RowMatrix<T>> out, Index seq_len, Index offset) {
+  with_ids(ids, [&](auto span) {
+    constexpr const char* where = "ember::embed_with_positions";
+    check_fused(where, static_cast<Index>(span.size()), table.cols, positions.rows(),
+                positions.cols(), out.rows(), out.cols(), seq_len, offset);
+    check_ids(span, table.rows, where);
+    gather_scaled_add(table, span, scale, const_table(positions), seq_len, offset,
+                      mutable_table(out));
+  });
+}
+}  // namespace detail
 
 /// out.row(i) = tokens.weight().row(ids[i]) · tokens.scale() + positions.row(offset + i % seq_len).
 ///
@@ -35,26 +54,19 @@ void embed_with_positions(const Embedding<T>& tokens,
                           const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& positions,
                           const R& ids, Eigen::Ref<RowMatrix<std::type_identity_t<T>>> out,
                           Index seq_len, Index offset = 0) {
-  if constexpr (IdRange<R>) {
-    constexpr const char* where = "ember::embed_with_positions";
-    const auto span = detail::as_id_span(ids);
-    const auto n = static_cast<Index>(span.size());
-    detail::check_positions(where, seq_len, offset, positions.rows());
-    detail::check_extent(where, "positions", 1, tokens.d_model(), positions.cols(), "d_model");
-    detail::check_extent(where, "out", 0, n, out.rows(), "the number of ids");
-    detail::check_extent(where, "out", 1, tokens.d_model(), out.cols(), "d_model");
-    if (n % seq_len != 0) {
-      throw ShapeError(std::string(where) + ": " + std::to_string(n) +
-                           " ids are not a multiple of seq_len = " + std::to_string(seq_len),
-                       0, (n / seq_len + 1) * seq_len, n);
-    }
-    detail::check_ids(span, tokens.vocab_size(), where);
-    detail::gather_scaled_add(detail::const_table(tokens.weight()), span, tokens.scale(),
-                              detail::const_table(positions), seq_len, offset,
-                              detail::mutable_table(out));
-  } else {
-    static_assert(detail::always_false<R>, EMBER_ID_RANGE_MESSAGE);
-  }
+  detail::embed_with_positions_impl(detail::const_table(tokens.weight()), tokens.scale(), positions,
+                                    ids, out, seq_len, offset);
+}
+
+/// embed_with_positions over a table viewed in foreign memory (EmbeddingView): same result,
+/// same kernel, no copy of the table.
+template <class T, class R>
+void embed_with_positions(const EmbeddingView<T>& tokens,
+                          const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& positions,
+                          const R& ids, Eigen::Ref<RowMatrix<std::type_identity_t<T>>> out,
+                          Index seq_len, Index offset = 0) {
+  detail::embed_with_positions_impl(tokens.table(), tokens.scale(), positions, ids, out, seq_len,
+                                    offset);
 }
 
 /// embed_with_positions over a sinusoidal encoding.

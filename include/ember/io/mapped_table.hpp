@@ -9,6 +9,7 @@
 
 #include <Eigen/Core>
 
+#include "ember/embedding_view.hpp"
 #include "ember/io/detail/mapped_file.hpp"
 #include "ember/types.hpp"
 
@@ -56,6 +57,13 @@ class MappedTable {
   [[nodiscard]] Index d_model() const noexcept { return cols_; }
   /// An owning copy of the table.
   [[nodiscard]] RowMatrix<T> to_matrix() const { return matrix(); }
+  /// An EmbeddingView of the table (lookup, backward, logits, fused positions) that shares
+  /// ownership of the mapping (or of the converted copy): the view alone keeps the memory alive.
+  [[nodiscard]] EmbeddingView<T> view() const {
+    std::shared_ptr<const void> owner =
+        file_ ? std::shared_ptr<const void>(file_) : std::shared_ptr<const void>(copy_);
+    return EmbeddingView<T>(data_, rows_, cols_, cols_, std::move(owner));
+  }
 
  private:
   std::shared_ptr<const detail::MappedFile> file_;

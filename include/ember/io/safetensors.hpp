@@ -35,7 +35,8 @@
 namespace ember::io {
 
 /// The dtypes of the safetensors specification. Any of them may appear in a file ember opens;
-/// only F16, BF16, F32 and F64 can be loaded as (or saved from) a float/double table.
+/// only F16, BF16, F32 and F64 can be loaded as (or saved from) a float/double table, or loaded as
+/// a half/bfloat16 table (load_reduced).
 enum class SafetensorsDtype {
   BOOL,
   U8,
@@ -188,6 +189,44 @@ class SafetensorsFile {
       return t;
     }
     return MappedTable<T>(load<T>(name, options));
+  }
+
+  /// Loads tensor `name` as an owning table of 16-bit floats S (Eigen::half or Eigen::bfloat16),
+  /// ready for ReducedEmbedding<S>: F16 into half and BF16 into bfloat16 are copied byte for byte
+  /// (no float round trip); any other float dtype is converted through float and rounded to
+  /// nearest even (F64 is rounded to float first).
+  /// Throws: as load() (non-finite values, and values that overflow S, are reported by default).
+  /// Complexity: one O(V·d) copy (plus the finiteness check unless allowed).
+  template <class S>
+  [[nodiscard]] RowMatrix<S> load_reduced(const std::string& name,
+                                          const SafetensorsLoadOptions& options = {}) const {
+    static_assert(std::is_same_v<S, Eigen::half> || std::is_same_v<S, Eigen::bfloat16>,
+                  "SafetensorsFile::load_reduced<S>: S must be Eigen::half or Eigen::bfloat16");
+    const auto& [rows, cols] = check_table(name);
+    const SafetensorsTensorInfo& ti = info(name);
+    const unsigned char* p = file_->data() + data_offset_ + ti.begin;
+    const SafetensorsDtype same =
+        std::is_same_v<S, Eigen::half> ? SafetensorsDtype::F16 : SafetensorsDtype::BF16;
+    const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+    RowMatrix<S> out(rows, cols);
+    if (ti.dtype == same) {
+      if (detail::host_is_little_endian) {
+        if (n > 0) std::memcpy(static_cast<void*>(out.data()), p, n * sizeof(S));
+      } else {
+        for (std::size_t i = 0; i < n; ++i) {
+          out.data()[i] = Eigen::numext::bit_cast<S>(detail::load_le<std::uint16_t>(p + 2 * i));
+        }
+      }
+    } else {
+      RowMatrix<float> f(rows, cols);
+      convert(ti, f.data(), n);
+      out = f.cast<S>();
+    }
+    if (!options.allow_non_finite) {
+      const RowMatrix<float> f = out.template cast<float>();
+      check_finite(name, f.data(), rows, cols);
+    }
+    return out;
   }
 
  private:

@@ -1,0 +1,197 @@
+// Lookup throughput per storage format (float, half, bfloat16, int8 row-wise) on the same table
+// and the same uniform random ids, in rows/s and in GB/s of table bytes read, raw and rounded up
+// to whole 64-byte cache lines per row (FBGEMM's "effective" GB/s). At the end it prints each
+// format's rows/s relative to float measured in this run, against the targets
+// (half >= 1.6x, int8 >= 2.5x on tables larger than the last-level cache).
+//
+// Run: build/release/bench/bench_reduced [--benchmark_filter=...]
+// SPDX-License-Identifier: MIT
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <ember/detail/gather_convert.hpp>
+#include <ember/embedding.hpp>
+#include <ember/quantized.hpp>
+#include <ember/random.hpp>
+#include <ember/reduced.hpp>
+
+namespace {
+
+using ember::Index;
+using ember::RowMatrix;
+using ember::TokenId;
+
+constexpr Index kIds = 8192;  // ids per iteration: uniform over the table, so rows miss cache
+
+/// All four formats of one V x d table, built once and shared by the benchmarks of that shape.
+struct Tables {
+  Index vocab = 0, dim = 0;
+  std::unique_ptr<ember::Embedding<float>> f32;
+  std::unique_ptr<ember::HalfEmbedding> f16;
+  std::unique_ptr<ember::BFloat16Embedding> bf16;
+  std::unique_ptr<ember::QuantizedEmbedding> int8;
+};
+
+/// A fast deterministic fill (xorshift64*, values in [-0.05, 0.05)): Init::normal over 512M
+/// elements would dominate the run.
+RowMatrix<float> fast_table(Index vocab, Index dim) {
+  RowMatrix<float> t(vocab, dim);
+  std::uint64_t s = 0x9E3779B97F4A7C15ull;
+  float* p = t.data();
+  for (Index k = 0; k < t.size(); ++k) {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    const auto bits = static_cast<std::uint32_t>((s * 0x2545F4914F6CDD1Dull) >> 40);  // 24 bits
+    p[k] = (static_cast<float>(bits) / 16777216.0f - 0.5f) * 0.1f;
+  }
+  return t;
+}
+
+Tables& tables(Index vocab, Index dim) {
+  static Tables t;
+  if (t.vocab != vocab || t.dim != dim) {
+    t = Tables{};  // free the previous shape first: 4M x 128 in four formats is ~4.6 GB
+    RowMatrix<float> f = fast_table(vocab, dim);
+    t.f16 = std::make_unique<ember::HalfEmbedding>(RowMatrix<Eigen::half>(f.cast<Eigen::half>()));
+    t.bf16 = std::make_unique<ember::BFloat16Embedding>(
+        RowMatrix<Eigen::bfloat16>(f.cast<Eigen::bfloat16>()));
+    t.int8 = std::make_unique<ember::QuantizedEmbedding>(f);
+    t.f32 = std::make_unique<ember::Embedding<float>>(std::move(f));
+    t.vocab = vocab;
+    t.dim = dim;
+  }
+  return t;
+}
+
+std::vector<TokenId> uniform_ids(Index n, Index vocab, std::uint64_t seed) {
+  ember::Random rng(seed);
+  std::vector<TokenId> ids(static_cast<std::size_t>(n));
+  for (auto& id : ids)
+    id = static_cast<TokenId>(rng.uniform_index(static_cast<std::uint64_t>(vocab)));
+  return ids;
+}
+
+void set_counters(benchmark::State& state, Index row_bytes) {
+  const double rows = static_cast<double>(state.iterations()) * static_cast<double>(kIds);
+  const auto effective = static_cast<double>((row_bytes + 63) / 64 * 64);
+  state.counters["rows/s"] = benchmark::Counter(rows, benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(rows * static_cast<double>(row_bytes) * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["effGB/s"] =
+      benchmark::Counter(rows * effective * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["row_bytes"] = static_cast<double>(row_bytes);
+}
+
+enum Format { kF32, kF32Prefetch, kF16, kBF16, kInt8 };
+
+template <Format F>
+void BM_Lookup(benchmark::State& state) {
+  const Index vocab = state.range(0), dim = state.range(1);
+  Tables& t = tables(vocab, dim);
+  // A new id set per iteration would measure the generator; 16 sets cycled keep caches cold.
+  std::vector<std::vector<TokenId>> sets;
+  for (std::uint64_t s = 0; s < 16; ++s) sets.push_back(uniform_ids(kIds, vocab, 100 + s));
+  RowMatrix<float> out(kIds, dim);
+  std::size_t k = 0;
+  for (auto _ : state) {
+    const auto& ids = sets[k++ % sets.size()];
+    if constexpr (F == kF32) t.f32->forward(ids, out);
+    if constexpr (F == kF32Prefetch) {
+      // The float table through the reduced formats' kernel (same prefetching loop, no
+      // conversion): separates what the format saves from what the kernel's prefetch adds.
+      ember::detail::gather_decode<float>(
+          ember::detail::CastRows<float>{ember::detail::const_table(t.f32->weight())},
+          std::span<const TokenId>(ids), t.f32->scale(), {nullptr, 0, 0, 0}, 0, 0,
+          ember::detail::mutable_table(out));
+    }
+    if constexpr (F == kF16) t.f16->forward(ids, out);
+    if constexpr (F == kBF16) t.bf16->forward(ids, out);
+    if constexpr (F == kInt8) t.int8->forward(ids, out);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const Index row_bytes = F == kF32 || F == kF32Prefetch ? dim * 4
+                          : F == kInt8                   ? t.int8->row_bytes()
+                                                         : dim * 2;
+  set_counters(state, row_bytes);
+}
+
+// Registered shape by shape (all formats of one shape together) so each table is built once.
+void register_all() {
+  const std::vector<std::pair<Index, Index>> list{{4'000'000, 64}, {4'000'000, 128}, {50'257, 768}};
+  for (const auto& [v, d] : list) {
+    const std::string suffix = "/vocab:" + std::to_string(v) + "/dim:" + std::to_string(d);
+    benchmark::RegisterBenchmark(("BM_Lookup<float>" + suffix).c_str(), BM_Lookup<kF32>)
+        ->Args({v, d})
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_Lookup<float_prefetch>" + suffix).c_str(),
+                                 BM_Lookup<kF32Prefetch>)
+        ->Args({v, d})
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_Lookup<half>" + suffix).c_str(), BM_Lookup<kF16>)
+        ->Args({v, d})
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_Lookup<bfloat16>" + suffix).c_str(), BM_Lookup<kBF16>)
+        ->Args({v, d})
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_Lookup<int8>" + suffix).c_str(), BM_Lookup<kInt8>)
+        ->Args({v, d})
+        ->Unit(benchmark::kMicrosecond);
+  }
+}
+
+/// Console output plus a record of rows/s per (format, shape) for the closing ratio table.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.run_type != Run::RT_Iteration) continue;
+      const std::string name = r.benchmark_name();
+      const auto lt = name.find('<'), gt = name.find('>');
+      if (lt == std::string::npos || gt == std::string::npos) continue;
+      const auto it = r.counters.find("rows/s");
+      if (it == r.counters.end()) continue;
+      rates_[{name.substr(gt + 1), name.substr(lt + 1, gt - lt - 1)}] = it->second.value;
+    }
+  }
+  void print_ratios() const {
+    std::printf(
+        "\nrows/s relative to float, same run (targets on tables larger than the LLC: "
+        "half >= 1.6x, int8 >= 2.5x)\n");
+    for (const auto& [key, rate] : rates_) {
+      if (key.second != "float") continue;
+      std::printf("%-32s", key.first.c_str());
+      for (const char* f : {"float_prefetch", "half", "bfloat16", "int8"}) {
+        const auto it = rates_.find({key.first, f});
+        if (it != rates_.end()) std::printf("  %s %.2fx", f, it->second / rate);
+      }
+      std::printf("\n");
+    }
+  }
+
+ private:
+  std::map<std::pair<std::string, std::string>, double> rates_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  register_all();
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.print_ratios();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,386 @@
+/// EmbeddingBag<T>: pooled lookups (sum, weighted sum, mean, max) over bags of ids given as
+/// PyTorch-style offsets or Caffe2/FBGEMM-style lengths, with the backward of each mode.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "ember/detail/bag_pool.hpp"
+#include "ember/detail/lookup.hpp"
+#include "ember/detail/table_ref.hpp"
+#include "ember/detail/validate.hpp"
+#include "ember/embedding.hpp"
+#include "ember/errors.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/types.hpp"
+
+namespace ember {
+
+/// The name of a pooling mode as PyTorch spells it ("sum", "mean", "max").
+[[nodiscard]] constexpr const char* to_string(BagMode mode) noexcept {
+  return mode == BagMode::sum ? "sum" : mode == BagMode::mean ? "mean" : "max";
+}
+
+/// Options of one EmbeddingBag call.
+template <class T>
+struct BagOptions {
+  /// Offsets form only: offsets has B + 1 entries, the last one the end of the last bag
+  /// (PyTorch's include_last_offset=True, the CSR layout).
+  bool include_last_offset = false;
+  /// One weight per id, multiplying its row before the sum (sum mode only); empty = none.
+  std::span<const T> per_sample_weights = {};
+};
+
+/// Pooled embedding lookups, as torch.nn.EmbeddingBag and FBGEMM's pooled lookups:
+/// out[b] = pool over the ids of bag b of weight().row(id).
+///
+/// Bags: `offsets` (PyTorch): bag b is ids[offsets[b] .. offsets[b+1]) and the last bag runs to the
+/// end of ids (or to offsets[B] with include_last_offset); `lengths` (Caffe2 / FBGEMM): bag b has
+/// lengths[b] consecutive ids. Empty bags give a zero row.
+///
+/// Modes: sum (optionally × per_sample_weights), mean (over the pooled ids), max (element-wise;
+/// the first maximum wins ties; forward can record the argmax ids, which the backward needs).
+/// Ids equal to the embedding's padding row (Embedding::set_padding_idx) are left out of the
+/// pooling and of the mean's count, as PyTorch's padding_idx; a bag of only padding gives zeros.
+///
+/// Scale: no √d_model here. Bags pool the unscaled rows, as torch.nn.EmbeddingBag (the √d scale
+/// is a convention of transformer inputs, which use Embedding::forward).
+///
+/// The table is an Embedding<T> (embedding()): its optimizers, padding row, freezing and I/O all
+/// apply. Ids, offsets and lengths are any contiguous ranges of integers.
+///
+/// Thread safety: const members may run concurrently. With OpenMP, bags are split across threads;
+/// results are bit-identical for any thread count.
+///
+/// Example:
+/// ```cpp
+/// ember::EmbeddingBag<float> bag(1000, 64, ember::BagMode::mean);
+/// std::vector<int> ids{4, 8, 15, 16, 23, 42}, offsets{0, 2, 2};   // bags {4, 8}, {}, {15 .. 42}
+/// ember::RowMatrix<float> pooled = bag.forward(ids, offsets);     // 3 x 64, row 1 is zeros
+/// ```
+template <class T>
+class EmbeddingBag {
+  static_assert(Scalar<T>, "ember::EmbeddingBag<T>: T must be float or double");
+
+ public:
+  using Scalar = T;
+
+  /// A vocab_size x d_model table initialised as Embedding's default (N(0, 1/d_model)).
+  /// Throws: ShapeError if a size is not positive.
+  EmbeddingBag(Index vocab_size, Index d_model, BagMode mode, std::uint64_t seed = 0)
+      : emb_(vocab_size, d_model, seed), mode_(mode) {}
+
+  /// Pools over an existing embedding (moved in; its padding row and flags are kept).
+  EmbeddingBag(Embedding<T> embedding, BagMode mode) : emb_(std::move(embedding)), mode_(mode) {}
+
+  /// The pooling mode.
+  [[nodiscard]] BagMode mode() const noexcept { return mode_; }
+  /// The underlying table (for optimizers, padding row, I/O).
+  [[nodiscard]] const Embedding<T>& embedding() const noexcept { return emb_; }
+  /// The underlying table, writable.
+  [[nodiscard]] Embedding<T>& embedding() noexcept { return emb_; }
+  /// Number of rows V.
+  [[nodiscard]] Index vocab_size() const noexcept { return emb_.vocab_size(); }
+  /// Row width d_model.
+  [[nodiscard]] Index d_model() const noexcept { return emb_.d_model(); }
+
+  // ---- forward --------------------------------------------------------------------------------
+
+  /// Pools the bags given by `offsets` (PyTorch's layout). Returns B x d.
+  ///
+  /// Shapes:  ids[n], offsets[B] (or [B + 1] with include_last_offset),
+  ///          per_sample_weights[n] -> out[B, d].
+  /// Throws:  ValueError if offsets[0] != 0, offsets decrease, ids lie after the last offset, or
+  ///          per_sample_weights are given outside sum mode; IndexError if an offset exceeds n or
+  ///          an id is outside [0, vocab_size()); ShapeError if per_sample_weights has not n
+  ///          entries or out is not B x d. Nothing is written when it throws.
+  /// Complexity: O(n·d + B·d).
+  template <class R, class O>
+  [[nodiscard]] RowMatrix<T> forward(const R& ids, const O& offsets,
+                                     const BagOptions<T>& options = {}) const {
+    const std::vector<Index> bounds =
+        bounds_from_offsets(ids, offsets, options.include_last_offset, "EmbeddingBag::forward");
+    RowMatrix<T> out(static_cast<Index>(bounds.size()) - 1, d_model());
+    forward_impl(ids, bounds, out, options, nullptr, "EmbeddingBag::forward");
+    return out;
+  }
+
+  /// forward into out (B x d, may be a block); in max mode, `argmax` (if given) is resized to
+  /// B x d and receives the winning id of each element (-1 for an empty bag).
+  /// Throws:  as forward; ValueError if argmax is given outside max mode.
+  template <class R, class O>
+  void forward(const R& ids, const O& offsets, Eigen::Ref<RowMatrix<T>> out,
+               const BagOptions<T>& options = {}, BagArgmax* argmax = nullptr) const {
+    const std::vector<Index> bounds =
+        bounds_from_offsets(ids, offsets, options.include_last_offset, "EmbeddingBag::forward");
+    forward_impl(ids, bounds, out, options, argmax, "EmbeddingBag::forward");
+  }
+
+  /// Pools the bags given by `lengths` (Caffe2 / FBGEMM layout): bag b has lengths[b] ids.
+  /// Shapes:  ids[n], lengths[B] with Σ lengths = n -> out[B, d].
+  /// Throws:  ValueError for a negative length or include_last_offset set; ShapeError if the
+  ///          lengths do not sum to n; otherwise as forward.
+  template <class R, class L>
+  [[nodiscard]] RowMatrix<T> forward_lengths(const R& ids, const L& lengths,
+                                             const BagOptions<T>& options = {}) const {
+    constexpr const char* where = "EmbeddingBag::forward_lengths";
+    const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
+    RowMatrix<T> out(static_cast<Index>(bounds.size()) - 1, d_model());
+    forward_impl(ids, bounds, out, options, nullptr, where);
+    return out;
+  }
+
+  /// forward_lengths into out, with the optional argmax of max mode.
+  template <class R, class L>
+  void forward_lengths(const R& ids, const L& lengths, Eigen::Ref<RowMatrix<T>> out,
+                       const BagOptions<T>& options = {}, BagArgmax* argmax = nullptr) const {
+    constexpr const char* where = "EmbeddingBag::forward_lengths";
+    const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
+    forward_impl(ids, bounds, out, options, argmax, where);
+  }
+
+  // ---- backward -------------------------------------------------------------------------------
+
+  /// Accumulates the table gradient of forward(ids, offsets) into grad: for sum,
+  /// grad[ids[i]] += w_i · grad_out[b(i)]; for mean, grad_out[b] / (pooled count of b); for max,
+  /// grad_out[b, c] goes to row argmax(b, c) only. The padding row gets nothing. If
+  /// grad_per_sample_weights is non-empty (sum mode with weights), it receives
+  /// dL/dw_i = grad_out[b(i)] · weight().row(ids[i]) (0 for padding ids).
+  ///
+  /// Shapes:  ids[n], offsets as forward, grad_out[B, d], argmax[B, d] (max mode),
+  ///          grad_per_sample_weights[n].
+  /// Throws:  everything forward throws for the same input (ids are validated here too, which
+  ///          PyTorch leaves to the forward); ShapeError if grad_out is not B x d, argmax is not
+  ///          B x d or grad_per_sample_weights has not n entries; StateError if max mode has no
+  ///          argmax or the table scales gradients by frequency (unsupported with max, as in
+  ///          PyTorch); IndexError for an argmax entry outside [-1, vocab_size()). grad is
+  ///          unchanged when it throws.
+  /// Complexity: O(n log n + n·d).
+  template <class R, class O>
+  void backward(const R& ids, const O& offsets, const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                SparseRowGrad<T>& grad, const BagOptions<T>& options = {},
+                const BagArgmax* argmax = nullptr,
+                std::span<T> grad_per_sample_weights = {}) const {
+    constexpr const char* where = "EmbeddingBag::backward";
+    const std::vector<Index> bounds =
+        bounds_from_offsets(ids, offsets, options.include_last_offset, where);
+    backward_impl(ids, bounds, grad_out, grad, options, argmax, grad_per_sample_weights, where);
+  }
+
+  /// backward of forward_lengths(ids, lengths). Throws: as backward and forward_lengths.
+  template <class R, class L>
+  void backward_lengths(const R& ids, const L& lengths,
+                        const Eigen::Ref<const RowMatrix<T>>& grad_out, SparseRowGrad<T>& grad,
+                        const BagOptions<T>& options = {}, const BagArgmax* argmax = nullptr,
+                        std::span<T> grad_per_sample_weights = {}) const {
+    constexpr const char* where = "EmbeddingBag::backward_lengths";
+    const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
+    backward_impl(ids, bounds, grad_out, grad, options, argmax, grad_per_sample_weights, where);
+  }
+
+ private:
+  /// Bag boundaries [B + 1] from PyTorch offsets, with PyTorch's checks (and messages).
+  template <class R, class O>
+  static std::vector<Index> bounds_from_offsets(const R& ids, const O& offsets,
+                                                bool include_last_offset, const char* where) {
+    const auto n = static_cast<Index>(std::size(ids));
+    return detail::with_ids(offsets, [&](auto off) {
+      const auto m = static_cast<Index>(off.size());
+      std::vector<Index> bounds;
+      if (include_last_offset && m == 0) {
+        throw ShapeError(
+            std::string(where) + ": include_last_offset: number of offsets should be at least 1", 0,
+            1, 0);
+      }
+      if (m > 0 && off[0] != 0) {
+        throw ValueError(std::string(where) +
+                             ": offsets[0] has to be 0, i.e., the first sequence in the "
+                             "mini-batch has to start from position 0. However, got " +
+                             std::to_string(static_cast<std::int64_t>(off[0])),
+                         static_cast<double>(off[0]));
+      }
+      for (Index b = 0; b < m; ++b) {
+        const auto v = static_cast<std::int64_t>(off[static_cast<std::size_t>(b)]);
+        if (b > 0 && v < static_cast<std::int64_t>(off[static_cast<std::size_t>(b - 1)])) {
+          throw ValueError(
+              std::string(where) + ": offsets must be non-decreasing, but offsets[" +
+                  std::to_string(b) + "] = " + std::to_string(v) + " < offsets[" +
+                  std::to_string(b - 1) + "] = " +
+                  std::to_string(static_cast<std::int64_t>(off[static_cast<std::size_t>(b - 1)])),
+              static_cast<double>(v));
+        }
+        if (v > n) {
+          throw IndexError(
+              std::string(where) + ": offsets[" + std::to_string(b) + "] = " + std::to_string(v) +
+                  " can not be greater than input's length (" + std::to_string(n) + ")",
+              b, v, n + 1);
+        }
+        bounds.push_back(static_cast<Index>(v));
+      }
+      if (!include_last_offset) bounds.push_back(n);
+      if (bounds.empty() ? n > 0 : bounds.back() != n) {
+        const Index last = bounds.empty() ? 0 : bounds.back();
+        throw ValueError(std::string(where) + ": ids [" + std::to_string(last) + ", " +
+                             std::to_string(n) +
+                             ") lie after the last offset and would belong to no bag",
+                         static_cast<double>(last));
+      }
+      if (bounds.empty()) bounds.push_back(0);
+      return bounds;
+    });
+  }
+
+  /// Bag boundaries [B + 1] from Caffe2/FBGEMM lengths.
+  template <class R, class L>
+  static std::vector<Index> bounds_from_lengths(const R& ids, const L& lengths,
+                                                const BagOptions<T>& options, const char* where) {
+    if (options.include_last_offset) {
+      throw ValueError(std::string(where) + ": include_last_offset applies to offsets, not lengths",
+                       1.0);
+    }
+    const auto n = static_cast<Index>(std::size(ids));
+    return detail::with_ids(lengths, [&](auto len) {
+      std::vector<Index> bounds{0};
+      for (std::size_t b = 0; b < len.size(); ++b) {
+        const auto v = static_cast<std::int64_t>(len[b]);
+        if (v < 0) {
+          throw ValueError(std::string(where) + ": lengths[" + std::to_string(b) +
+                               "] = " + std::to_string(v) + " is negative",
+                           static_cast<double>(v));
+        }
+        bounds.push_back(bounds.back() + static_cast<Index>(v));
+      }
+      if (bounds.back() != n) {
+        throw ShapeError(std::string(where) + ": lengths sum to " + std::to_string(bounds.back()) +
+                             ", expected the number of ids = " + std::to_string(n),
+                         0, n, bounds.back());
+      }
+      return bounds;
+    });
+  }
+
+  /// Checks the per-sample weights against the mode and n.
+  void check_weights(const BagOptions<T>& options, Index n, const char* where) const {
+    if (options.per_sample_weights.empty()) return;
+    if (mode_ != BagMode::sum) {
+      throw ValueError(std::string(where) +
+                           ": per_sample_weights is only supported for mode='sum' (got mode='" +
+                           to_string(mode_) + "')",
+                       static_cast<double>(static_cast<int>(mode_)));
+    }
+    const auto m = static_cast<Index>(options.per_sample_weights.size());
+    if (m != n) {
+      throw ShapeError(std::string(where) + ": per_sample_weights has " + std::to_string(m) +
+                           " entries, expected the number of ids = " + std::to_string(n),
+                       0, n, m);
+    }
+  }
+
+  [[nodiscard]] TokenId skip_row() const noexcept {
+    return emb_.padding_idx() ? static_cast<TokenId>(*emb_.padding_idx()) : TokenId{-1};
+  }
+
+  template <class R>
+  void forward_impl(const R& ids, const std::vector<Index>& bounds, Eigen::Ref<RowMatrix<T>> out,
+                    const BagOptions<T>& options, BagArgmax* argmax, const char* where) const {
+    detail::with_ids(ids, [&](auto span) {
+      const auto n = static_cast<Index>(span.size());
+      const auto bags = static_cast<Index>(bounds.size()) - 1;
+      check_weights(options, n, where);
+      detail::check_extent(where, "out", 0, bags, out.rows(), "the number of bags");
+      detail::check_extent(where, "out", 1, d_model(), out.cols(), "d_model");
+      if (argmax != nullptr && mode_ != BagMode::max) {
+        throw ValueError(std::string(where) +
+                             ": argmax is recorded in mode='max' only (got mode='" +
+                             to_string(mode_) + "')",
+                         static_cast<double>(static_cast<int>(mode_)));
+      }
+      detail::check_ids(span, vocab_size(), where);
+      if (argmax != nullptr) argmax->resize(bags, d_model());
+      detail::bag_pool(detail::const_table(emb_.weight()), span, std::span<const Index>(bounds),
+                       mode_, weights_ptr(options), skip_row(), detail::mutable_table(out),
+                       argmax != nullptr ? argmax->data() : nullptr);
+    });
+  }
+
+  template <class R>
+  void backward_impl(const R& ids, const std::vector<Index>& bounds,
+                     const Eigen::Ref<const RowMatrix<T>>& grad_out, SparseRowGrad<T>& grad,
+                     const BagOptions<T>& options, const BagArgmax* argmax,
+                     std::span<T> grad_weights, const char* where) const {
+    detail::with_ids(ids, [&](auto span) {
+      const auto n = static_cast<Index>(span.size());
+      const auto bags = static_cast<Index>(bounds.size()) - 1;
+      const Index d = d_model();
+      check_weights(options, n, where);
+      detail::check_extent(where, "grad_out", 0, bags, grad_out.rows(), "the number of bags");
+      detail::check_extent(where, "grad_out", 1, d, grad_out.cols(), "d_model");
+      detail::check_ids(span, vocab_size(), where);
+      if (!grad_weights.empty()) {
+        detail::check_extent(where, "grad_per_sample_weights", 0, n,
+                             static_cast<Index>(grad_weights.size()), "the number of ids");
+      }
+      std::vector<TokenId> rows;
+      RowMatrix<T> values;
+      if (mode_ == BagMode::max) {
+        if (argmax == nullptr) {
+          throw StateError(std::string(where) +
+                           ": mode='max' needs the argmax recorded by forward(..., &argmax)");
+        }
+        if (emb_.scale_grad_by_freq()) {
+          throw StateError(std::string(where) +
+                           ": max mode does not support scaling the gradient by the frequency");
+        }
+        detail::check_extent(where, "argmax", 0, bags, argmax->rows(), "the number of bags");
+        detail::check_extent(where, "argmax", 1, d, argmax->cols(), "d_model");
+        for (Index k = 0; k < argmax->size(); ++k) {
+          const TokenId a = argmax->data()[k];
+          if (a < -1 || a >= vocab_size()) {
+            throw IndexError(std::string(where) + ": argmax id " + std::to_string(a) +
+                                 " at position " + std::to_string(k) + " is outside [-1, " +
+                                 std::to_string(vocab_size()) + ")",
+                             k, a, vocab_size());
+          }
+        }
+        detail::bag_max_grad_rows(argmax->data(), detail::const_table(grad_out), rows, values);
+      } else {
+        detail::bag_grad_rows(span, std::span<const Index>(bounds), mode_, weights_ptr(options),
+                              skip_row(), detail::const_table(grad_out), rows, values);
+      }
+      typename SparseRowGrad<T>::AccumulateOptions acc;
+      acc.scale_grad_by_freq = emb_.scale_grad_by_freq() && mode_ != BagMode::max;
+      // Throws (before any change) only if grad is bound to another table shape.
+      grad.accumulate(rows, values, T(1), vocab_size(), acc, where);
+      if (!grad_weights.empty()) fill_weight_grads(span, bounds, grad_out, grad_weights);
+    });
+  }
+
+  template <class Id>
+  void fill_weight_grads(std::span<const Id> ids, const std::vector<Index>& bounds,
+                         const Eigen::Ref<const RowMatrix<T>>& grad_out, std::span<T> out) const {
+    for (std::size_t b = 0; b + 1 < bounds.size(); ++b) {
+      for (Index i = bounds[b]; i < bounds[b + 1]; ++i) {
+        const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
+        out[static_cast<std::size_t>(i)] =
+            id == skip_row() ? T(0)
+                             : grad_out.row(static_cast<Index>(b))
+                                   .dot(emb_.weight().row(static_cast<Index>(id)));
+      }
+    }
+  }
+
+  static const T* weights_ptr(const BagOptions<T>& options) noexcept {
+    return options.per_sample_weights.empty() ? nullptr : options.per_sample_weights.data();
+  }
+
+  Embedding<T> emb_;
+  BagMode mode_;
+};
+
+}  // namespace ember

@@ -1,0 +1,135 @@
+/// EmbeddingBag kernels: pool the rows of each bag (sum, weighted sum, mean, max with argmax) in
+/// one pass per bag, and build the per-position gradient rows of the backward. Inputs were
+/// validated by EmbeddingBag's public calls.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "ember/config.hpp"
+#include "ember/detail/table_ref.hpp"
+#include "ember/types.hpp"
+
+namespace ember {
+
+/// The pooling of an EmbeddingBag: sum (optionally weighted per sample), mean or element-wise max.
+enum class BagMode { sum, mean, max };
+
+/// Per bag and column, the id whose row gave the max (-1 for a bag with no pooled id): what
+/// EmbeddingBag's max-mode forward records and its backward needs (PyTorch's max_indices).
+using BagArgmax = Eigen::Matrix<TokenId, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+}  // namespace ember
+
+namespace ember::detail {
+
+/// bags [bounds[b], bounds[b+1]) of ids[n], table[V, d] -> out[B, d]; positions whose id is
+/// skip_row (the padding row, or -1) are left out of the pooling and of the mean's count; a bag
+/// with nothing pooled gives zeros (and argmax -1). weights (sum mode only) may be null.
+/// Validated by EmbeddingBag::forward (bounds non-decreasing from 0 to n, ids in range).
+template <class T, class Id>
+void bag_pool(ConstTableRef<T> table, std::span<const Id> ids, std::span<const Index> bounds,
+              BagMode mode, const T* weights, TokenId skip_row, TableRef<T> out, TokenId* argmax) {
+  const auto bags = static_cast<Index>(bounds.size()) - 1;
+  const Index d = table.cols;
+  EMBER_ASSERT(out.rows == bags && out.cols == d);
+  EMBER_ASSERT(mode == BagMode::max || argmax == nullptr);
+  EMBER_OMP_FOR(bags)
+  for (Index b = 0; b < bags; ++b) {
+    Eigen::Map<RowVector<T>> o(out.row(b), d);
+    TokenId* am = argmax != nullptr ? argmax + b * d : nullptr;
+    o.setZero();
+    if (am != nullptr) std::fill(am, am + d, TokenId{-1});
+    Index count = 0;
+    for (Index i = bounds[static_cast<std::size_t>(b)]; i < bounds[static_cast<std::size_t>(b + 1)];
+         ++i) {
+      const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
+      EMBER_ASSERT(id >= 0 && id < table.rows);
+      if (id == skip_row) continue;
+      const Eigen::Map<const RowVector<T>> row(table.row(static_cast<Index>(id)), d);
+      if (mode == BagMode::max) {
+        if (count == 0) {
+          o = row;
+          if (am != nullptr) std::fill(am, am + d, id);
+        } else {
+          for (Index c = 0; c < d; ++c) {
+            if (row[c] > o[c]) {  // strict: the first maximum wins ties, as PyTorch
+              o[c] = row[c];
+              if (am != nullptr) am[c] = id;
+            }
+          }
+        }
+      } else if (weights != nullptr) {
+        o += weights[i] * row;
+      } else {
+        o += row;
+      }
+      ++count;
+    }
+    if (mode == BagMode::mean && count > 0) o /= static_cast<T>(count);
+  }
+}
+
+/// The gradient rows of a sum/mean bag backward: for each pooled position i of bag b,
+/// rows_out gets grad_out[b] · coefficient (the sample weight for sum, 1 / count for mean) and
+/// ids_out gets ids[i]. Validated by EmbeddingBag::backward.
+template <class T, class Id>
+void bag_grad_rows(std::span<const Id> ids, std::span<const Index> bounds, BagMode mode,
+                   const T* weights, TokenId skip_row, ConstTableRef<T> grad_out,
+                   std::vector<TokenId>& ids_out, RowMatrix<T>& rows_out) {
+  const auto bags = static_cast<Index>(bounds.size()) - 1;
+  const Index d = grad_out.cols;
+  ids_out.clear();
+  for (const Id id : ids)
+    if (static_cast<TokenId>(id) != skip_row) ids_out.push_back(static_cast<TokenId>(id));
+  rows_out.resize(static_cast<Index>(ids_out.size()), d);
+  Index k = 0;
+  for (Index b = 0; b < bags; ++b) {
+    const Index begin = bounds[static_cast<std::size_t>(b)];
+    const Index end = bounds[static_cast<std::size_t>(b + 1)];
+    Index count = 0;
+    for (Index i = begin; i < end; ++i)
+      if (static_cast<TokenId>(ids[static_cast<std::size_t>(i)]) != skip_row) ++count;
+    const Eigen::Map<const RowVector<T>> g(grad_out.row(b), d);
+    for (Index i = begin; i < end; ++i) {
+      if (static_cast<TokenId>(ids[static_cast<std::size_t>(i)]) == skip_row) continue;
+      T coef = T(1);
+      if (mode == BagMode::mean) coef = T(1) / static_cast<T>(count);
+      if (weights != nullptr) coef = weights[i];
+      rows_out.row(k++) = coef * g;
+    }
+  }
+  EMBER_ASSERT(k == rows_out.rows());
+}
+
+/// The gradient rows of a max bag backward: one row per (bag, winning id), holding grad_out[b, c]
+/// in the columns that id won and zeros elsewhere. Validated by EmbeddingBag::backward (argmax
+/// entries in [-1, V)).
+template <class T>
+void bag_max_grad_rows(const TokenId* argmax, ConstTableRef<T> grad_out,
+                       std::vector<TokenId>& ids_out, RowMatrix<T>& rows_out) {
+  const Index bags = grad_out.rows;
+  const Index d = grad_out.cols;
+  std::vector<std::pair<TokenId, Index>> winners;                    // (id, column) of one bag
+  std::vector<std::pair<TokenId, std::pair<Index, Index>>> entries;  // (id, (bag, column))
+  ids_out.clear();
+  for (Index b = 0; b < bags; ++b) {
+    winners.clear();
+    for (Index c = 0; c < d; ++c)
+      if (argmax[b * d + c] >= 0) winners.emplace_back(argmax[b * d + c], c);
+    std::sort(winners.begin(), winners.end());
+    for (std::size_t w = 0; w < winners.size(); ++w) {
+      if (w == 0 || winners[w].first != winners[w - 1].first) ids_out.push_back(winners[w].first);
+      entries.push_back({static_cast<TokenId>(ids_out.size() - 1), {b, winners[w].second}});
+    }
+  }
+  rows_out = RowMatrix<T>::Zero(static_cast<Index>(ids_out.size()), d);
+  for (const auto& [k, bc] : entries) rows_out(k, bc.second) = grad_out.row(bc.first)[bc.second];
+}
+
+}  // namespace ember::detail

@@ -1,0 +1,160 @@
+/// The public operations shared by ember's reduced-precision tables (ReducedEmbedding<half|bf16>,
+/// QuantizedEmbedding): float lookup, fused lookup + positions and tied logits over rows decoded
+/// on the fly, written once for every storage format.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+#include "ember/detail/gather_convert.hpp"
+#include "ember/detail/lookup.hpp"
+#include "ember/detail/table_ref.hpp"
+#include "ember/detail/validate.hpp"
+#include "ember/positional.hpp"
+#include "ember/tied_logits.hpp"
+#include "ember/types.hpp"
+
+namespace ember::detail {
+
+/// CRTP base: Derived provides rows() (a row decoder, see gather_convert.hpp), vocab_size(),
+/// d_model(), scale() (float) and float_master() (a const RowMatrix<float>* or null), and the
+/// static names forward_name, logits_name, logits_backward_name used in error messages.
+template <class Derived>
+class DecodedTableOps {
+ public:
+  /// Returns decode(table.row(ids[i])) · scale() for each i, computed and returned in float.
+  ///
+  /// Shapes:  ids[n] -> out[n, d] (float).
+  /// Throws:  IndexError if some ids[i] is outside [0, vocab_size()).
+  /// Complexity: O(n·d); reads n · (bytes per row) of the table.
+  template <class R>
+  [[nodiscard]] RowMatrix<float> forward(const R& ids) const {
+    return with_ids(ids, [&](auto span) {
+      check_ids(span, self().vocab_size(), Derived::forward_name);
+      RowMatrix<float> out(static_cast<Index>(span.size()), self().d_model());
+      gather_decode<float>(self().rows(), span, self().scale(), no_positions(), 0, 0,
+                           mutable_table(out));
+      return out;
+    });
+  }
+
+  /// Writes decode(table.row(ids[i])) · scale() into out.row(i) (out may be a block).
+  /// Throws:  IndexError for an id out of range; ShapeError if out is not n x d. `out` is
+  ///          untouched when it throws.
+  template <class R>
+  void forward(const R& ids, Eigen::Ref<RowMatrix<float>> out) const {
+    forward_as<float>(ids, out);
+  }
+
+  /// hidden · Wᵀ, the tied output projection, in float: from the float master copy when one is
+  /// kept (exact float logits), else from the stored rows decoded 4096 at a time (never the whole
+  /// table at once).
+  /// Shapes:  hidden[n, d] -> logits[n, V].  Throws: ShapeError if hidden has not d columns.
+  /// Complexity: 2·n·V·d flops, plus V·d decodes without a master copy.
+  [[nodiscard]] RowMatrix<float> logits(const Eigen::Ref<const RowMatrix<float>>& hidden) const {
+    check_logits(Derived::logits_name, self().vocab_size(), self().d_model(), hidden.rows(),
+                 hidden.cols());
+    RowMatrix<float> out(hidden.rows(), self().vocab_size());
+    logits_unchecked(hidden, out);
+    return out;
+  }
+
+  /// Writes the logits into out (n x V), which must not overlap hidden.
+  /// Throws: ShapeError on a shape mismatch; out is untouched then.
+  void logits(const Eigen::Ref<const RowMatrix<float>>& hidden,
+              Eigen::Ref<RowMatrix<float>> out) const {
+    check_logits(Derived::logits_name, self().vocab_size(), self().d_model(), hidden.rows(),
+                 hidden.cols(), out.rows(), out.cols());
+    logits_unchecked(hidden, out);
+  }
+
+  /// Backward of logits(): grad_hidden = grad_logits · W (assigned, W decoded or the master) and
+  /// grad_weight += grad_logitsᵀ · hidden (accumulated in float, V x d).
+  /// Throws: ShapeError on any mismatch; nothing is written then.
+  void logits_backward(const Eigen::Ref<const RowMatrix<float>>& hidden,
+                       const Eigen::Ref<const RowMatrix<float>>& grad_logits,
+                       Eigen::Ref<RowMatrix<float>> grad_hidden,
+                       Eigen::Ref<RowMatrix<float>> grad_weight) const {
+    constexpr const char* where = Derived::logits_backward_name;
+    const Index v = self().vocab_size();
+    const Index d = self().d_model();
+    const Index n = hidden.rows();
+    check_extent(where, "hidden", 1, d, hidden.cols(), "d_model");
+    check_extent(where, "grad_logits", 0, n, grad_logits.rows(), "hidden's rows");
+    check_extent(where, "grad_logits", 1, v, grad_logits.cols(), "vocab_size");
+    check_extent(where, "grad_hidden", 0, n, grad_hidden.rows(), "hidden's rows");
+    check_extent(where, "grad_hidden", 1, d, grad_hidden.cols(), "d_model");
+    check_extent(where, "grad_weight", 0, v, grad_weight.rows(), "vocab_size");
+    check_extent(where, "grad_weight", 1, d, grad_weight.cols(), "d_model");
+    if (const RowMatrix<float>* master = self().float_master()) {
+      grad_hidden.noalias() = grad_logits * *master;
+    } else {
+      logits_backward_decode(self().rows(), grad_logits, grad_hidden);
+    }
+    grad_weight.noalias() += grad_logits.transpose() * hidden;
+  }
+
+  /// The fused lookup: out[i] = decode(W[ids[i]]) · scale() + positions[offset + i % seq_len],
+  /// in float, one pass (the free embed_with_positions overloads call this).
+  /// Throws: as ember::embed_with_positions.
+  template <class R>
+  void embed_with_positions(const Eigen::Ref<const RowMatrix<float>>& positions, const R& ids,
+                            Eigen::Ref<RowMatrix<float>> out, Index seq_len,
+                            Index offset = 0) const {
+    with_ids(ids, [&](auto span) {
+      constexpr const char* where = "ember::embed_with_positions";
+      check_fused(where, static_cast<Index>(span.size()), self().d_model(), positions.rows(),
+                  positions.cols(), out.rows(), out.cols(), seq_len, offset);
+      check_ids(span, self().vocab_size(), where);
+      gather_decode<float>(self().rows(), span, self().scale(), const_table(positions), seq_len,
+                           offset, mutable_table(out));
+    });
+  }
+
+ protected:
+  /// forward into an output of element type O (float, or the storage type).
+  template <class O, class R>
+  void forward_as(const R& ids, Eigen::Ref<RowMatrix<O>> out) const {
+    with_ids(ids, [&](auto span) {
+      constexpr const char* where = Derived::forward_name;
+      check_lookup_out(where, static_cast<Index>(span.size()), self().d_model(), out.rows(),
+                       out.cols());
+      check_ids(span, self().vocab_size(), where);
+      gather_decode<O>(self().rows(), span, self().scale(), no_positions(), 0, 0,
+                       mutable_table(out));
+    });
+  }
+
+ private:
+  [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
+  static ConstTableRef<float> no_positions() noexcept { return {nullptr, 0, 0, 0}; }
+
+  void logits_unchecked(const Eigen::Ref<const RowMatrix<float>>& hidden,
+                        Eigen::Ref<RowMatrix<float>> out) const {
+    if (const RowMatrix<float>* master = self().float_master()) {
+      out.noalias() = hidden * master->transpose();
+    } else {
+      logits_decode(self().rows(), hidden, out);
+    }
+  }
+};
+
+}  // namespace ember::detail
+
+namespace ember {
+
+/// embed_with_positions over a reduced-precision table (ReducedEmbedding, QuantizedEmbedding):
+/// rows decoded, scaled and added to float positions in one pass, written as float.
+/// Shapes and Throws: as embed_with_positions over an Embedding<float>.
+template <class Derived, class R>
+void embed_with_positions(const detail::DecodedTableOps<Derived>& tokens,
+                          const Eigen::Ref<const RowMatrix<float>>& positions, const R& ids,
+                          Eigen::Ref<RowMatrix<float>> out, Index seq_len, Index offset = 0) {
+  tokens.embed_with_positions(positions, ids, out, seq_len, offset);
+}
+
+}  // namespace ember

@@ -1,0 +1,196 @@
+/// ReducedEmbedding<S>: an embedding table stored as Eigen::half or Eigen::bfloat16 (half the
+/// bytes of float), with lookup, positions and tied logits computed in float and a backward that
+/// accumulates in float.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <Eigen/Core>
+
+#include "ember/detail/decoded_table.hpp"
+#include "ember/detail/gather_convert.hpp"
+#include "ember/detail/lookup.hpp"
+#include "ember/detail/table_ref.hpp"
+#include "ember/detail/validate.hpp"
+#include "ember/errors.hpp"
+#include "ember/init.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/types.hpp"
+
+namespace ember {
+
+/// The 16-bit storage types of ReducedEmbedding: IEEE binary16 and bfloat16.
+template <class S>
+concept HalfStorage = std::same_as<S, Eigen::half> || std::same_as<S, Eigen::bfloat16>;
+
+/// The name of a 16-bit storage type in messages ("half", "bfloat16").
+template <HalfStorage S>
+inline constexpr const char* storage_name = std::is_same_v<S, Eigen::half> ? "half" : "bfloat16";
+
+/// An embedding table whose V x d values are stored as S (Eigen::half or Eigen::bfloat16) and
+/// computed with in float.
+///
+/// Conventions:
+/// - forward(ids) returns float: each row is converted (exactly: every half and bfloat16 value is
+///   a float), multiplied by scale() = √d_model in float and written as float. forward into a
+///   RowMatrix<S> buffer rounds that float result to S ("the storage type on request").
+/// - backward accumulates into a SparseRowGrad<float>: the gradient is never rounded to S.
+/// - logits use the float master copy when one is kept (keep_float_master / from_float(.., true)),
+///   else the stored rows decoded to float 4096 at a time. ggml users found that quantizing the
+///   tied output table hurts generation: keep a master when the output matters (docs/
+///   reduced_precision.md has the measured logits error of each format).
+/// - The master copy is the user's: it is not updated when weight() is changed.
+///
+/// Error bound of storage (round to nearest even): |x - S(x)| <= 2^-11 |x| for half within its
+/// normal range [2^-14, 65504], <= 2^-8 |x| for bfloat16 (same exponent range as float).
+///
+/// Thread safety: const members may run concurrently.
+///
+/// Example:
+/// ```cpp
+/// auto half = ember::ReducedEmbedding<Eigen::half>::from_float(emb.weight());
+/// ember::RowMatrix<float> x = half.forward(ids);   // float rows, · √d
+/// ```
+template <class S>
+class ReducedEmbedding : public detail::DecodedTableOps<ReducedEmbedding<S>> {
+  static_assert(HalfStorage<S>,
+                "ember::ReducedEmbedding<S>: S must be Eigen::half or Eigen::bfloat16");
+  using Base = detail::DecodedTableOps<ReducedEmbedding<S>>;
+
+ public:
+  using Storage = S;
+  static constexpr const char* forward_name = "ReducedEmbedding::forward";
+  static constexpr const char* logits_name = "ReducedEmbedding::logits";
+  static constexpr const char* logits_backward_name = "ReducedEmbedding::logits_backward";
+
+  /// Adopts a table already in S (e.g. from SafetensorsFile::load_half): no conversion.
+  /// Throws: ShapeError if it has no rows or columns.
+  explicit ReducedEmbedding(RowMatrix<S> table) : table_(std::move(table)) {
+    detail::check_positive_size("ReducedEmbedding", "vocab_size (table rows)", table_.rows());
+    detail::check_positive_size("ReducedEmbedding", "d_model (table columns)", table_.cols());
+  }
+
+  /// A vocab_size x d_model table drawn N(0, 1/d_model) in float from `seed` (as Embedding's
+  /// default) and rounded to S.
+  /// Throws: ShapeError if a size is not positive.
+  ReducedEmbedding(Index vocab_size, Index d_model, std::uint64_t seed = 0)
+      : ReducedEmbedding(initial(vocab_size, d_model, seed)) {}
+
+  /// Rounds a float or double table to S (round to nearest even), optionally keeping a float copy
+  /// as the master for logits.
+  /// Throws:  ShapeError if the table is empty; ValueError naming the row, column and value of a
+  ///          non-finite entry or of one whose magnitude overflows S (> 65504 for half).
+  /// Complexity: O(V·d).
+  template <class Derived>
+  [[nodiscard]] static ReducedEmbedding from_float(const Eigen::MatrixBase<Derived>& table,
+                                                   bool keep_float_master = false) {
+    constexpr const char* where = "ReducedEmbedding::from_float";
+    detail::check_positive_size(where, "vocab_size (table rows)", table.rows());
+    detail::check_positive_size(where, "d_model (table columns)", table.cols());
+    const double limit = static_cast<double>(std::numeric_limits<S>::max());
+    for (Index r = 0; r < table.rows(); ++r) {
+      for (Index c = 0; c < table.cols(); ++c) {
+        const auto x = static_cast<double>(table(r, c));
+        // Values that round down to the largest finite S are fine; anything rounding to inf is not.
+        if (!std::isfinite(x) || !std::isfinite(static_cast<float>(S(static_cast<float>(x))))) {
+          throw ValueError(std::string(where) + ": value " + std::to_string(x) + " at row " +
+                               std::to_string(r) + ", column " + std::to_string(c) +
+                               (std::isfinite(x) ? " overflows " : " is not finite in ") +
+                               storage_name<S> + " (largest " + std::to_string(limit) + ")",
+                           x);
+        }
+      }
+    }
+    ReducedEmbedding out(table.template cast<float>().template cast<S>().eval());
+    if (keep_float_master) out.master_ = table.template cast<float>();
+    return out;
+  }
+
+  /// Number of rows V.
+  [[nodiscard]] Index vocab_size() const noexcept { return table_.rows(); }
+  /// Row width d_model.
+  [[nodiscard]] Index d_model() const noexcept { return table_.cols(); }
+  /// The lookup scale √d_model, in float.
+  [[nodiscard]] float scale() const noexcept {
+    return static_cast<float>(std::sqrt(static_cast<double>(table_.cols())));
+  }
+  /// The stored table, V x d_model, unscaled.
+  [[nodiscard]] const RowMatrix<S>& weight() const noexcept { return table_; }
+  /// The stored table for in-place updates (its shape must not change while a master is kept).
+  [[nodiscard]] RowMatrix<S>& weight() noexcept { return table_; }
+  /// Bytes of stored table values: V · d · 2.
+  [[nodiscard]] std::size_t storage_bytes() const noexcept {
+    return static_cast<std::size_t>(table_.size()) * sizeof(S);
+  }
+  /// The table converted to float (exact), V x d. O(V·d) memory: for small tables and checks.
+  [[nodiscard]] RowMatrix<float> to_float() const { return table_.template cast<float>(); }
+
+  // ---- the float master copy for logits -----------------------------------------------------
+
+  /// Keeps `master` (V x d, float) as the table used by logits and logits_backward.
+  /// Throws: ShapeError if its shape differs from the table's; nothing changes then.
+  void set_float_master(RowMatrix<float> master) {
+    constexpr const char* where = "ReducedEmbedding::set_float_master";
+    detail::check_extent(where, "master", 0, vocab_size(), master.rows(), "vocab_size");
+    detail::check_extent(where, "master", 1, d_model(), master.cols(), "d_model");
+    master_ = std::move(master);
+  }
+  /// Drops the float master: logits decode the stored rows again.
+  void clear_float_master() noexcept { master_.reset(); }
+  /// The float master copy, or null.
+  [[nodiscard]] const RowMatrix<float>* float_master() const noexcept {
+    return master_ ? &*master_ : nullptr;
+  }
+
+  // ---- lookup -------------------------------------------------------------------------------
+
+  using Base::forward;
+
+  /// forward into a buffer of the storage type: the float result rounded to S.
+  /// Throws: as forward(ids, out).
+  template <class R>
+  void forward(const R& ids, Eigen::Ref<RowMatrix<S>> out) const {
+    this->template forward_as<S>(ids, out);
+  }
+
+  /// Accumulates the table gradient of forward in float: grad[t] += scale() · Σ_{i : ids[i] = t}
+  /// grad_out[i] (as Embedding::backward).
+  /// Shapes:  ids[n], grad_out[n, d] (float) -> grad (V x d, row-sparse, float).
+  /// Throws:  IndexError, ShapeError as Embedding::backward; grad is unchanged when it throws.
+  template <class R>
+  void backward(const R& ids, const Eigen::Ref<const RowMatrix<float>>& grad_out,
+                SparseRowGrad<float>& grad) const {
+    detail::with_ids(ids, [&](auto span) {
+      grad.accumulate(span, grad_out, scale(), vocab_size(), {}, "ReducedEmbedding::backward");
+    });
+  }
+
+  /// The row decoder the kernels take.
+  [[nodiscard]] detail::CastRows<S> rows() const noexcept { return {detail::const_table(table_)}; }
+
+ private:
+  static RowMatrix<S> initial(Index vocab_size, Index d_model, std::uint64_t seed) {
+    detail::check_positive_size("ReducedEmbedding", "vocab_size", vocab_size);
+    detail::check_positive_size("ReducedEmbedding", "d_model", d_model);
+    RowMatrix<float> t(vocab_size, d_model);
+    Init::normal().fill(t, seed);
+    return t.cast<S>();
+  }
+
+  RowMatrix<S> table_;
+  std::optional<RowMatrix<float>> master_;
+};
+
+/// An fp16 table (IEEE binary16: 5 exponent bits, 10 mantissa bits).
+using HalfEmbedding = ReducedEmbedding<Eigen::half>;
+/// A bfloat16 table (8 exponent bits, 7 mantissa bits: float's range, less precision).
+using BFloat16Embedding = ReducedEmbedding<Eigen::bfloat16>;
+
+}  // namespace ember

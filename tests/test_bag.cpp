@@ -1,0 +1,246 @@
+// Tests of ember/bag.hpp: EmbeddingBag pooling against a loop-of-lookups reference, the three bag
+// layouts, padding, per-sample weights, gradients against finite differences, and bad input.
+// SPDX-License-Identifier: MIT
+#include "ember/bag.hpp"
+
+#include <cstdint>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "support/beyond_reference.hpp"
+#include "support/gradcheck.hpp"
+#include "support/reference.hpp"
+
+using ember::BagMode;
+using ember::BagOptions;
+using ember::EmbeddingBag;
+using ember::Index;
+using ember::RowMatrix;
+using ember::TokenId;
+
+namespace {
+
+// 7 bags over 20 ids, with two empty bags (1 and 4) and a bag of one id.
+const std::vector<Index> kBounds{0, 3, 3, 8, 9, 9, 15, 20};
+const std::vector<TokenId> kOffsets{0, 3, 3, 8, 9, 9, 15};
+const std::vector<int> kLengths{3, 0, 5, 1, 0, 6, 5};
+
+template <class T>
+EmbeddingBag<T> make_bag(BagMode mode, Index v = 11, Index d = 6) {
+  return EmbeddingBag<T>(ember::Embedding<T>(ember::test::random_table<T>(v, d, 3)), mode);
+}
+
+int mode_index(BagMode m) { return m == BagMode::sum ? 0 : m == BagMode::mean ? 1 : 2; }
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("each pooling mode equals the loop-of-lookups reference", "[bag]", float,
+                   double) {
+  const auto mode = GENERATE(BagMode::sum, BagMode::mean, BagMode::max);
+  const auto bag = make_bag<TestType>(mode);
+  const auto ids = ember::test::random_ids(20, 11, 5);
+  const RowMatrix<TestType> expected = ember::test::bag_reference<TestType>(
+      bag.embedding().weight(), ids, kBounds, mode_index(mode));
+  ember::test::check_close(bag.forward(ids, kOffsets), expected);
+  // lengths (FBGEMM) and offsets with the last offset (CSR) give the same bags
+  ember::test::check_close(bag.forward_lengths(ids, kLengths), expected);
+  std::vector<TokenId> csr = kOffsets;
+  csr.push_back(20);
+  BagOptions<TestType> last;
+  last.include_last_offset = true;
+  ember::test::check_close(bag.forward(ids, csr, last), expected);
+  // empty bags are zero rows
+  CHECK(expected.row(1).isZero());
+  CHECK(expected.row(4).isZero());
+}
+
+TEST_CASE("forward into a block writes only that block and int32 offsets work", "[bag]") {
+  const auto bag = make_bag<float>(BagMode::sum);
+  const auto ids = ember::test::random_ids<std::int32_t>(20, 11, 9);
+  const std::vector<std::int32_t> offsets(kOffsets.begin(), kOffsets.end());
+  RowMatrix<float> big = RowMatrix<float>::Constant(9, 10, 7.0f);
+  bag.forward(ids, offsets, big.block(1, 2, 7, 6));
+  ember::test::check_close(big.block(1, 2, 7, 6).eval(), bag.forward(ids, offsets));
+  CHECK(big.row(0).isConstant(7.0f));
+  CHECK(big.col(0).isConstant(7.0f));
+}
+
+TEMPLATE_TEST_CASE("per-sample weights scale each row of a sum bag", "[bag]", float, double) {
+  const auto bag = make_bag<TestType>(BagMode::sum);
+  const auto ids = ember::test::random_ids(20, 11, 6);
+  std::vector<TestType> w(20);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<TestType>(0.25 * double(i) - 2);
+  BagOptions<TestType> opt;
+  opt.per_sample_weights = w;
+  ember::test::check_close(
+      bag.forward(ids, kOffsets, opt),
+      ember::test::bag_reference<TestType>(bag.embedding().weight(), ids, kBounds, 0, w));
+}
+
+TEST_CASE("padding ids are left out of the pooling and of the mean's count", "[bag]") {
+  const auto mode = GENERATE(BagMode::sum, BagMode::mean, BagMode::max);
+  auto bag = make_bag<double>(mode);
+  bag.embedding().set_padding_idx(2, /*zero_row=*/false);  // a non-zero padding row must not leak
+  const std::vector<TokenId> ids{2, 2, 1, 2, 5, 3, 2};
+  const std::vector<TokenId> offsets{0, 2, 4};  // {2, 2}: only padding -> zeros
+  const RowMatrix<double> out = bag.forward(ids, offsets);
+  CHECK(out.row(0).isZero());
+  ember::test::check_close(
+      out, ember::test::bag_reference<double>(bag.embedding().weight(), ids, {0, 2, 4, 7},
+                                              mode_index(mode), {}, 2));
+  if (mode == BagMode::mean) {
+    ember::test::check_close(out.row(1).eval(), bag.embedding().weight().row(1).eval());
+  }
+}
+
+TEST_CASE("max mode records the id of each maximum; the first maximum wins ties", "[bag]") {
+  RowMatrix<float> t(3, 2);
+  t << 1, 5, 4, 5, 4, 0;
+  const EmbeddingBag<float> bag(ember::Embedding<float>(t), BagMode::max);
+  const std::vector<int> ids{0, 1, 2};
+  const std::vector<int> offsets{0, 3};  // bags {0, 1, 2} and {} (offset 3 = n: empty last bag)
+  RowMatrix<float> out(2, 2);
+  ember::BagArgmax am;
+  bag.forward(ids, offsets, out, {}, &am);
+  CHECK(out(0, 0) == 4.0f);
+  CHECK(out(0, 1) == 5.0f);
+  CHECK(am(0, 0) == 1);  // rows 1 and 2 tie at 4: the first wins
+  CHECK(am(0, 1) == 0);  // rows 0 and 1 tie at 5
+  CHECK(am(1, 0) == -1);
+  CHECK(out.row(1).isZero());
+}
+
+TEST_CASE("each mode's backward equals finite differences", "[bag]") {
+  const auto mode = GENERATE(BagMode::sum, BagMode::mean, BagMode::max);
+  const bool weighted = GENERATE(false, true);
+  if (weighted && mode != BagMode::sum) return;
+  const auto bag0 = make_bag<double>(mode);
+  const auto ids = ember::test::random_ids(20, 11, 7);
+  const RowMatrix<double> g = ember::test::random_table<double>(7, 6, 8);
+  std::vector<double> w(20);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.1 * double(i) - 0.7;
+  BagOptions<double> opt;
+  if (weighted) opt.per_sample_weights = w;
+
+  auto loss = [&](const RowMatrix<double>& table) {
+    const EmbeddingBag<double> b(ember::Embedding<double>(table), mode);
+    return (b.forward(ids, kOffsets, opt).array() * g.array()).sum();
+  };
+  RowMatrix<double> out(7, 6);
+  ember::BagArgmax am;
+  bag0.forward(ids, kOffsets, out, opt, mode == BagMode::max ? &am : nullptr);
+  ember::SparseRowGrad<double> grad;
+  std::vector<double> gw(weighted ? 20 : 0);
+  bag0.backward(ids, kOffsets, g, grad, opt, mode == BagMode::max ? &am : nullptr, gw);
+  const RowMatrix<double> numeric =
+      ember::test::numerical_gradient(loss, bag0.embedding().weight());
+  CHECK(ember::test::max_rel_error(grad.to_dense(), numeric) < 1e-7);
+
+  if (weighted) {  // dL/dw_i by finite differences on the weights
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      const double keep = w[i];
+      w[i] = keep + 1e-6;
+      const double plus = (bag0.forward(ids, kOffsets, opt).array() * g.array()).sum();
+      w[i] = keep - 1e-6;
+      const double minus = (bag0.forward(ids, kOffsets, opt).array() * g.array()).sum();
+      w[i] = keep;
+      CHECK_THAT(gw[i], Catch::Matchers::WithinAbs((plus - minus) / 2e-6, 1e-7));
+    }
+  }
+}
+
+TEST_CASE("backward skips the padding row and follows the lengths layout", "[bag]") {
+  auto bag = make_bag<double>(BagMode::mean);
+  bag.embedding().set_padding_idx(4);
+  const auto ids = ember::test::random_ids(20, 11, 11);
+  const RowMatrix<double> g = ember::test::random_table<double>(7, 6, 12);
+  ember::SparseRowGrad<double> a, b;
+  bag.backward(ids, kOffsets, g, a);
+  bag.backward_lengths(ids, kLengths, g, b);
+  CHECK(ember::test::same_bits(a.values(), b.values()));
+  for (const TokenId r : a.rows()) CHECK(r != 4);
+}
+
+TEST_CASE("bad offsets, lengths and weights throw PyTorch's errors and change nothing", "[bag]") {
+  auto bag = make_bag<float>(BagMode::mean);
+  const std::vector<int> ids{1, 2, 3, 4};
+  RowMatrix<float> out = RowMatrix<float>::Constant(2, 6, 3.0f);
+  const RowMatrix<float> before = out;
+  const auto run = [&](const std::vector<int>& offsets) { bag.forward(ids, offsets, out); };
+
+  CHECK_THROWS_WITH(run({1, 2}),
+                    Catch::Contains("offsets[0] has to be 0") && Catch::Contains("However, got 1"));
+  CHECK_THROWS_AS(run({0, 5}), ember::IndexError);
+  CHECK_THROWS_WITH(run({0, 5}), Catch::Contains("offsets[1] = 5 can not be greater than input's "
+                                                 "length (4)"));
+  const std::vector<int> three{0, 3, 2};
+  CHECK_THROWS_WITH(bag.forward(ids, three),
+                    Catch::Contains("non-decreasing") && Catch::Contains("offsets[2] = 2"));
+  BagOptions<float> last;
+  last.include_last_offset = true;
+  CHECK_THROWS_WITH(bag.forward(ids, std::vector<int>{0, 2}, last),
+                    Catch::Contains("ids [2, 4) lie after the last offset"));
+  CHECK_THROWS_AS(bag.forward(ids, std::vector<int>{}, last), ember::ShapeError);
+
+  const std::vector<float> w{1, 1, 1, 1};
+  BagOptions<float> weighted;
+  weighted.per_sample_weights = w;
+  CHECK_THROWS_WITH(bag.forward(ids, std::vector<int>{0, 2}, weighted),
+                    Catch::Contains("per_sample_weights is only supported for mode='sum' (got "
+                                    "mode='mean')"));
+  auto sum_bag = make_bag<float>(BagMode::sum);
+  BagOptions<float> short_w;
+  const std::vector<float> w3{1, 1, 1};
+  short_w.per_sample_weights = w3;
+  CHECK_THROWS_AS(sum_bag.forward(ids, std::vector<int>{0, 2}, short_w), ember::ShapeError);
+
+  CHECK_THROWS_WITH(bag.forward_lengths(ids, std::vector<int>{2, -1, 3}),
+                    Catch::Contains("lengths[1] = -1 is negative"));
+  const auto e = ember::test::catch_as<ember::ShapeError>([&] {
+    (void)bag.forward_lengths(ids, std::vector<int>{2, 1});
+  });
+  REQUIRE(e);
+  CHECK(e->expected() == 4);
+  CHECK(e->actual() == 3);
+
+  const std::vector<int> bad_ids{1, 11, 3, 4};
+  const auto ie = ember::test::catch_as<ember::IndexError>([&] {
+    bag.forward(bad_ids, std::vector<int>{0, 2}, out);
+  });
+  REQUIRE(ie);
+  CHECK(ie->position() == 1);
+  CHECK(ie->value() == 11);
+  CHECK(ie->bound() == 11);
+  CHECK(ember::test::same_bits(out, before));
+}
+
+TEST_CASE("backward validates ids, shapes and the argmax before touching the gradient", "[bag]") {
+  auto bag = make_bag<float>(BagMode::sum);
+  ember::SparseRowGrad<float> grad;
+  const std::vector<int> ids{1, 2, 3, 4};
+  const std::vector<int> offsets{0, 2};
+  bag.backward(ids, offsets, RowMatrix<float>::Ones(2, 6), grad);
+  const RowMatrix<float> before = grad.to_dense();
+
+  // PyTorch checks ids only in the forward; ember checks them in the backward too.
+  CHECK_THROWS_AS(
+      bag.backward(std::vector<int>{1, -1, 3, 4}, offsets, RowMatrix<float>::Ones(2, 6), grad),
+      ember::IndexError);
+  CHECK_THROWS_AS(bag.backward(ids, offsets, RowMatrix<float>::Ones(3, 6), grad),
+                  ember::ShapeError);
+  auto max_bag = make_bag<float>(BagMode::max);
+  CHECK_THROWS_AS(max_bag.backward(ids, offsets, RowMatrix<float>::Ones(2, 6), grad),
+                  ember::StateError);
+  ember::BagArgmax am = ember::BagArgmax::Constant(2, 6, 1);
+  am(1, 3) = 11;
+  CHECK_THROWS_WITH(max_bag.backward(ids, offsets, RowMatrix<float>::Ones(2, 6), grad, {}, &am),
+                    Catch::Contains("argmax id 11 at position 9"));
+  ember::BagArgmax wrong(1, 6);
+  CHECK_THROWS_AS(max_bag.backward(ids, offsets, RowMatrix<float>::Ones(2, 6), grad, {}, &wrong),
+                  ember::ShapeError);
+  ember::BagArgmax unused;
+  RowMatrix<float> out(2, 6);
+  CHECK_THROWS_AS(bag.forward(ids, offsets, out, {}, &unused), ember::ValueError);
+  CHECK(ember::test::same_bits(grad.to_dense(), before));
+}
