@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "ember/check.hpp"
 #include "ember/clip.hpp"
 #include "ember/config.hpp"
 #include "ember/embedding.hpp"

@@ -159,7 +159,7 @@ class SparseRowGrad {
       while (end < n && order_[static_cast<std::size_t>(end)].first == id) ++end;
       if (id != options.skip_row) {
         batch_rows_.push_back(id);
-        segments_.push_back({i, end});
+        segments_.emplace_back(i, end);
       }
       i = end;
     }
