@@ -93,7 +93,7 @@ TEST_CASE("forward, logits, the fused pipeline and queries are safe on one const
   hammer([&](int t) {
     ember::RowMatrix<float> out(n, d);
     ember::RowMatrix<float> lg_out(n, V);
-    for (int it = 0; it < 40; ++it) {
+    for (int it = 0; it < 150; ++it) {
       if (emb.forward(ids) != fwd) ++mismatches;
       emb.forward(ids, out);
       if (out != fwd) ++mismatches;
