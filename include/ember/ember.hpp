@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ember/bag.hpp"
+#include "ember/check.hpp"
 #include "ember/clip.hpp"
 #include "ember/config.hpp"
 #include "ember/embedding.hpp"

@@ -58,9 +58,9 @@ class SinusoidalEncoding {
     detail::check_positive_size(where, "d_model", d_model);
     detail::check_positive_finite(where, "base", static_cast<double>(base));
     table_.resize(max_len, d_model);
-    const double d = static_cast<double>(d_model);
+    const auto d = static_cast<double>(d_model);
     for (Index c = 0; c < d_model; ++c) {
-      const double two_i = static_cast<double>(c - c % 2);
+      const auto two_i = static_cast<double>(c - c % 2);
       const double inv_freq = std::pow(static_cast<double>(base), -two_i / d);
       for (Index p = 0; p < max_len; ++p) {
         const double angle = static_cast<double>(p) * inv_freq;

@@ -307,7 +307,7 @@ class SafetensorsFile {
     if (size == 0) fail(0, "empty file, expected a safetensors header");
     if (size < 8)
       fail(size, "truncated: " + std::to_string(size) + " bytes, the header length alone needs 8");
-    const std::uint64_t n = detail::load_le<std::uint64_t>(bytes);
+    const auto n = detail::load_le<std::uint64_t>(bytes);
     if (n > safetensors_max_header_size) {
       fail(0, "header length " + std::to_string(n) + " exceeds the limit of " +
                   std::to_string(safetensors_max_header_size) + " bytes");
@@ -340,7 +340,10 @@ class SafetensorsFile {
       return false;
     };
     std::vector<std::pair<std::string, const SafetensorsTensorInfo*>> order;
-    for (const auto& [name, entry] : header.items()) {
+    for (const auto& item : header.items()) {
+      // Named copies, not structured bindings: clang < 16 cannot capture bindings in lambdas.
+      const std::string& name = item.key();
+      const nlohmann::json& entry = item.value();
       if (name == "__metadata__") {
         if (!entry.is_object()) fail(8, "__metadata__ is not a JSON object");
         for (const auto& [k, v] : entry.items()) {
@@ -526,7 +529,8 @@ class SafetensorsWriter {
     out.write(len, 8);
     out.write(text);
     std::vector<unsigned char> row;
-    for (const auto& [name, e] : entries_) {
+    for (const auto& entry : entries_) {
+      const Entry& e = entry.second;  // not a binding: clang < 16 cannot capture one
       std::visit([&](const auto& t) { write_rows(out, t, e.dtype, row); }, e.table);
     }
     out.commit();

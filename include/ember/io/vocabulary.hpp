@@ -125,8 +125,7 @@ class Vocabulary {
   /// Keeps only the first n tokens (and drops the unk id if it is >= n).
   void truncate(Index n) {
     if (n < 0 || n >= size()) return;
-    for (std::size_t i = static_cast<std::size_t>(n); i < tokens_.size(); ++i)
-      index_.erase(tokens_[i]);
+    for (auto i = static_cast<std::size_t>(n); i < tokens_.size(); ++i) index_.erase(tokens_[i]);
     tokens_.resize(static_cast<std::size_t>(n));
     if (unk_ && *unk_ >= n) unk_.reset();
   }
@@ -153,12 +152,16 @@ struct VocabularyLoadOptions {
 ///
 /// A token is the whole line without its '\n' (and a '\r' before it), spaces included. The last
 /// line may lack its '\n'.
-/// Throws: FormatError "<path>:<line>: ..." for an empty line, a duplicate token (naming the
-/// earlier line), invalid UTF-8, or a missing unk_token; FormatError if the file cannot be read.
+/// Throws: FormatError "<path>:<line>: ..." for a 0-byte file, an empty line, a duplicate token
+/// (naming the earlier line), invalid UTF-8, or a missing unk_token; FormatError if the file
+/// cannot be read.
 [[nodiscard]] inline Vocabulary load_vocabulary(const std::string& path,
                                                 const VocabularyLoadOptions& options = {}) {
   const detail::MappedFile file(path);
   const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  // A 0-byte vocabulary is a truncated download or a wrong path far more often than a deliberate
+  // empty vocabulary (build that with Vocabulary{} instead).
+  if (text.empty()) detail::fail_at_line(path, 1, "empty file, expected one token per line");
   Vocabulary vocab;
   std::size_t pos = 0;
   std::uint64_t line = 0;

@@ -281,7 +281,7 @@ WordVectors<T> load_binary(const std::string& path, const WordVectorsLoadOptions
            std::to_string(r) + " of " + std::to_string(claimed) + " vectors)");
     }
     for (Index k = 0; k < d; ++k) {
-      const float f = load_value<float>(p + pos + static_cast<std::size_t>(k) * 4, true);
+      const auto f = load_value<float>(p + pos + static_cast<std::size_t>(k) * 4, true);
       if (!options.allow_non_finite && !std::isfinite(f)) {
         fail_at_byte(path, pos + static_cast<std::size_t>(k) * 4,
                      "record " + std::to_string(r) + ": non-finite value at column " +

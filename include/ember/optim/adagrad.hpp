@@ -21,6 +21,10 @@ struct AdagradOptions {
   double eps = 1e-8;                       ///< added to sqrt(G), finite and > 0
   double weight_decay = 0.0;               ///< L2 penalty added to g of updated rows, >= 0
   double initial_accumulator_value = 0.0;  ///< G of a row at its first update, >= 0
+  /// Scan the gradient for NaN/inf before each step and throw ValueError (naming the row and
+  /// column) instead of applying it; nothing changes then. Off by default: it reads every
+  /// gradient value once more (docs/reliability.md).
+  bool check_finite = false;
 };
 
 /// Row-wise Adagrad over one embedding table: for each updated row r with gradient g (d values),
@@ -48,7 +52,7 @@ class RowwiseAdagrad : public detail::RowOptimizer<RowwiseAdagrad<T>, T> {
 
  public:
   /// Throws ValueError naming the first invalid hyper-parameter and its value.
-  explicit RowwiseAdagrad(AdagradOptions options = {})
+  explicit RowwiseAdagrad(const AdagradOptions& options = {})
       : Base(1, false), options_(validated(options)) {}
 
   /// The hyper-parameters.
@@ -77,7 +81,8 @@ class RowwiseAdagrad : public detail::RowOptimizer<RowwiseAdagrad<T>, T> {
   void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
            const Eigen::Ref<const RowMatrix<T>>* dense) {
     // The state is one scalar per row, whatever the table width.
-    const auto in = detail::prepare_step("RowwiseAdagrad::step", emb, &state_, 1, sparse, dense);
+    const auto in = detail::prepare_step("RowwiseAdagrad::step", emb, &state_, 1, sparse, dense,
+                                         options_.check_finite);
     const Index d = emb.d_model();
     const T lr = static_cast<T>(options_.lr);
     const T eps = static_cast<T>(options_.eps);

@@ -25,6 +25,10 @@ struct AdamOptions {
   double weight_decay = 0.0;   ///< >= 0; L2 (added to g) or decoupled (AdamW), see below
   bool decoupled = false;      ///< true: AdamW's decoupled decay w *= 1 - lr·weight_decay
   bool per_row_steps = false;  ///< bias correction from each row's own update count (variant)
+  /// Scan the gradient for NaN/inf before each step and throw ValueError (naming the row and
+  /// column) instead of applying it; nothing changes then. Off by default: it reads every
+  /// gradient value once more (docs/reliability.md).
+  bool check_finite = false;
 };
 
 /// Lazy Adam over one embedding table. Each step() call increments the global step count t
@@ -72,7 +76,7 @@ class Adam : public detail::RowOptimizer<Adam<T>, T> {
 
  public:
   /// Throws ValueError naming the first invalid hyper-parameter and its value.
-  explicit Adam(AdamOptions options = {})
+  explicit Adam(const AdamOptions& options = {})
       : Base(2, options.per_row_steps), options_(validated(options)) {}
 
   /// The hyper-parameters.
@@ -117,7 +121,8 @@ class Adam : public detail::RowOptimizer<Adam<T>, T> {
 
   void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
            const Eigen::Ref<const RowMatrix<T>>* dense) {
-    const auto in = detail::prepare_step("Adam::step", emb, &state_, emb.d_model(), sparse, dense);
+    const auto in = detail::prepare_step("Adam::step", emb, &state_, emb.d_model(), sparse, dense,
+                                         options_.check_finite);
     using Array = Eigen::Array<T, 1, Eigen::Dynamic>;
     const Index d = emb.d_model();
     const std::int64_t t = steps_ + 1;

@@ -22,6 +22,10 @@ struct SGDOptions {
   double dampening = 0.0;     ///< in [0, 1)
   double weight_decay = 0.0;  ///< L2 penalty added to the gradient of updated rows, >= 0
   bool nesterov = false;      ///< Nesterov momentum (needs momentum > 0 and dampening = 0)
+  /// Scan the gradient for NaN/inf before each step and throw ValueError (naming the row and
+  /// column) instead of applying it; nothing changes then. Off by default: it reads every
+  /// gradient value once more (docs/reliability.md).
+  bool check_finite = false;
 };
 
 /// SGD over one embedding table: for each updated row r with gradient g,
@@ -61,7 +65,7 @@ class SGD : public detail::RowOptimizer<SGD<T>, T> {
 
  public:
   /// Throws ValueError naming the first invalid hyper-parameter and its value.
-  explicit SGD(SGDOptions options = {}) : Base(1, false), options_(validated(options)) {}
+  explicit SGD(const SGDOptions& options = {}) : Base(1, false), options_(validated(options)) {}
 
   /// The hyper-parameters.
   [[nodiscard]] const SGDOptions& options() const noexcept { return options_; }
@@ -97,7 +101,7 @@ class SGD : public detail::RowOptimizer<SGD<T>, T> {
            const Eigen::Ref<const RowMatrix<T>>* dense) {
     const bool momentum = options_.momentum > 0.0;
     const auto in = detail::prepare_step("SGD::step", emb, momentum ? &state_ : nullptr,
-                                         emb.d_model(), sparse, dense);
+                                         emb.d_model(), sparse, dense, options_.check_finite);
     const Index d = emb.d_model();
     const T lr = static_cast<T>(options_.lr);
     const T wd = static_cast<T>(options_.weight_decay);

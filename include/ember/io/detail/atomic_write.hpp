@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -20,6 +21,38 @@
 #include "ember/errors.hpp"
 
 namespace ember::io::detail {
+
+/// Fault injection for AtomicFile, a test seam (detail API: no stability promise). While a
+/// ScopedWriteFault is alive on a thread, every AtomicFile written *on that thread* fails the way
+/// it describes; other threads and all code outside such a scope are unaffected (the only cost is
+/// one thread-local pointer test per flushed buffer). ember's tests use it to prove that an
+/// interrupted save reports a FormatError and leaves the previous file intact.
+struct WriteFault {
+  /// The write that would take the file past this many bytes writes up to the limit, then fails
+  /// with `error` (a short write followed by an error, as a full disk does).
+  std::size_t fail_after_bytes = static_cast<std::size_t>(-1);
+  int error = ENOSPC;        ///< errno reported by the failing write
+  bool fail_fsync = false;   ///< fsync of the temporary fails with EIO
+  bool fail_rename = false;  ///< the final rename fails with EXDEV
+};
+
+/// The fault installed on this thread, or nullptr.
+inline thread_local const WriteFault* active_write_fault = nullptr;
+
+/// Installs `fault` on the calling thread for the lifetime of this object (scopes nest).
+class ScopedWriteFault {
+ public:
+  explicit ScopedWriteFault(WriteFault fault) : fault_(fault), previous_(active_write_fault) {
+    active_write_fault = &fault_;
+  }
+  ScopedWriteFault(const ScopedWriteFault&) = delete;
+  ScopedWriteFault& operator=(const ScopedWriteFault&) = delete;
+  ~ScopedWriteFault() { active_write_fault = previous_; }
+
+ private:
+  WriteFault fault_;
+  const WriteFault* previous_;
+};
 
 /// A file being written atomically. write() appends bytes; commit() flushes, fsyncs and renames the
 /// temporary onto the target path. Destroying an uncommitted AtomicFile removes the temporary and
@@ -73,10 +106,19 @@ class AtomicFile {
   /// Flushes, fsyncs and renames the temporary file onto the target.
   void commit() {
     flush_buffer();
+    const WriteFault* fault = active_write_fault;
+    if (fault != nullptr && fault->fail_fsync) {
+      errno = EIO;
+      fail("cannot flush (fsync) temporary file");
+    }
     if (::fsync(fd_) != 0) fail("cannot flush (fsync) temporary file");
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) fail("cannot close temporary file");
+    if (fault != nullptr && fault->fail_rename) {
+      errno = EXDEV;
+      fail("cannot rename temporary file");
+    }
     if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) fail("cannot rename temporary file");
     committed_ = true;
   }
@@ -89,6 +131,13 @@ class AtomicFile {
     buffer_.clear();
   }
   void write_all(const unsigned char* p, std::size_t n) {
+    const WriteFault* fault = active_write_fault;
+    bool inject = false;
+    if (fault != nullptr &&
+        n > fault->fail_after_bytes - std::min(on_disk_, fault->fail_after_bytes)) {
+      n = fault->fail_after_bytes - std::min(on_disk_, fault->fail_after_bytes);
+      inject = true;
+    }
     while (n > 0) {
       const ::ssize_t k = ::write(fd_, p, n);
       if (k < 0) {
@@ -97,19 +146,26 @@ class AtomicFile {
       }
       p += k;
       n -= static_cast<std::size_t>(k);
+      on_disk_ += static_cast<std::size_t>(k);
+    }
+    if (inject) {
+      errno = fault->error;
+      fail("write failed");
     }
   }
+  // Reports the bytes that reached the file (what a reader of the partial file would see).
   [[noreturn]] void fail(const char* what) const {
-    throw FormatError(path_ + ": " + what + " at byte " + std::to_string(written_) + " (" +
+    throw FormatError(path_ + ": " + what + " at byte " + std::to_string(on_disk_) + " (" +
                           std::strerror(errno) + ")",
-                      path_, written_);
+                      path_, on_disk_);
   }
 
   std::string path_;
   std::string tmp_path_;
   int fd_ = -1;
   bool committed_ = false;
-  std::size_t written_ = 0;
+  std::size_t written_ = 0;  // bytes accepted by write()
+  std::size_t on_disk_ = 0;  // bytes handed to ::write() successfully
   std::vector<unsigned char> buffer_;
 };
 

@@ -26,9 +26,14 @@ class MappedFile {
   MappedFile() = default;
 
   /// Maps `path` read-only. Throws FormatError (offset 0) if it cannot be opened, is not a
-  /// regular file, or cannot be mapped.
+  /// regular file (a directory, FIFO, socket or device), or cannot be mapped.
+  ///
+  /// O_NONBLOCK makes opening a FIFO return at once (it is then refused as not a regular file)
+  /// instead of blocking until a writer appears; it has no effect on regular files.
+  /// Not defended against: another process truncating the file while it is mapped (reads past
+  /// the new end raise SIGBUS, as with any mmap-based reader).
   explicit MappedFile(std::string path) : path_(std::move(path)) {
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) fail("cannot open file");
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
@@ -39,7 +44,11 @@ class MappedFile {
     }
     if (!S_ISREG(st.st_mode)) {
       ::close(fd);
-      throw FormatError(path_ + ": not a regular file", path_, 0);
+      const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                         : S_ISFIFO(st.st_mode) ? "a FIFO"
+                         : S_ISSOCK(st.st_mode) ? "a socket"
+                                                : "a device or special file";
+      throw FormatError(path_ + ": not a regular file (it is " + kind + ")", path_, 0);
     }
     size_ = static_cast<std::size_t>(st.st_size);
     if (size_ > 0) {

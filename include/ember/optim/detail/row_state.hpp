@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/check.hpp"
 #include "ember/config.hpp"
 #include "ember/detail/validate.hpp"
 #include "ember/embedding.hpp"
@@ -182,15 +183,19 @@ void check_step(const char* where, const Embedding<T>& emb, const SparseRowGrad<
   }
 }
 
-/// Validates a step (check_step + the state's row width `state_width`) and returns the prepared
-/// input; the state is then bound to the table's current shape (following a resize). Nothing is
-/// written if it throws.
+/// Validates a step (check_step + the state's row width `state_width`, and with `check_finite` a
+/// scan of both gradients for NaN/inf) and returns the prepared input; the state is then bound to
+/// the table's current shape (following a resize). Nothing is written if it throws.
 template <class T>
 StepInput<T> prepare_step(const char* where, const Embedding<T>& emb, RowState<T>* state,
                           Index state_width, const SparseRowGrad<T>* sparse,
-                          const Eigen::Ref<const RowMatrix<T>>* dense) {
+                          const Eigen::Ref<const RowMatrix<T>>* dense, bool check_finite = false) {
   check_step(where, emb, sparse, dense);
   if (state != nullptr) state->check_table(where, state_width);
+  if (check_finite) {  // the optimizer's opt-in scan: a NaN is reported, never applied
+    if (sparse != nullptr) ember::check_finite(*sparse, std::string(where) + ": sparse gradient");
+    if (dense != nullptr) ember::check_finite(*dense, std::string(where) + ": dense gradient");
+  }
   StepInput<T> in;
   in.sparse = sparse;
   if (dense != nullptr) {

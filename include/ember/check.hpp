@@ -1,0 +1,85 @@
+/// Opt-in finiteness checks: find or report the first NaN or infinity in a matrix or a sparse
+/// gradient before it spreads into a table (ember does not scan values on its hot paths).
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include <Eigen/Core>
+
+#include "ember/errors.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/types.hpp"
+
+namespace ember {
+
+/// Where a non-finite value was found: its row and column, and the value itself.
+struct NonFinite {
+  Index row;
+  Index col;
+  double value;
+};
+
+/// The first non-finite value of `m` in row-major order (row by row, then column), or nullopt.
+///
+/// Complexity: O(rows·cols) reads, stops at the first hit. Works on any dense Eigen expression,
+/// including blocks and maps with strides.
+template <class Derived>
+[[nodiscard]] std::optional<NonFinite> find_non_finite(const Eigen::DenseBase<Derived>& m) {
+  for (Index r = 0; r < m.rows(); ++r) {
+    for (Index c = 0; c < m.cols(); ++c) {
+      const auto v = m.coeff(r, c);
+      if (!std::isfinite(v)) [[unlikely]] {
+        return NonFinite{r, c, static_cast<double>(v)};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+namespace detail {
+
+[[noreturn]] inline void throw_non_finite(std::string_view what, std::string_view row_kind,
+                                          const NonFinite& at) {
+  std::ostringstream msg;
+  msg << what << ": value at " << row_kind << ' ' << at.row << ", column " << at.col << " is "
+      << at.value << " (not finite)";
+  throw ValueError(msg.str(), at.value);
+}
+
+}  // namespace detail
+
+/// Throws ValueError if `m` holds a NaN or an infinity, naming `what`, the row and the column of
+/// the first one (row-major order); value() is the offending value. `m` is only read.
+///
+/// Example: `ember::check_finite(grad_hidden, "grad_hidden")` throws
+/// `grad_hidden: value at row 3, column 7 is nan (not finite)`.
+/// Complexity: O(rows·cols).
+template <class Derived>
+void check_finite(const Eigen::DenseBase<Derived>& m, std::string_view what) {
+  if (const auto at = find_non_finite(m)) detail::throw_non_finite(what, "row", *at);
+}
+
+/// Throws ValueError if a stored row of the sparse gradient `grad` holds a NaN or an infinity;
+/// the message names `what`, the *table* row id (not the slot) and the column.
+/// Complexity: O(k·d) for k stored rows.
+template <class T>
+void check_finite(const SparseRowGrad<T>& grad, std::string_view what) {
+  if (auto at = find_non_finite(grad.values())) {
+    at->row = static_cast<Index>(grad.rows()[static_cast<std::size_t>(at->row)]);
+    detail::throw_non_finite(what, "table row", *at);
+  }
+}
+
+/// True when every stored value of `grad` is finite. Complexity: O(k·d).
+template <class T>
+[[nodiscard]] bool all_finite(const SparseRowGrad<T>& grad) {
+  return !find_non_finite(grad.values()).has_value();
+}
+
+}  // namespace ember
