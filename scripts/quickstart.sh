@@ -4,19 +4,9 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-required_pkgs=(cmake g++ make libeigen3-dev catch2 libbenchmark-dev)
-missing=()
-for pkg in "${required_pkgs[@]}"; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
-  if [[ $(id -u) -eq 0 ]]; then
-    echo "Installing missing packages: ${missing[*]}"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
-  else
-    echo "warning: missing Debian packages (not root, not installing): ${missing[*]}" >&2
-  fi
-fi
+# shellcheck source=lib/ensure_packages.sh
+source scripts/lib/ensure_packages.sh
+ensure_packages cmake g++ make libeigen3-dev
 
 cmake -S . -B build/quickstart \
   -DCMAKE_BUILD_TYPE=Release \
