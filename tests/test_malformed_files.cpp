@@ -215,6 +215,11 @@ TEST_CASE("safetensors: truncations, offsets, shapes and dtypes are rejected wit
                  {"exceeds the limit of 100000000 bytes", 0}, open_st);
   check_rejected(dir, "not_json.st", safetensors("{\"a\":", {}), {"header is not valid JSON"},
                  open_st);
+  // A number beyond double's range: nlohmann throws out_of_range, not parse_error (fuzz find).
+  check_rejected(
+      dir, "number_overflow.st",
+      safetensors(R"({"a":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})", Bytes(4, 0)),
+      {"header is not valid JSON: [json.exception.out_of_range.406] number overflow", 8}, open_st);
   check_rejected(dir, "not_brace.st", safetensors("[1,2]", {}), {"does not start with '{'", 8},
                  open_st);
 
