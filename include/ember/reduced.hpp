@@ -94,7 +94,7 @@ class ReducedEmbedding : public detail::DecodedTableOps<ReducedEmbedding<S>> {
     constexpr const char* where = "ReducedEmbedding::from_float";
     detail::check_positive_size(where, "vocab_size (table rows)", table.rows());
     detail::check_positive_size(where, "d_model (table columns)", table.cols());
-    const double limit = static_cast<double>(std::numeric_limits<S>::max());
+    const auto limit = static_cast<double>(std::numeric_limits<S>::max());
     for (Index r = 0; r < table.rows(); ++r) {
       for (Index c = 0; c < table.cols(); ++c) {
         const auto x = static_cast<double>(table(r, c));
