@@ -19,17 +19,10 @@ using ember_test::present_rows;
 using ember_test::random_matrix;
 using ember_test::require_close;
 using ember_test::same_bits;
+using ember_test::sparse_grad;
 using ember_test::tol;
 
 namespace {
-
-template <class T>
-ember::SparseRowGrad<T> sparse_grad(Index V, Index d, const std::vector<TokenId>& ids,
-                                    std::uint64_t seed) {
-  ember::SparseRowGrad<T> g(V, d);
-  g.accumulate(ids, random_matrix<T>(static_cast<Index>(ids.size()), d, seed), T(1), V);
-  return g;
-}
 
 // Batches of ids; row 0 and row 1 appear in every batch, rows 7..9 never.
 std::vector<std::vector<TokenId>> batches() {

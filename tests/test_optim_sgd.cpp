@@ -18,16 +18,10 @@ using ember_test::present_rows;
 using ember_test::random_matrix;
 using ember_test::require_close;
 using ember_test::same_bits;
+using ember_test::sparse_grad;
 using ember_test::tol;
 
 namespace {
-template <class T>
-ember::SparseRowGrad<T> sparse_grad(Index V, Index d, const std::vector<TokenId>& ids,
-                                    std::uint64_t seed) {
-  ember::SparseRowGrad<T> g(V, d);
-  g.accumulate(ids, random_matrix<T>(static_cast<Index>(ids.size()), d, seed), T(1), V);
-  return g;
-}
 const std::vector<std::vector<TokenId>> kBatches = {{0, 1, 3, 3}, {1, 0, 5}, {2, 0, 1, 4, 4},
                                                     {0, 6, 1},    {1, 0},    {0, 1, 2, 3, 5, 6}};
 }  // namespace

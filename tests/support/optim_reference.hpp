@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include <ember/sparse_grad.hpp>
 #include <ember/types.hpp>
 
 namespace ember_test {
@@ -131,6 +132,15 @@ RowMatrix<T> random_matrix(Index rows, Index cols, std::uint64_t seed) {
     }
   }
   return m;
+}
+
+/// A SparseRowGrad of a V x d table holding random gradient rows for `ids` (scale 1).
+template <class T>
+ember::SparseRowGrad<T> sparse_grad(Index V, Index d, const std::vector<ember::TokenId>& ids,
+                                    std::uint64_t seed) {
+  ember::SparseRowGrad<T> g(V, d);
+  g.accumulate(ids, random_matrix<T>(static_cast<Index>(ids.size()), d, seed), T(1), V);
+  return g;
 }
 
 }  // namespace ember_test
