@@ -20,6 +20,7 @@
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 #include "support/gradcheck.hpp"
+#include "support/matrix_compare.hpp"
 #include "support/reference.hpp"
 
 using ember::Index;
@@ -38,12 +39,6 @@ RowMatrix<double> seed_table() {
       0.03, -0.02, 0.04, 0.02,   //
       -0.01, 0.03, 0.01, -0.04;
   return w;
-}
-
-template <class T>
-bool all_equal_to(const RowMatrix<T>& m, T value) {
-  // Untouched-buffer check: the sentinel was stored, never computed, so == is the point.
-  return (m.array() == value).all();
 }
 
 }  // namespace
@@ -423,7 +418,7 @@ TEST_CASE("forward rejects an out-of-range id with IndexError naming position, v
     CHECK_THROWS_WITH(emb.forward(ids, out), Catch::Contains(position_text) &&
                                                  Catch::Contains(value_text) &&
                                                  Catch::Contains("[0, 5)"));
-    CHECK(all_equal_to(out, 7.0));
+    CHECK(ember_test::all_equal_to(out, 7.0));
   }
   CHECK(test::same_bits(emb.weight(), table));
 }
@@ -443,7 +438,7 @@ TEST_CASE("forward rejects out-of-range int32 and unsigned ids the same way",
   CHECK_THAT(std::string(err->what()), Catch::Contains("position 3") &&
                                            Catch::Contains(std::to_string(bad)) &&
                                            Catch::Contains("[0, 5)"));
-  CHECK(all_equal_to(out, 7.0f));
+  CHECK(ember_test::all_equal_to(out, 7.0f));
   CHECK_THROWS_AS(emb.forward(ids), ember::IndexError);
 
   const std::vector<std::uint32_t> uids{0, 1, 2, 4294967295u};
@@ -508,7 +503,7 @@ TEST_CASE("forward into an out of the wrong shape throws ShapeError naming out a
     CHECK(err->expected() == 3);
     CHECK(err->actual() == 2);
     CHECK_THAT(std::string(err->what()), Catch::Contains("out has 2 rows") && Catch::Contains("3"));
-    CHECK(all_equal_to(out, 7.0f));
+    CHECK(ember_test::all_equal_to(out, 7.0f));
   }
   SECTION("too many columns") {
     RowMatrix<float> out = RowMatrix<float>::Constant(3, 5, 7.0f);
@@ -521,13 +516,13 @@ TEST_CASE("forward into an out of the wrong shape throws ShapeError naming out a
     CHECK(err->actual() == 5);
     CHECK_THAT(std::string(err->what()),
                Catch::Contains("out has 5 columns") && Catch::Contains("d_model = 4"));
-    CHECK(all_equal_to(out, 7.0f));
+    CHECK(ember_test::all_equal_to(out, 7.0f));
   }
   SECTION("wrong shape and a bad id: nothing written either way") {
     RowMatrix<float> out = RowMatrix<float>::Constant(4, 4, 7.0f);
     const std::vector<std::int32_t> bad_ids{0, 9, 1};
     CHECK_THROWS_AS(emb.forward(bad_ids, out), ember::Error);
-    CHECK(all_equal_to(out, 7.0f));
+    CHECK(ember_test::all_equal_to(out, 7.0f));
   }
   CHECK(test::same_bits(emb.weight(), table));
 }

@@ -33,8 +33,8 @@ double sample_mean(const ember::RowMatrix<T>& m) {
   return m.template cast<double>().mean();
 }
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaNd = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInfd = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
@@ -202,21 +202,21 @@ TEMPLATE_TEST_CASE("invalid Init parameters throw ValueError and leave the table
 
   const ember::Init bad[] = {
       ember::Init::normal(-1.0),
-      ember::Init::normal(kNaN),
-      ember::Init::normal(kInf),
+      ember::Init::normal(kNaNd),
+      ember::Init::normal(kInfd),
       ember::Init::truncated_normal(0.0),
       ember::Init::truncated_normal(-0.02),
-      ember::Init::truncated_normal(kNaN),
+      ember::Init::truncated_normal(kNaNd),
       ember::Init::truncated_normal(0.02, 0.0),
       ember::Init::truncated_normal(0.02, -1.0),
-      ember::Init::truncated_normal(0.02, kNaN),
+      ember::Init::truncated_normal(0.02, kNaNd),
       ember::Init::xavier_uniform(0.0),
       ember::Init::xavier_uniform(-1.0),
-      ember::Init::xavier_uniform(kNaN),
+      ember::Init::xavier_uniform(kNaNd),
       ember::Init::uniform(1.0, 1.0),
       ember::Init::uniform(2.0, 1.0),
-      ember::Init::uniform(kNaN, 1.0),
-      ember::Init::uniform(0.0, kInf),
+      ember::Init::uniform(kNaNd, 1.0),
+      ember::Init::uniform(0.0, kInfd),
   };
   for (std::size_t k = 0; k < std::size(bad); ++k) {
     CAPTURE(k);

@@ -20,6 +20,7 @@
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 #include "support/gradcheck.hpp"
+#include "support/matrix_compare.hpp"
 #include "support/reference.hpp"
 
 using ember::Index;
@@ -28,12 +29,6 @@ using ember::TokenId;
 namespace test = ember::test;
 
 namespace {
-
-template <class T>
-bool all_equal_to(const RowMatrix<T>& m, T value) {
-  return (m.array() == value)
-      .all();  // untouched-buffer check: the sentinel is stored, not computed
-}
 
 // The fused kernel computes w*s + p in one expression; the unfused path stores w*s, then adds p.
 // Under ISO C++ modes GCC and Clang round the product before the sum in both, so the results are
@@ -158,7 +153,7 @@ TEMPLATE_TEST_CASE(
     CHECK(test::same_bits(big.block(3, 2, n, d), expected));
     RowMatrix<T> outside = big;
     outside.block(3, 2, n, d).setConstant(T(7));
-    CHECK(all_equal_to(outside, T(7)));
+    CHECK(ember_test::all_equal_to(outside, T(7)));
   }
   SECTION("positions and ids from views of larger buffers") {
     RowMatrix<T> big_pe = RowMatrix<T>::Constant(20, 11, T(-3));
@@ -250,12 +245,12 @@ TEST_CASE("embed_with_positions rejects an out-of-range id with IndexError and w
   CHECK_THROWS_AS(ember::embed_with_positions(emb, pe, ids, out, 3), ember::Error);
   CHECK_THROWS_AS(ember::embed_with_positions(emb, pe.table(), ids, out, 3), ember::IndexError);
   CHECK_THROWS_AS((void)ember::embed_with_positions(emb, pe, ids, 3), ember::IndexError);
-  CHECK(all_equal_to(out, 7.0));
+  CHECK(ember_test::all_equal_to(out, 7.0));
   CHECK(test::same_bits(emb.weight(), table));
 
   const std::vector<std::int32_t> ids32{0, 1, 2, bad < 0 ? -1 : 5, 4, 0};
   CHECK_THROWS_AS(ember::embed_with_positions(emb, pe, ids32, out, 3), ember::IndexError);
-  CHECK(all_equal_to(out, 7.0));
+  CHECK(ember_test::all_equal_to(out, 7.0));
 }
 
 TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the right exception",
@@ -297,7 +292,7 @@ TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the 
     RowMatrix<float> long_out = RowMatrix<float>::Constant(9, 4, 7.0f);
     const std::vector<TokenId> nine(9, 1);
     CHECK_THROWS_AS(ember::embed_with_positions(emb, pe, nine, long_out, 9), ember::IndexError);
-    CHECK(all_equal_to(long_out, 7.0f));
+    CHECK(ember_test::all_equal_to(long_out, 7.0f));
     // The largest offset that fits is fine.
     REQUIRE_NOTHROW(ember::embed_with_positions(emb, pe, ids, out, 3, 5));
     out.setConstant(7.0f);
@@ -322,7 +317,7 @@ TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the 
     CHECK(err->expected() == 6);
     CHECK(err->actual() == 5);
     CHECK_THAT(std::string(err->what()), Catch::Contains("out has 5 rows") && Catch::Contains("6"));
-    CHECK(all_equal_to(short_out, 7.0f));
+    CHECK(ember_test::all_equal_to(short_out, 7.0f));
   }
   SECTION("out with the wrong number of columns") {
     RowMatrix<float> wide_out = RowMatrix<float>::Constant(6, 5, 7.0f);
@@ -334,7 +329,7 @@ TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the 
     CHECK(err->actual() == 5);
     CHECK_THAT(std::string(err->what()),
                Catch::Contains("out has 5 columns") && Catch::Contains("d_model = 4"));
-    CHECK(all_equal_to(wide_out, 7.0f));
+    CHECK(ember_test::all_equal_to(wide_out, 7.0f));
   }
   SECTION("a position table of the wrong width") {
     const RowMatrix<float> narrow = RowMatrix<float>::Zero(8, 3);
@@ -348,6 +343,6 @@ TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the 
     const ember::SinusoidalEncoding<float> pe6(8, 6);
     CHECK_THROWS_AS(ember::embed_with_positions(emb, pe6, ids, out, 3), ember::ShapeError);
   }
-  CHECK(all_equal_to(out, 7.0f));
+  CHECK(ember_test::all_equal_to(out, 7.0f));
   CHECK(test::same_bits(emb.weight(), table));
 }

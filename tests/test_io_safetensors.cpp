@@ -31,12 +31,6 @@ std::vector<unsigned char> st_bytes(const std::string& header,
   return b;
 }
 
-std::vector<unsigned char> floats(std::initializer_list<float> v) {
-  std::vector<unsigned char> b;
-  for (float f : v) ember_test::append_le(b, f);
-  return b;
-}
-
 void check_st_error(const std::string& path, const std::string& fragment, std::uint64_t offset) {
   try {
     SafetensorsFile f(path);
@@ -61,7 +55,7 @@ TEST_CASE("SafetensorsWriter writes the spec's exact bytes", "[io][safetensors]"
   const std::string header = R"({"a":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]}})";
   REQUIRE(header.size() == 56);
   CHECK(ember_test::read_bytes(dir.file("a.safetensors")) ==
-        st_bytes(header, floats({1.0f, 2.0f})));
+        st_bytes(header, ember_test::float_bytes({1.0f, 2.0f})));
 
   // Two tensors (sorted by name), metadata first, F16 and BF16 encodings.
   RowMatrix<double> b(2, 1);
@@ -151,7 +145,8 @@ TEST_CASE("SafetensorsFile::map is zero-copy when F32 and aligned, a copy otherw
   // Header of length 61 (not padded): the data starts at byte 69, unaligned for float.
   std::string header = R"({"w":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]}})";
   header.append(61 - header.size(), ' ');
-  ember_test::write_bytes(dir.file("u.safetensors"), st_bytes(header, floats({0.5f, -4.0f})));
+  ember_test::write_bytes(dir.file("u.safetensors"),
+                          st_bytes(header, ember_test::float_bytes({0.5f, -4.0f})));
   SafetensorsFile u(dir.file("u.safetensors"));
   REQUIRE(u.data_offset() == 69);
   const auto copy = u.map<float>("w");
@@ -173,7 +168,7 @@ TEST_CASE("SafetensorsFile enforces the spec's validation", "[io][safetensors]")
     return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape +
            ",\"data_offsets\":[" + std::to_string(b) + "," + std::to_string(e) + "]}";
   };
-  const auto d8 = floats({1, 2});
+  const auto d8 = ember_test::float_bytes({1, 2});
   check_st_error(write({}), "empty file", 0);
   check_st_error(write({1, 0, 0}), "truncated", 3);
   {
@@ -219,8 +214,8 @@ TEST_CASE("SafetensorsFile enforces the spec's validation", "[io][safetensors]")
   const std::string hdr_i32 = "{" + tensor("a", "I32", "[1,2]", 0, 8) + "}";
   check_st_error(write(st_bytes(hdr_i32, d8)), "dtype I32", 8 + hdr_i32.size());
   const std::string hdr_nan = "{" + tensor("a", "F32", "[1,2]", 0, 8) + "}";
-  const auto nan_path =
-      write(st_bytes(hdr_nan, floats({1, std::numeric_limits<float>::infinity()})));
+  const auto nan_path = write(
+      st_bytes(hdr_nan, ember_test::float_bytes({1, std::numeric_limits<float>::infinity()})));
   check_st_error(nan_path, "non-finite value at row 0, column 1", 8 + hdr_nan.size() + 4);
   ember::io::SafetensorsLoadOptions allow;
   allow.allow_non_finite = true;

@@ -38,8 +38,8 @@ using ember_test::ScratchDir;
 
 namespace {
 
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
-const float kInf = std::numeric_limits<float>::infinity();
+const float kNaNf = std::numeric_limits<float>::quiet_NaN();
+const float kInff = std::numeric_limits<float>::infinity();
 
 /// A .npy file: magic + version, header length, header text padded to `pad_to`, data.
 Bytes npy(const std::string& dict, const Bytes& data, int version = 1) {
@@ -58,12 +58,6 @@ Bytes npy(const std::string& dict, const Bytes& data, int version = 1) {
   return out;
 }
 
-Bytes floats(std::initializer_list<float> v) {
-  Bytes out;
-  for (float f : v) ember_test::append(out, le_bytes(f));
-  return out;
-}
-
 const std::string kDict23 = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
 
 auto load_npy_f = [](const std::string& p) { (void)ember::io::load_npy<float>(p); };
@@ -78,7 +72,7 @@ auto load_vocab = [](const std::string& p) { (void)ember::io::load_vocabulary(p)
 TEST_CASE("npy: every truncation, section boundary and header field is rejected with its offset",
           "[reliability][io][npy]") {
   ScratchDir dir;
-  const Bytes data = floats({1, 2, 3, 4, 5, 6});
+  const Bytes data = ember_test::float_bytes({1, 2, 3, 4, 5, 6});
   const Bytes good = npy(kDict23, data);
   constexpr std::uint64_t kData = 128;  // numpy pads the header so the data starts at 128
   REQUIRE(good.size() == kData + 24);
@@ -157,9 +151,9 @@ TEST_CASE("npy: every truncation, section boundary and header field is rejected 
                  {"expected a 2-D array, got shape (1, 2, 3)", 10}, load_npy_f);
 
   // NaN and Inf: the offset is the value's byte offset.
-  check_rejected(dir, "nan.npy", npy(kDict23, floats({1, 2, 3, 4, kNaN, 6})),
+  check_rejected(dir, "nan.npy", npy(kDict23, ember_test::float_bytes({1, 2, 3, 4, kNaNf, 6})),
                  {"non-finite value at row 1, column 1", kData + 16}, load_npy_f);
-  check_rejected(dir, "inf.npy", npy(kDict23, floats({-kInf, 2, 3, 4, 5, 6})),
+  check_rejected(dir, "inf.npy", npy(kDict23, ember_test::float_bytes({-kInff, 2, 3, 4, 5, 6})),
                  {"non-finite value at row 0, column 0", kData}, map_npy_d);
 }
 
@@ -183,7 +177,7 @@ TEST_CASE("safetensors: truncations, offsets, shapes and dtypes are rejected wit
   ScratchDir dir;
   const std::string h = R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
                         R"("b":{"dtype":"F32","shape":[1,2],"data_offsets":[24,32]}})";
-  const Bytes data = floats({1, 2, 3, 4, 5, 6, 7, 8});
+  const Bytes data = ember_test::float_bytes({1, 2, 3, 4, 5, 6, 7, 8});
   const Bytes good = safetensors(h, data);
   ember_test::write_bytes(dir.file("good.safetensors"), good);
   REQUIRE_NOTHROW(open_st(dir.file("good.safetensors")));
@@ -270,9 +264,9 @@ TEST_CASE("safetensors: truncations, offsets, shapes and dtypes are rejected wit
                              Bytes(4, 0)),
                  {"header is not valid JSON"}, open_st);
   const std::string f32 = R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})";
-  check_rejected(dir, "nan.st", safetensors(f32, floats({1, 2, 3, kNaN, 5, 6})),
+  check_rejected(dir, "nan.st", safetensors(f32, ember_test::float_bytes({1, 2, 3, kNaNf, 5, 6})),
                  {"tensor 'a': non-finite value at row 1, column 0", 8 + f32.size() + 12}, open_st);
-  check_rejected(dir, "inf.st", safetensors(f32, floats({1, 2, 3, 4, 5, kInf})),
+  check_rejected(dir, "inf.st", safetensors(f32, ember_test::float_bytes({1, 2, 3, 4, 5, kInff})),
                  {"non-finite value at row 1, column 2", 8 + f32.size() + 20}, open_st);
 }
 #endif
@@ -281,7 +275,7 @@ TEST_CASE("word2vec binary: truncations, sizes, words and values are rejected wi
           "[reliability][io][word2vec]") {
   ScratchDir dir;
   auto record = [](const std::string& w, std::initializer_list<float> v) {
-    return cat({bytes_of(w + " "), floats(v)});
+    return cat({bytes_of(w + " "), ember_test::float_bytes(v)});
   };
   const Bytes good = cat({bytes_of("2 3\n"), record("cat", {1, 2, 3}), record("dog", {4, 5, 6})});
   ember_test::write_bytes(dir.file("good.bin"), good);
@@ -317,11 +311,11 @@ TEST_CASE("word2vec binary: truncations, sizes, words and values are rejected wi
                  {"record 1: duplicate word 'cat'", 20}, load_w2v_bin);
   // NaN and Inf: the offset is the value's.
   check_rejected(dir, "nan.bin",
-                 cat({bytes_of("2 3\n"), record("cat", {1, 2, 3}), record("dog", {4, kNaN, 6})}),
+                 cat({bytes_of("2 3\n"), record("cat", {1, 2, 3}), record("dog", {4, kNaNf, 6})}),
                  {"record 1: non-finite value at column 1 of word 'dog'", 20 + 4 + 4},
                  load_w2v_bin);
   check_rejected(dir, "inf.bin",
-                 cat({bytes_of("2 3\n"), record("cat", {kInf, 2, 3}), record("dog", {4, 5, 6})}),
+                 cat({bytes_of("2 3\n"), record("cat", {kInff, 2, 3}), record("dog", {4, 5, 6})}),
                  {"record 0: non-finite value at column 0", 8}, load_w2v_bin);
 }
 

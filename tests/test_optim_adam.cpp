@@ -16,11 +16,11 @@ using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
 using ember_test::present_rows;
-using ember_test::random_matrix;
 using ember_test::require_close;
 using ember_test::same_bits;
 using ember_test::sparse_grad;
 using ember_test::tol;
+using ember_test::xorshift_matrix;
 
 namespace {
 
@@ -89,7 +89,7 @@ TEMPLATE_TEST_CASE("a dense Adam step equals the rule applied to every row", "[a
   ember_test::RefAdam<T> ref{.lr = 0.02, .weight_decay = 0.1};
   const std::vector<bool> all(static_cast<std::size_t>(V), true);
   for (std::uint64_t s = 0; s < 4; ++s) {
-    const RowMatrix<T> g = random_matrix<T>(V, d, s + 50);
+    const RowMatrix<T> g = xorshift_matrix<T>(V, d, s + 50);
     opt.step(emb, g);
     ref.step(ref_w, g, all);
   }
@@ -105,7 +105,7 @@ TEST_CASE("Adam's sparse + dense step equals the step on the combined dense grad
   ember::optim::Adam<float> opt_b({.lr = 0.03});
   for (std::uint64_t s = 0; s < 3; ++s) {
     const auto sparse = sparse_grad<float>(V, d, {1, 4, 4, 6}, s + 1);
-    const RowMatrix<float> dense = random_matrix<float>(V, d, s + 20);
+    const RowMatrix<float> dense = xorshift_matrix<float>(V, d, s + 20);
     opt_a.step(a, sparse, dense);
     RowMatrix<float> combined = dense;
     sparse.add_to(combined);
@@ -181,15 +181,15 @@ TEST_CASE("Adam never moves the padding row and rejects a frozen table", "[adam]
   for (std::uint64_t s = 0; s < 50; ++s) {
     // Sparse gradient built by hand with an entry for the padding row, plus a dense part.
     ember::SparseRowGrad<float> g(V, d);
-    g.accumulate(std::vector<TokenId>{2, 3}, random_matrix<float>(2, d, s), 1.0f, V);
-    opt.step(emb, g, random_matrix<float>(V, d, s + 1000));
+    g.accumulate(std::vector<TokenId>{2, 3}, xorshift_matrix<float>(2, d, s), 1.0f, V);
+    opt.step(emb, g, xorshift_matrix<float>(V, d, s + 1000));
   }
   CHECK((emb.weight().row(2).array() == 0.25f).all());
 
   emb.freeze();
   const RowMatrix<float> before = emb.weight();
   ember::SparseRowGrad<float> g(V, d);
-  g.accumulate(std::vector<TokenId>{1}, random_matrix<float>(1, d, 1), 1.0f, V);
+  g.accumulate(std::vector<TokenId>{1}, xorshift_matrix<float>(1, d, 1), 1.0f, V);
   REQUIRE_THROWS_AS(opt.step(emb, g), ember::StateError);
   REQUIRE_THROWS_WITH(opt.step(emb, g), Catch::Contains("Adam::step") && Catch::Contains("frozen"));
   CHECK(same_bits(emb.weight(), before));

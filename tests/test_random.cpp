@@ -149,7 +149,8 @@ TEST_CASE("the same seed gives the same stream and different seeds differ", "[ra
   for (int i = 0; i < 10; ++i) REQUIRE(copy.next_u64() == zero.next_u64());
 }
 
-TEST_CASE("uniform() lies in 0 to 1 and uniform(a, b) in a to b, upper bound excluded", "[random]") {
+TEST_CASE("uniform() lies in 0 to 1 and uniform(a, b) in a to b, upper bound excluded",
+          "[random]") {
   ember::Random rng(5);
   double lo = 1.0;
   double hi = 0.0;

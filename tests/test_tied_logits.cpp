@@ -16,6 +16,7 @@
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 #include "support/gradcheck.hpp"
+#include "support/matrix_compare.hpp"
 #include "support/reference.hpp"
 
 using ember::Index;
@@ -24,12 +25,6 @@ using ember::TokenId;
 namespace test = ember::test;
 
 namespace {
-
-template <class T>
-bool all_equal_to(const RowMatrix<T>& m, T value) {
-  return (m.array() == value)
-      .all();  // untouched-buffer check: the sentinel is stored, not computed
-}
 
 // Dot products of length d in a different order than the reference: allow d roundings.
 template <class T>
@@ -80,7 +75,7 @@ TEMPLATE_TEST_CASE("logits equal the triple-loop reference", "[tied_logits]", fl
     test::check_close(big_out.block(3, 6, 7, 23), expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
     RowMatrix<T> outside = big_out;
     outside.block(3, 6, 7, 23).setConstant(T(7));
-    CHECK(all_equal_to(outside, T(7)));
+    CHECK(ember_test::all_equal_to(outside, T(7)));
   }
 }
 
@@ -311,14 +306,14 @@ TEST_CASE("logits reject a hidden with the wrong width or an out of the wrong sh
     CHECK(err->actual() == 5);
     RowMatrix<float> out = RowMatrix<float>::Constant(3, 6, 7.0f);
     CHECK_THROWS_AS(emb.logits(wide, out), ember::ShapeError);
-    CHECK(all_equal_to(out, 7.0f));
+    CHECK(ember_test::all_equal_to(out, 7.0f));
   }
   SECTION("out has the wrong number of rows") {
     RowMatrix<float> out = RowMatrix<float>::Constant(4, 6, 7.0f);
     CHECK_THROWS_AS(emb.logits(hidden, out), ember::ShapeError);
     CHECK_THROWS_WITH(ember::logits(table, hidden, out),
                       Catch::Contains("out has 4 rows") && Catch::Contains("3"));
-    CHECK(all_equal_to(out, 7.0f));
+    CHECK(ember_test::all_equal_to(out, 7.0f));
   }
   SECTION("out has the wrong number of columns") {
     RowMatrix<float> out = RowMatrix<float>::Constant(3, 5, 7.0f);
@@ -329,7 +324,7 @@ TEST_CASE("logits reject a hidden with the wrong width or an out of the wrong sh
     CHECK(err->dimension() == 1);
     CHECK(err->expected() == 6);
     CHECK(err->actual() == 5);
-    CHECK(all_equal_to(out, 7.0f));
+    CHECK(ember_test::all_equal_to(out, 7.0f));
   }
   CHECK(test::same_bits(emb.weight(), table));
 }
@@ -378,12 +373,12 @@ TEST_CASE("logits_backward rejects each argument of the wrong shape and writes n
   CHECK_THAT(std::string(err->what()), Catch::Contains(c.text) &&
                                            Catch::Contains(std::to_string(c.expected)) &&
                                            Catch::Contains("ember::logits_backward"));
-  CHECK(all_equal_to(grad_hidden, 7.0));
-  CHECK(all_equal_to(grad_weight, 7.0));
+  CHECK(ember_test::all_equal_to(grad_hidden, 7.0));
+  CHECK(ember_test::all_equal_to(grad_weight, 7.0));
 
   const ember::Embedding<double> emb(table);
   CHECK_THROWS_AS(emb.logits_backward(hidden, grad_logits, grad_hidden, grad_weight),
                   ember::ShapeError);
-  CHECK(all_equal_to(grad_hidden, 7.0));
-  CHECK(all_equal_to(grad_weight, 7.0));
+  CHECK(ember_test::all_equal_to(grad_hidden, 7.0));
+  CHECK(ember_test::all_equal_to(grad_weight, 7.0));
 }

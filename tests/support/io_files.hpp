@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <random>
 #include <string>
@@ -64,6 +65,13 @@ void append_le(std::vector<unsigned char>& v, V value) {
   unsigned char b[sizeof(V)];
   std::memcpy(b, &value, sizeof(V));
   v.insert(v.end(), b, b + sizeof(V));
+}
+
+/// The little-endian bytes of the floats in v (the host is little-endian, as append_le assumes).
+inline std::vector<unsigned char> float_bytes(std::initializer_list<float> v) {
+  std::vector<unsigned char> b;
+  for (float f : v) append_le(b, f);
+  return b;
 }
 
 inline std::string data_file(const std::string& name) {

@@ -27,6 +27,13 @@ void require_close(const A& a, const B& b, double tolerance) {
   REQUIRE(diff <= tolerance * scale);
 }
 
+/// True when every element of m equals value: the untouched-buffer check (the sentinel was stored,
+/// never computed, so == is the point).
+template <class T>
+bool all_equal_to(const ember::RowMatrix<T>& m, T value) {
+  return (m.array() == value).all();
+}
+
 // Bitwise equality of two matrices.
 template <class A, class B>
 bool same_bits(const A& a, const B& b) {

@@ -120,7 +120,7 @@ inline std::vector<bool> present_rows(Index vocab, const std::vector<ember::Toke
 
 // A deterministic pseudo-random matrix in [-1, 1).
 template <class T>
-RowMatrix<T> random_matrix(Index rows, Index cols, std::uint64_t seed) {
+RowMatrix<T> xorshift_matrix(Index rows, Index cols, std::uint64_t seed) {
   RowMatrix<T> m(rows, cols);
   std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
   for (Index r = 0; r < rows; ++r) {
@@ -139,7 +139,7 @@ template <class T>
 ember::SparseRowGrad<T> sparse_grad(Index V, Index d, const std::vector<ember::TokenId>& ids,
                                     std::uint64_t seed) {
   ember::SparseRowGrad<T> g(V, d);
-  g.accumulate(ids, random_matrix<T>(static_cast<Index>(ids.size()), d, seed), T(1), V);
+  g.accumulate(ids, xorshift_matrix<T>(static_cast<Index>(ids.size()), d, seed), T(1), V);
   return g;
 }
 
