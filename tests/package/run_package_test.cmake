@@ -60,6 +60,6 @@ else()
 endif()
 
 run_step(configure "${CMAKE_COMMAND}" ${configure_args})
-run_step(build "${CMAKE_COMMAND}" --build "${consumer_build}" --config "${CONFIG}")
+run_step(build "${CMAKE_COMMAND}" --build "${consumer_build}" --config "${CONFIG}" --parallel 2)
 run_step(run "${consumer_build}/bin/consumer")
 message(STATUS "[package.${MODE}] OK")
