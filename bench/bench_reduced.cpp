@@ -4,10 +4,12 @@
 // format's rows/s relative to float measured in this run, against the targets
 // (half >= 1.6x, int8 >= 2.5x on tables larger than the last-level cache).
 //
-// Run: build/release/bench/bench_reduced [--benchmark_filter=...]
+// Run (one line): GLIBC_TUNABLES=glibc.malloc.hugetlb=1 build/release/bench/bench_reduced
+//        --benchmark_repetitions=5 --benchmark_report_aggregates_only [--benchmark_filter=...]
 // SPDX-License-Identifier: MIT
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -91,7 +93,15 @@ void set_counters(benchmark::State& state, Index row_bytes) {
   state.counters["row_bytes"] = static_cast<double>(row_bytes);
 }
 
-enum Format { kF32, kF32Prefetch, kF16, kBF16, kInt8 };
+enum Format { kF32, kF32Prefetch, kF16, kBF16, kInt8, kInt8Plain };
+
+/// The int8 rows decoded by the plain loop (what the compiler makes of it) instead of the AVX2
+/// path: the decode's share of int8 lookup time, measured in the same run.
+struct Int8PlainRows : ember::detail::Int8Rows {
+  EMBER_DETAIL_ALWAYS_INLINE void decode_scaled(Index r, float s, float* dst) const {
+    decode_scaled_reference(r, s, dst);
+  }
+};
 
 template <Format F>
 void BM_Lookup(benchmark::State& state) {
@@ -116,12 +126,17 @@ void BM_Lookup(benchmark::State& state) {
     if constexpr (F == kF16) t.f16->forward(ids, out);
     if constexpr (F == kBF16) t.bf16->forward(ids, out);
     if constexpr (F == kInt8) t.int8->forward(ids, out);
+    if constexpr (F == kInt8Plain) {
+      ember::detail::gather_decode<float>(
+          Int8PlainRows{t.int8->rows()}, std::span<const TokenId>(ids), t.int8->scale(),
+          {nullptr, 0, 0, 0}, 0, 0, ember::detail::mutable_table(out));
+    }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const Index row_bytes = F == kF32 || F == kF32Prefetch ? dim * 4
-                          : F == kInt8                   ? t.int8->row_bytes()
-                                                         : dim * 2;
+  const Index row_bytes = F == kF32 || F == kF32Prefetch  ? dim * 4
+                          : F == kInt8 || F == kInt8Plain ? t.int8->row_bytes()
+                                                          : dim * 2;
   set_counters(state, row_bytes);
 }
 
@@ -146,41 +161,66 @@ void register_all() {
     benchmark::RegisterBenchmark(("BM_Lookup<int8>" + suffix).c_str(), BM_Lookup<kInt8>)
         ->Args({v, d})
         ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_Lookup<int8_plain>" + suffix).c_str(), BM_Lookup<kInt8Plain>)
+        ->Args({v, d})
+        ->Unit(benchmark::kMicrosecond);
   }
 }
 
-/// Console output plus a record of rows/s per (format, shape) for the closing ratio table.
+/// Console output plus a record of rows/s per (format, shape) for the closing ratio table. With
+/// --benchmark_repetitions the table uses the median of the repetitions (the "median" aggregate,
+/// also when only aggregates are reported; else the median of the reported iterations).
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
-      if (r.run_type != Run::RT_Iteration) continue;
-      const std::string name = r.benchmark_name();
+      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
+      if (r.run_type != Run::RT_Iteration && !median) continue;
+      const std::string name = r.run_name.str();  // without the "_median" suffix
       const auto lt = name.find('<'), gt = name.find('>');
       if (lt == std::string::npos || gt == std::string::npos) continue;
       const auto it = r.counters.find("rows/s");
       if (it == r.counters.end()) continue;
-      rates_[{name.substr(gt + 1), name.substr(lt + 1, gt - lt - 1)}] = it->second.value;
+      Rates& rates = rates_[{name.substr(gt + 1), name.substr(lt + 1, gt - lt - 1)}];
+      if (median) {
+        rates.median = it->second.value;
+      } else {
+        rates.runs.push_back(it->second.value);
+      }
     }
   }
   void print_ratios() const {
     std::printf(
-        "\nrows/s relative to float, same run (targets on tables larger than the LLC: "
-        "half >= 1.6x, int8 >= 2.5x)\n");
-    for (const auto& [key, rate] : rates_) {
+        "\nrows/s relative to float, same run, medians of the repetitions (targets on tables "
+        "larger than the LLC: half >= 1.6x, int8 >= 2.5x)\n");
+    for (const auto& [key, rates] : rates_) {
       if (key.second != "float") continue;
+      const double base = rates.value();
+      if (!(base > 0)) continue;
       std::printf("%-32s", key.first.c_str());
-      for (const char* f : {"float_prefetch", "half", "bfloat16", "int8"}) {
+      for (const char* f : {"float_prefetch", "half", "bfloat16", "int8", "int8_plain"}) {
         const auto it = rates_.find({key.first, f});
-        if (it != rates_.end()) std::printf("  %s %.2fx", f, it->second / rate);
+        if (it != rates_.end()) std::printf("  %s %.2fx", f, it->second.value() / base);
       }
       std::printf("\n");
     }
   }
 
  private:
-  std::map<std::pair<std::string, std::string>, double> rates_;
+  struct Rates {
+    double median = -1;        ///< the "median" aggregate, when reported
+    std::vector<double> runs;  ///< every reported iteration run
+    [[nodiscard]] double value() const {
+      if (median >= 0) return median;
+      if (runs.empty()) return 0;
+      std::vector<double> v = runs;
+      std::sort(v.begin(), v.end());
+      const std::size_t m = v.size() / 2;
+      return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+    }
+  };
+  std::map<std::pair<std::string, std::string>, Rates> rates_;
 };
 
 }  // namespace
