@@ -241,6 +241,7 @@ void register_all() {
           benchmark::DoNotOptimize(&grad);
           benchmark::ClobberMemory();
         }
+        state.counters["distinct_rows"] = static_cast<double>(grad.rows().size());
         set_counters(state, n, shape.d);
       })->Unit(benchmark::kMicrosecond);
       add(bench_name("bag_sum_backward", "floor", shape, dist), [=](benchmark::State& state) {
@@ -260,17 +261,28 @@ void register_all() {
             ember_bench::torch_view(bag.embedding().weight().data(), shape.vocab, shape.d);
         const at::Tensor t_ids = ember_bench::torch_ids(bags->ids);
         const at::Tensor t_off = ember_bench::torch_ids(bags->offsets);
-        // _embedding_bag (not the forward-only variant) records offset2bag and bag_size, which
-        // the backward takes.
-        const auto fwd = at::_embedding_bag(w, t_ids, t_off, false, 0);
+        // The bag of each position and the size of each bag, as the forward records them for
+        // autograd (built here: the forward-only path does not fill them).
+        std::vector<std::int64_t> o2b(static_cast<std::size_t>(n)), sizes;
+        for (Index b = 0; b < kBags; ++b) {
+          const Index begin = bags->offsets[static_cast<std::size_t>(b)];
+          const Index end = b + 1 < kBags ? bags->offsets[static_cast<std::size_t>(b + 1)] : n;
+          for (Index i = begin; i < end; ++i) o2b[static_cast<std::size_t>(i)] = b;
+          sizes.push_back(end - begin);
+        }
+        const at::Tensor t_o2b = at::from_blob(o2b.data(), {n}, at::TensorOptions(at::kLong));
+        const at::Tensor t_sizes =
+            at::from_blob(sizes.data(), {kBags}, at::TensorOptions(at::kLong));
         const at::Tensor g = at::full({kBags, shape.d}, 0.01f);
+        std::int64_t nnz = 0;
         for (auto _ : state) {
-          at::Tensor grad =
-              at::_embedding_bag_sparse_backward(g, t_ids, t_off, std::get<1>(fwd),
-                                                 std::get<2>(fwd), shape.vocab, false, 0, {})
-                  .coalesce();
+          at::Tensor grad = at::_embedding_bag_sparse_backward(g, t_ids, t_off, t_o2b, t_sizes,
+                                                               shape.vocab, false, 0, {})
+                                .coalesce();
+          nnz = grad._nnz();
           benchmark::DoNotOptimize(grad.unsafeGetTensorImpl());
         }
+        state.counters["distinct_rows"] = static_cast<double>(nnz);
         set_counters(state, n, shape.d);
       })->Unit(benchmark::kMicrosecond);
 #endif

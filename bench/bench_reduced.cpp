@@ -93,15 +93,7 @@ void set_counters(benchmark::State& state, Index row_bytes) {
   state.counters["row_bytes"] = static_cast<double>(row_bytes);
 }
 
-enum Format { kF32, kF32Prefetch, kF16, kBF16, kInt8, kInt8Plain };
-
-/// The int8 rows decoded by the plain loop (what the compiler makes of it) instead of the AVX2
-/// path: the decode's share of int8 lookup time, measured in the same run.
-struct Int8PlainRows : ember::detail::Int8Rows {
-  EMBER_DETAIL_ALWAYS_INLINE void decode_scaled(Index r, float s, float* dst) const {
-    decode_scaled_reference(r, s, dst);
-  }
-};
+enum Format { kF32, kF32Prefetch, kF16, kBF16, kInt8 };
 
 template <Format F>
 void BM_Lookup(benchmark::State& state) {
@@ -126,17 +118,12 @@ void BM_Lookup(benchmark::State& state) {
     if constexpr (F == kF16) t.f16->forward(ids, out);
     if constexpr (F == kBF16) t.bf16->forward(ids, out);
     if constexpr (F == kInt8) t.int8->forward(ids, out);
-    if constexpr (F == kInt8Plain) {
-      ember::detail::gather_decode<float>(
-          Int8PlainRows{t.int8->rows()}, std::span<const TokenId>(ids), t.int8->scale(),
-          {nullptr, 0, 0, 0}, 0, 0, ember::detail::mutable_table(out));
-    }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const Index row_bytes = F == kF32 || F == kF32Prefetch  ? dim * 4
-                          : F == kInt8 || F == kInt8Plain ? t.int8->row_bytes()
-                                                          : dim * 2;
+  const Index row_bytes = F == kF32 || F == kF32Prefetch ? dim * 4
+                          : F == kInt8                   ? t.int8->row_bytes()
+                                                         : dim * 2;
   set_counters(state, row_bytes);
 }
 
@@ -159,9 +146,6 @@ void register_all() {
         ->Args({v, d})
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("BM_Lookup<int8>" + suffix).c_str(), BM_Lookup<kInt8>)
-        ->Args({v, d})
-        ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("BM_Lookup<int8_plain>" + suffix).c_str(), BM_Lookup<kInt8Plain>)
         ->Args({v, d})
         ->Unit(benchmark::kMicrosecond);
   }
@@ -199,7 +183,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const double base = rates.value();
       if (!(base > 0)) continue;
       std::printf("%-32s", key.first.c_str());
-      for (const char* f : {"float_prefetch", "half", "bfloat16", "int8", "int8_plain"}) {
+      for (const char* f : {"float_prefetch", "half", "bfloat16", "int8"}) {
         const auto it = rates_.find({key.first, f});
         if (it != rates_.end()) std::printf("  %s %.2fx", f, it->second.value() / base);
       }

@@ -1,7 +1,7 @@
-// Kernel tests built with -march=native (binary ember_native_tests): the SIMD paths of
-// detail/gather_convert.hpp - the AVX2 int8 decode and the F16C half conversion - exist only when
-// the target has those instructions, which the portable ember_tests build does not assume. Each
-// is compared with its plain loop bit for bit.
+// Kernel tests built with -march=native (binary ember_native_tests): the F16C half conversion of
+// detail/gather_convert.hpp exists only when the target has it, which the portable ember_tests
+// build does not assume, and the int8 decode is vectorised (and its multiply-add fused) only
+// there. Both are checked as the benchmarks run them.
 // SPDX-License-Identifier: MIT
 #include <cmath>
 #include <cstring>
@@ -19,11 +19,6 @@ using ember::Index;
 using ember::RowMatrix;
 
 TEST_CASE("this build compiles the SIMD decode paths it claims", "[kernels][native]") {
-#if defined(__AVX2__) && defined(__FMA__)
-  WARN("int8 decode: AVX2 + FMA path");
-#else
-  WARN("int8 decode: plain loop only (no AVX2 + FMA on this target)");
-#endif
 #if defined(__F16C__) && defined(__AVX__)
   WARN("half decode: F16C path");
 #else
@@ -32,8 +27,11 @@ TEST_CASE("this build compiles the SIMD decode paths it claims", "[kernels][nati
   SUCCEED();
 }
 
-TEST_CASE("the int8 decode equals its plain reference bit for bit at every width",
+TEST_CASE("the int8 decode built for this machine stays within float rounding of the layout",
           "[quantized][kernels][native]") {
+  // At -march=native the compiler vectorises the decode loop and fuses its multiply-add; the
+  // values must still be those FBGEMM's layout stands for, to a few ulps of the terms
+  // q · scale · s and bias · s (which may cancel).
   for (const Index d : {1, 7, 8, 9, 15, 16, 17, 24, 31, 64, 100, 128, 131, 768}) {
     RowMatrix<float> t = ember::test::random_table<float>(6, d, static_cast<std::uint64_t>(d));
     t.row(2) *= 1000.0f;
@@ -42,13 +40,9 @@ TEST_CASE("the int8 decode equals its plain reference bit for bit at every width
     const auto rows = q.rows();
     for (const float s : {1.0f, std::sqrt(static_cast<float>(d)), -0.5f}) {
       for (Index r = 0; r < 6; ++r) {
-        std::vector<float> fast(static_cast<std::size_t>(d)), ref(fast.size());
+        std::vector<float> fast(static_cast<std::size_t>(d));
         rows.decode_scaled(r, s, fast.data());
-        rows.decode_scaled_reference(r, s, ref.data());
         INFO("d = " << d << ", row " << r << ", s = " << s);
-        CHECK(std::memcmp(fast.data(), ref.data(), fast.size() * sizeof(float)) == 0);
-        // and within float rounding (a few ulps of the terms q · scale · s and bias · s, which
-        // may cancel) of the value FBGEMM's layout stands for
         const float terms =
             255.0f * std::abs(rows.row_scale(r) * s) + std::abs(rows.row_bias(r) * s);
         for (Index c = 0; c < d; ++c) {
@@ -57,13 +51,17 @@ TEST_CASE("the int8 decode equals its plain reference bit for bit at every width
         }
       }
     }
-    // the whole lookup, through the prefetching gather
+    // the whole lookup, through the prefetching gather, decodes the same way
     const auto ids = ember::test::random_ids<int>(40, 6, 3);
     const RowMatrix<float> x = q.forward(ids);
     for (Index i = 0; i < 40; ++i) {
-      std::vector<float> ref(static_cast<std::size_t>(d));
-      rows.decode_scaled_reference(ids[static_cast<std::size_t>(i)], q.scale(), ref.data());
-      CHECK(std::memcmp(x.row(i).data(), ref.data(), ref.size() * sizeof(float)) == 0);
+      const Index r = ids[static_cast<std::size_t>(i)];
+      const float terms =
+          255.0f * std::abs(rows.row_scale(r) * q.scale()) + std::abs(rows.row_bias(r) * q.scale());
+      for (Index c = 0; c < d; ++c) {
+        const float v = ember::test::fused_value(q.bytes(), d, r, c) * q.scale();
+        CHECK(std::abs(x(i, c) - v) <= 4e-7f * terms + 1e-30f);
+      }
     }
   }
 }

@@ -5,14 +5,13 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <type_traits>
 
 #include <Eigen/Core>
-#if (defined(__F16C__) && defined(__AVX__)) || (defined(__AVX2__) && defined(__FMA__))
+#if defined(__F16C__) && defined(__AVX__)
 #include <immintrin.h>
 #endif
 
@@ -106,55 +105,15 @@ struct Int8Rows {
     std::memcpy(&v, codes(r) + cols_ + static_cast<Index>(sizeof(float)), sizeof v);
     return v;
   }
-  /// dst[c] = (q[c] · scale + bias) · s, folded into one multiply-add per element,
-  /// q · (scale · s) + bias · s. With AVX2 + FMA: 8 codes per step widened with vpmovzxbd, and
-  /// every element (the tail too) is one fused multiply-add, so the result is bit-identical to
-  /// decode_scaled_reference built for the same target.
+  /// dst[c] = (q[c] · scale + bias) · s, folded into one multiply-add per element. The plain
+  /// loop is the kernel: compilers vectorise it (GCC 12 -O3 -march=native widens the codes
+  /// through 16 bits), and an AVX2 path widening 8 codes at a time with vpmovzxbd measured
+  /// slower in bench_reduced (int8 2.34x float instead of 2.60x at 4M x 128), so it was dropped.
   EMBER_DETAIL_ALWAYS_INLINE void decode_scaled(Index r, float s, float* dst) const {
     const std::uint8_t* q = codes(r);
     const float a = row_scale(r) * s;
     const float b = row_bias(r) * s;
-    Index c = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-    // GCC's own vectorisation of the loop below widens through 16 bits with 9 shuffles per 32
-    // codes (port 5 bound); vpmovzxbd from memory widens 8 codes in one.
-    const __m256 va = _mm256_set1_ps(a);
-    const __m256 vb = _mm256_set1_ps(b);
-    for (; c + 16 <= cols_; c += 16) {
-      const __m128i q0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c));
-      const __m128i q1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c + 8));
-      const __m256 f0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q0));
-      const __m256 f1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q1));
-      _mm256_storeu_ps(dst + c, _mm256_fmadd_ps(f0, va, vb));
-      _mm256_storeu_ps(dst + c + 8, _mm256_fmadd_ps(f1, va, vb));
-    }
-    for (; c + 8 <= cols_; c += 8) {
-      const __m128i q0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c));
-      _mm256_storeu_ps(dst + c,
-                       _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q0)), va, vb));
-    }
-#endif
-    decode_tail(q, c, a, b, dst);
-  }
-
-  /// The plain loop decode_scaled is tested against: one multiply-add per element, fused when
-  /// the target has FMA (as the fast path), else a multiply and an add.
-  EMBER_DETAIL_ALWAYS_INLINE void decode_scaled_reference(Index r, float s, float* dst) const {
-    const float a = row_scale(r) * s;
-    const float b = row_bias(r) * s;
-    decode_tail(codes(r), 0, a, b, dst);
-  }
-
- private:
-  EMBER_DETAIL_ALWAYS_INLINE void decode_tail(const std::uint8_t* q, Index c, float a, float b,
-                                              float* dst) const {
-    for (; c < cols_; ++c) {
-#if defined(__FMA__)
-      dst[c] = std::fma(static_cast<float>(q[c]), a, b);
-#else
-      dst[c] = static_cast<float>(q[c]) * a + b;
-#endif
-    }
+    for (Index c = 0; c < cols_; ++c) dst[c] = static_cast<float>(q[c]) * a + b;
   }
 };
 
@@ -165,7 +124,15 @@ struct Int8Rows {
 /// EMBER_GATHER_PREFETCH_BYTES to tune it, or EMBER_GATHER_PREFETCH_DISTANCE to force a number of
 /// rows (0 turns prefetching off).
 #ifndef EMBER_GATHER_PREFETCH_BYTES
-#define EMBER_GATHER_PREFETCH_BYTES 4096
+#define EMBER_GATHER_PREFETCH_BYTES 8192
+#endif
+
+/// The locality hint of those prefetches (__builtin_prefetch's third argument): 3 = into L1
+/// (prefetcht0), 2 or 1 = into L2 (prefetcht1/t2), 0 = non-temporal. The defaults (8 KB of lead,
+/// into L2) did best among the variants tried in bench_reduced at 4M x 128 (4, 8, 16 KB into L1;
+/// 4, 8 KB into L2; bench/README.md), though by less than the run-to-run noise (±0.2x).
+#ifndef EMBER_GATHER_PREFETCH_LOCALITY
+#define EMBER_GATHER_PREFETCH_LOCALITY 1
 #endif
 
 /// Rows of lead for rows of `row_bytes` bytes: EMBER_GATHER_PREFETCH_BYTES / row_bytes, at least
@@ -193,11 +160,12 @@ EMBER_DETAIL_ALWAYS_INLINE void prefetch_row(const Rows& rows, std::span<const I
     const Index bytes = rows.row_bytes();
     // The first four lines and the last one: longer rows are sequential, which the hardware
     // prefetchers follow on their own.
-    __builtin_prefetch(p);
-    if (bytes > 64) __builtin_prefetch(p + 64);
-    if (bytes > 128) __builtin_prefetch(p + 128);
-    if (bytes > 192) __builtin_prefetch(p + 192);
-    __builtin_prefetch(p + bytes - 1);
+    constexpr int hint = EMBER_GATHER_PREFETCH_LOCALITY;
+    __builtin_prefetch(p, 0, hint);
+    if (bytes > 64) __builtin_prefetch(p + 64, 0, hint);
+    if (bytes > 128) __builtin_prefetch(p + 128, 0, hint);
+    if (bytes > 192) __builtin_prefetch(p + 192, 0, hint);
+    __builtin_prefetch(p + bytes - 1, 0, hint);
   }
 #else
   (void)rows;
