@@ -244,6 +244,23 @@ TEST_CASE("mapping a safetensors tensor of another dtype as 16-bit is a FormatEr
   // the float map of a 16-bit tensor still converts (unchanged behaviour)
   CHECK_FALSE(f.map<float>("bf16").zero_copy());
 
+  // a tensor that is not a 2-D table is refused before any dtype question
+  {
+    const std::string header = R"({"x":{"dtype":"F16","shape":[2,2,1],"data_offsets":[0,8]}})";
+    std::vector<unsigned char> bytes(8, 0);
+    for (std::size_t k = 0; k < 8; ++k)
+      bytes[k] = static_cast<unsigned char>((header.size() >> (8 * k)) & 0xFFu);
+    ember_test::append(bytes, ember_test::bytes_of(header));
+    bytes.resize(bytes.size() + 8, 0);
+    ember_test::write_bytes(dir.file("3d.safetensors"), bytes);
+    const ember::io::SafetensorsFile g3(dir.file("3d.safetensors"));
+    const auto e3 =
+        ember::test::catch_as<ember::FormatError>([&] { (void)g3.map<Eigen::half>("x"); });
+    REQUIRE(e3);
+    CHECK_THAT(e3->what(), Catch::Contains("tensor 'x' has 3 dimensions, expected a 2-D table"));
+    CHECK(e3->offset() == g3.data_offset());
+  }
+
   // non-finite values are found in the mapped bits
   RowMatrix<float> bad = t;
   bad(3, 1) = NAN;
