@@ -4,10 +4,12 @@
 // format's rows/s relative to float measured in this run, against the targets
 // (half >= 1.6x, int8 >= 2.5x on tables larger than the last-level cache).
 //
-// Run: build/release/bench/bench_reduced [--benchmark_filter=...]
+// Run (one line): GLIBC_TUNABLES=glibc.malloc.hugetlb=1 build/release/bench/bench_reduced
+//        --benchmark_repetitions=5 --benchmark_report_aggregates_only [--benchmark_filter=...]
 // SPDX-License-Identifier: MIT
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -149,38 +151,60 @@ void register_all() {
   }
 }
 
-/// Console output plus a record of rows/s per (format, shape) for the closing ratio table.
+/// Console output plus a record of rows/s per (format, shape) for the closing ratio table. With
+/// --benchmark_repetitions the table uses the median of the repetitions (the "median" aggregate,
+/// also when only aggregates are reported; else the median of the reported iterations).
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
-      if (r.run_type != Run::RT_Iteration) continue;
-      const std::string name = r.benchmark_name();
+      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
+      if (r.run_type != Run::RT_Iteration && !median) continue;
+      const std::string name = r.run_name.str();  // without the "_median" suffix
       const auto lt = name.find('<'), gt = name.find('>');
       if (lt == std::string::npos || gt == std::string::npos) continue;
       const auto it = r.counters.find("rows/s");
       if (it == r.counters.end()) continue;
-      rates_[{name.substr(gt + 1), name.substr(lt + 1, gt - lt - 1)}] = it->second.value;
+      Rates& rates = rates_[{name.substr(gt + 1), name.substr(lt + 1, gt - lt - 1)}];
+      if (median) {
+        rates.median = it->second.value;
+      } else {
+        rates.runs.push_back(it->second.value);
+      }
     }
   }
   void print_ratios() const {
     std::printf(
-        "\nrows/s relative to float, same run (targets on tables larger than the LLC: "
-        "half >= 1.6x, int8 >= 2.5x)\n");
-    for (const auto& [key, rate] : rates_) {
+        "\nrows/s relative to float, same run, medians of the repetitions (targets on tables "
+        "larger than the LLC: half >= 1.6x, int8 >= 2.5x)\n");
+    for (const auto& [key, rates] : rates_) {
       if (key.second != "float") continue;
+      const double base = rates.value();
+      if (!(base > 0)) continue;
       std::printf("%-32s", key.first.c_str());
       for (const char* f : {"float_prefetch", "half", "bfloat16", "int8"}) {
         const auto it = rates_.find({key.first, f});
-        if (it != rates_.end()) std::printf("  %s %.2fx", f, it->second / rate);
+        if (it != rates_.end()) std::printf("  %s %.2fx", f, it->second.value() / base);
       }
       std::printf("\n");
     }
   }
 
  private:
-  std::map<std::pair<std::string, std::string>, double> rates_;
+  struct Rates {
+    double median = -1;        ///< the "median" aggregate, when reported
+    std::vector<double> runs;  ///< every reported iteration run
+    [[nodiscard]] double value() const {
+      if (median >= 0) return median;
+      if (runs.empty()) return 0;
+      std::vector<double> v = runs;
+      std::sort(v.begin(), v.end());
+      const std::size_t m = v.size() / 2;
+      return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+    }
+  };
+  std::map<std::pair<std::string, std::string>, Rates> rates_;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: MIT
 #include "ember/bag.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -243,4 +244,29 @@ TEST_CASE("backward validates ids, shapes and the argmax before touching the gra
   RowMatrix<float> out(2, 6);
   CHECK_THROWS_AS(bag.forward(ids, offsets, out, {}, &unused), ember::ValueError);
   CHECK(ember::test::same_bits(grad.to_dense(), before));
+}
+
+TEST_CASE("max pooling without an argmax gives the recorded path's bits, ties and zeros included",
+          "[bag]") {
+  // Without an argmax the kernel takes a branch-free select; it must keep the strict "first
+  // maximum wins" rule of the recording path: equal values and -0 vs +0 keep the earlier row.
+  RowMatrix<float> t(4, 3);
+  t << 0.0f, -0.0f, 1.0f,  //
+      -0.0f, 0.0f, 1.0f,   //
+      2.0f, -5.0f, -1.0f,  //
+      2.0f, 3.0f, -2.0f;
+  const EmbeddingBag<float> bag(ember::Embedding<float>(t), BagMode::max);
+  const std::vector<int> ids{0, 1, 1, 0, 2, 3, 3, 2, 0, 1};
+  const std::vector<int> offsets{0, 2, 4, 6, 8};
+  const RowMatrix<float> plain = bag.forward(ids, offsets);
+  RowMatrix<float> recorded(5, 3);
+  ember::BagArgmax am;
+  bag.forward(ids, offsets, recorded, {}, &am);
+  CHECK(ember::test::same_bits(plain, recorded));
+  CHECK(std::signbit(plain(0, 0)) == false);  // +0 first, -0 second: +0 kept
+  CHECK(std::signbit(plain(0, 1)) == true);   // -0 first, +0 second: -0 kept
+  CHECK(std::signbit(plain(1, 0)) == true);
+  const std::vector<TokenId> ids64(ids.begin(), ids.end());
+  const std::vector<Index> bounds{0, 2, 4, 6, 8, 10};
+  CHECK(ember::test::same_bits(plain, ember::test::bag_reference(t, ids64, bounds, 2)));
 }

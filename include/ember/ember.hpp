@@ -18,6 +18,7 @@
 #include "ember/quantized.hpp"
 #include "ember/random.hpp"
 #include "ember/reduced.hpp"
+#include "ember/reduced_view.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/tied_logits.hpp"
 #include "ember/types.hpp"

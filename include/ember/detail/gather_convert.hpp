@@ -105,45 +105,73 @@ struct Int8Rows {
     std::memcpy(&v, codes(r) + cols_ + static_cast<Index>(sizeof(float)), sizeof v);
     return v;
   }
+  /// dst[c] = (q[c] · scale + bias) · s, folded into one multiply-add per element. The plain
+  /// loop is the kernel: compilers vectorise it (GCC 12 -O3 -march=native widens the codes
+  /// through 16 bits), and an AVX2 path widening 8 codes at a time with vpmovzxbd measured
+  /// slower in bench_reduced (int8 2.34x float instead of 2.60x at 4M x 128), so it was dropped.
   EMBER_DETAIL_ALWAYS_INLINE void decode_scaled(Index r, float s, float* dst) const {
     const std::uint8_t* q = codes(r);
-    // (q · scale + bias) · s folded into one multiply-add per element.
     const float a = row_scale(r) * s;
     const float b = row_bias(r) * s;
     for (Index c = 0; c < cols_; ++c) dst[c] = static_cast<float>(q[c]) * a + b;
   }
 };
 
-/// How far ahead (in ids) the gather kernels prefetch rows: enough to overlap several DRAM misses
-/// (0 turns prefetching off). Define EMBER_GATHER_PREFETCH_DISTANCE to tune it.
-#ifndef EMBER_GATHER_PREFETCH_DISTANCE
-#define EMBER_GATHER_PREFETCH_DISTANCE 16
+/// How far ahead the reduced-precision gathers prefetch, in bytes of table rows: the row
+/// ids[i + k] is requested while row i is decoded, k = prefetch_rows_ahead(row bytes). A lead in
+/// bytes rather than rows keeps about the same number of cache lines in flight for every format
+/// (a fixed 16 rows asked for 128 lines of float but only ~50 of int8). Define
+/// EMBER_GATHER_PREFETCH_BYTES to tune it, or EMBER_GATHER_PREFETCH_DISTANCE to force a number of
+/// rows (0 turns prefetching off).
+#ifndef EMBER_GATHER_PREFETCH_BYTES
+#define EMBER_GATHER_PREFETCH_BYTES 8192
 #endif
-inline constexpr Index gather_prefetch_distance = EMBER_GATHER_PREFETCH_DISTANCE;
+
+/// The locality hint of those prefetches (__builtin_prefetch's third argument): 3 = into L1
+/// (prefetcht0), 2 or 1 = into L2 (prefetcht1/t2), 0 = non-temporal. The defaults (8 KB of lead,
+/// into L2) did best among the variants tried in bench_reduced at 4M x 128 (4, 8, 16 KB into L1;
+/// 4, 8 KB into L2; bench/README.md), though by less than the run-to-run noise (±0.2x).
+#ifndef EMBER_GATHER_PREFETCH_LOCALITY
+#define EMBER_GATHER_PREFETCH_LOCALITY 1
+#endif
+
+/// Rows of lead for rows of `row_bytes` bytes: EMBER_GATHER_PREFETCH_BYTES / row_bytes, at least
+/// 2 and at most 64 (or EMBER_GATHER_PREFETCH_DISTANCE when defined).
+[[nodiscard]] constexpr Index prefetch_rows_ahead(Index row_bytes) noexcept {
+#if defined(EMBER_GATHER_PREFETCH_DISTANCE)
+  static_cast<void>(row_bytes);
+  return EMBER_GATHER_PREFETCH_DISTANCE;
+#else
+  const Index rows = Index{EMBER_GATHER_PREFETCH_BYTES} / std::max<Index>(row_bytes, 1);
+  return std::clamp<Index>(rows, 2, 64);
+#endif
+}
 
 /// Hints every cache line of row `ids[i + distance]` into cache (a no-op without GCC/Clang
 /// builtins). Rows are random, so the hardware prefetchers cannot guess them.
 template <class Rows, class Id>
-EMBER_DETAIL_ALWAYS_INLINE void prefetch_row(const Rows& rows, std::span<const Id> ids,
-                                             Index i) noexcept {
+EMBER_DETAIL_ALWAYS_INLINE void prefetch_row(const Rows& rows, std::span<const Id> ids, Index i,
+                                             Index distance) noexcept {
 #if defined(__GNUC__) || defined(__clang__)
   const auto n = static_cast<Index>(ids.size());
-  if (gather_prefetch_distance > 0 && i + gather_prefetch_distance < n) {
-    const auto id = static_cast<Index>(ids[static_cast<std::size_t>(i + gather_prefetch_distance)]);
+  if (distance > 0 && i + distance < n) {
+    const auto id = static_cast<Index>(ids[static_cast<std::size_t>(i + distance)]);
     const auto* p = static_cast<const char*>(rows.address(id));
     const Index bytes = rows.row_bytes();
     // The first four lines and the last one: longer rows are sequential, which the hardware
     // prefetchers follow on their own.
-    __builtin_prefetch(p);
-    if (bytes > 64) __builtin_prefetch(p + 64);
-    if (bytes > 128) __builtin_prefetch(p + 128);
-    if (bytes > 192) __builtin_prefetch(p + 192);
-    __builtin_prefetch(p + bytes - 1);
+    constexpr int hint = EMBER_GATHER_PREFETCH_LOCALITY;
+    __builtin_prefetch(p, 0, hint);
+    if (bytes > 64) __builtin_prefetch(p + 64, 0, hint);
+    if (bytes > 128) __builtin_prefetch(p + 128, 0, hint);
+    if (bytes > 192) __builtin_prefetch(p + 192, 0, hint);
+    __builtin_prefetch(p + bytes - 1, 0, hint);
   }
 #else
   (void)rows;
   (void)ids;
   (void)i;
+  (void)distance;
 #endif
 }
 
@@ -166,11 +194,12 @@ void gather_decode(const Rows& rows, std::span<const Id> ids, float scale, Const
   {
     RowVector<float> tmp;
     if constexpr (!std::is_same_v<O, float>) tmp.resize(d);
+    const Index ahead = prefetch_rows_ahead(rows.row_bytes());
 #if EMBER_HAS_OPENMP
 #pragma omp for schedule(static)
 #endif
     for (Index i = 0; i < n; ++i) {
-      prefetch_row(rows, ids, i);
+      prefetch_row(rows, ids, i, ahead);
       const auto id = static_cast<Index>(ids[static_cast<std::size_t>(i)]);
       EMBER_ASSERT(id >= 0 && id < rows.rows());
       float* dst = nullptr;

@@ -1,16 +1,19 @@
 /// MappedTable<T>: a read-only V x d table read from a file, either zero-copy over the file's
-/// memory map (when dtype, byte order, layout and alignment allow) or over a converted copy.
+/// memory map (when dtype, byte order, layout and alignment allow) or over a converted copy; T is
+/// float or double, or Eigen::half / Eigen::bfloat16 for 16-bit tables served without a copy.
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include <Eigen/Core>
 
 #include "ember/embedding_view.hpp"
 #include "ember/io/detail/mapped_file.hpp"
+#include "ember/reduced_view.hpp"
 #include "ember/types.hpp"
 
 namespace ember::io {
@@ -26,14 +29,26 @@ namespace ember::io {
 /// unaligned offset) the loader falls back to a converted, owning copy and zero_copy() is false;
 /// matrix() works the same either way.
 ///
+/// 16-bit tables (T = Eigen::half from F16 data, Eigen::bfloat16 from BF16): the same, except that
+/// the stored dtype must already be T's - a F32 tensor asked for as half is a FormatError, not a
+/// silent rounding (convert it with SafetensorsFile::load_reduced or from_float instead); only
+/// byte order, Fortran order or a misaligned offset fall back to an owning copy. view() is then a
+/// ReducedEmbeddingView<T> (lookup decoded to float).
+///
 /// Lifetime: the MappedTable keeps the mapping alive (shared with the file object it came from);
 /// a Map taken from matrix() is valid as long as some MappedTable (or copy of it) lives.
 /// Copies share the same memory.
 template <class T>
 class MappedTable {
-  static_assert(Scalar<T>, "ember::io::MappedTable<T>: T must be float or double");
+  static_assert(
+      Scalar<T> || HalfStorage<T>,
+      "ember::io::MappedTable<T>: T must be float, double, Eigen::half or Eigen::bfloat16");
 
  public:
+  /// What view() returns: EmbeddingView<T> for float and double, ReducedEmbeddingView<T> for
+  /// Eigen::half and Eigen::bfloat16.
+  using View = std::conditional_t<Scalar<T>, EmbeddingView<T>, ReducedEmbeddingView<T>>;
+
   /// A zero-copy table over `data`, which must lie inside `file` and be aligned for T.
   MappedTable(std::shared_ptr<const detail::MappedFile> file, const T* data, Index rows, Index cols)
       : file_(std::move(file)), data_(data), rows_(rows), cols_(cols) {}
@@ -57,12 +72,13 @@ class MappedTable {
   [[nodiscard]] Index d_model() const noexcept { return cols_; }
   /// An owning copy of the table.
   [[nodiscard]] RowMatrix<T> to_matrix() const { return matrix(); }
-  /// An EmbeddingView of the table (lookup, backward, logits, fused positions) that shares
-  /// ownership of the mapping (or of the converted copy): the view alone keeps the memory alive.
-  [[nodiscard]] EmbeddingView<T> view() const {
+  /// A view of the table (lookup, backward, logits, fused positions): an EmbeddingView<T>, or a
+  /// ReducedEmbeddingView<T> for 16-bit T, that shares ownership of the mapping (or of the
+  /// converted copy): the view alone keeps the memory alive.
+  [[nodiscard]] View view() const {
     std::shared_ptr<const void> owner =
         file_ ? std::shared_ptr<const void>(file_) : std::shared_ptr<const void>(copy_);
-    return EmbeddingView<T>(data_, rows_, cols_, cols_, std::move(owner));
+    return View(data_, rows_, cols_, cols_, std::move(owner));
   }
 
  private:

@@ -300,15 +300,32 @@ template <class T>
 /// data offset is aligned for T (numpy's writer pads headers to 64 bytes, so it is); otherwise a
 /// converted copy, as load_npy(). The finite check (on by default) reads every value once; turn it
 /// off with options.allow_non_finite for tables larger than RAM you trust.
-/// Throws: FormatError as load_npy().
+///
+/// T = Eigen::half maps '<f2' data as a 16-bit table (view() is a HalfEmbeddingView) with no
+/// copy. It never converts: f4 or f8 data is a FormatError (load_npy and round with
+/// ReducedEmbedding::from_float instead); '>f2' or Fortran order fall back to an owning copy.
+/// numpy has no bfloat16, so Eigen::bfloat16 does not compile.
+/// Throws: FormatError as load_npy(); for T = Eigen::half, FormatError naming the stored dtype
+///         unless it is f2.
 template <class T>
 [[nodiscard]] MappedTable<T> map_npy(const std::string& path, const NpyLoadOptions& options = {}) {
-  static_assert(Scalar<T>, "ember::io::map_npy<T>: T must be float or double");
+  static_assert(Scalar<T> || std::is_same_v<T, Eigen::half>,
+                "ember::io::map_npy<T>: T must be float, double or Eigen::half (numpy has no "
+                "bfloat16)");
   auto file = std::make_shared<const detail::MappedFile>(path);
   const NpyHeader h = detail::parse_npy_header(file->data(), file->size(), path);
   const unsigned char* data = file->data() + h.data_offset;
+  if constexpr (std::is_same_v<T, Eigen::half>) {
+    if (h.dtype != NpyDtype::f2) {
+      detail::fail_at_byte(path, h.data_offset,
+                           std::string("the data is ") + (h.dtype == NpyDtype::f4 ? "f4" : "f8") +
+                               ", map_npy<half> needs f2 (a 16-bit map never converts: load_npy "
+                               "and round with ReducedEmbedding::from_float instead)");
+    }
+  }
   const bool same_type = (h.dtype == NpyDtype::f4 && std::is_same_v<T, float>) ||
-                         (h.dtype == NpyDtype::f8 && std::is_same_v<T, double>);
+                         (h.dtype == NpyDtype::f8 && std::is_same_v<T, double>) ||
+                         (h.dtype == NpyDtype::f2 && std::is_same_v<T, Eigen::half>);
   const bool aligned = reinterpret_cast<std::uintptr_t>(data) % alignof(T) == 0;
   if (same_type && aligned && !h.fortran_order &&
       h.little_endian == detail::host_is_little_endian) {
@@ -316,7 +333,13 @@ template <class T>
     if (!options.allow_non_finite) detail::npy_check_finite<T>(t.matrix(), h, path);
     return t;
   }
-  MappedTable<T> t(detail::npy_convert<T>(data, h));
+  MappedTable<T> t = [&] {
+    if constexpr (std::is_same_v<T, Eigen::half>) {  // f2 -> float -> f2 is exact
+      return MappedTable<T>(RowMatrix<T>(detail::npy_convert<float>(data, h).template cast<T>()));
+    } else {
+      return MappedTable<T>(detail::npy_convert<T>(data, h));
+    }
+  }();
   if (!options.allow_non_finite) detail::npy_check_finite<T>(t.matrix(), h, path);
   return t;
 }

@@ -172,23 +172,49 @@ class SafetensorsFile {
   /// Tensor `name` as a read-only table: zero-copy over the memory map when its dtype is T's (F32
   /// for float, F64 for double) and its data address is aligned for T, else a converted copy (see
   /// MappedTable). The table keeps the mapping alive, even after this object is destroyed.
-  /// Throws: as load().
+  ///
+  /// T = Eigen::half (F16 data) or Eigen::bfloat16 (BF16 data) maps a 16-bit table with no copy;
+  /// its view() is a ReducedEmbeddingView. Such a map never converts: a tensor of another dtype is
+  /// a FormatError (use load_reduced to round it); only a big-endian host or a misaligned offset
+  /// falls back to a byte copy (zero_copy() false).
+  /// Throws: as load(); FormatError naming the dtypes when T is 16-bit and the tensor's dtype is
+  ///         not T's.
+  /// Complexity: O(1) plus the finiteness scan (O(V·d) reads; off with allow_non_finite).
   template <class T>
   [[nodiscard]] MappedTable<T> map(const std::string& name,
                                    const SafetensorsLoadOptions& options = {}) const {
-    static_assert(Scalar<T>, "SafetensorsFile::map<T>: T must be float or double");
+    static_assert(Scalar<T> || HalfStorage<T>,
+                  "SafetensorsFile::map<T>: T must be float, double, Eigen::half or "
+                  "Eigen::bfloat16");
     const auto& [rows, cols] = check_table(name);
     const SafetensorsTensorInfo& ti = info(name);
     const unsigned char* p = file_->data() + data_offset_ + ti.begin;
-    const SafetensorsDtype want =
-        std::is_same_v<T, float> ? SafetensorsDtype::F32 : SafetensorsDtype::F64;
-    if (ti.dtype == want && detail::host_is_little_endian &&
-        reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0) {
-      MappedTable<T> t(file_, reinterpret_cast<const T*>(p), rows, cols);
-      if (!options.allow_non_finite) check_finite(name, t.matrix().data(), rows, cols);
-      return t;
+    if constexpr (HalfStorage<T>) {
+      const SafetensorsDtype want =
+          std::is_same_v<T, Eigen::half> ? SafetensorsDtype::F16 : SafetensorsDtype::BF16;
+      if (ti.dtype != want) {
+        fail(data_offset_ + ti.begin,
+             "tensor '" + name + "' has dtype " + std::string(to_string(ti.dtype)) + ", map<" +
+                 storage_name<T> + "> needs " + std::string(to_string(want)) +
+                 " (a 16-bit map never converts: use load_reduced to round it)");
+      }
+      if (detail::host_is_little_endian && reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0) {
+        MappedTable<T> t(file_, reinterpret_cast<const T*>(p), rows, cols);
+        if (!options.allow_non_finite) check_finite(name, t.matrix().data(), rows, cols);
+        return t;
+      }
+      return MappedTable<T>(load_reduced<T>(name, options));
+    } else {
+      const SafetensorsDtype want =
+          std::is_same_v<T, float> ? SafetensorsDtype::F32 : SafetensorsDtype::F64;
+      if (ti.dtype == want && detail::host_is_little_endian &&
+          reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0) {
+        MappedTable<T> t(file_, reinterpret_cast<const T*>(p), rows, cols);
+        if (!options.allow_non_finite) check_finite(name, t.matrix().data(), rows, cols);
+        return t;
+      }
+      return MappedTable<T>(load<T>(name, options));
     }
-    return MappedTable<T>(load<T>(name, options));
   }
 
   /// Loads tensor `name` as an owning table of 16-bit floats S (Eigen::half or Eigen::bfloat16),

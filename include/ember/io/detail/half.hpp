@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include <Eigen/Core>
@@ -27,6 +28,24 @@ namespace ember::io::detail {
 /// The bfloat16 bit pattern nearest to `v` (round to nearest even).
 [[nodiscard]] inline std::uint16_t float_to_bf16_bits(float v) noexcept {
   return Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(v));
+}
+
+/// Index of the first NaN or infinity (all exponent bits set) among data[0, n), or n: the
+/// first_non_finite of checks.hpp for 16-bit tables, read from the bits without conversion.
+[[nodiscard]] inline std::size_t first_non_finite(const Eigen::half* data, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    if ((Eigen::numext::bit_cast<std::uint16_t>(data[i]) & 0x7C00u) == 0x7C00u) return i;
+  }
+  return n;
+}
+
+/// As above, for bfloat16 (8 exponent bits).
+[[nodiscard]] inline std::size_t first_non_finite(const Eigen::bfloat16* data,
+                                                  std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    if ((Eigen::numext::bit_cast<std::uint16_t>(data[i]) & 0x7F80u) == 0x7F80u) return i;
+  }
+  return n;
 }
 
 }  // namespace ember::io::detail

@@ -1,0 +1,205 @@
+/// ReducedEmbeddingView<S>: a non-owning, read-only V x d_model table of Eigen::half or
+/// Eigen::bfloat16 values over caller or memory-mapped memory, with ReducedEmbedding<S>'s lookup,
+/// fused positions, float backward and tied logits through the same decode kernels.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <Eigen/Core>
+
+#include "ember/detail/decoded_table.hpp"
+#include "ember/detail/gather_convert.hpp"
+#include "ember/detail/table_ref.hpp"
+#include "ember/detail/validate.hpp"
+#include "ember/errors.hpp"
+#include "ember/reduced.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/types.hpp"
+
+namespace ember {
+
+/// A table[V, d] of 16-bit floats S (Eigen::half or Eigen::bfloat16) that ember reads but does not
+/// own: a pointer, a row count, a row width and a row stride (in elements, >= d). It is to
+/// ReducedEmbedding<S> what EmbeddingView<T> is to Embedding<T>: forward (float, or S on request),
+/// embed_with_positions, backward (into a SparseRowGrad<float>), logits and logits_backward behave
+/// exactly as ReducedEmbedding<S>'s and run the same decode kernels (detail/gather_convert.hpp);
+/// results on the same bytes are bit-identical. Queries take `view.weight()` (query::Neighbours
+/// accepts any row-major table and converts it to float).
+///
+/// Why a type of its own rather than EmbeddingView<Eigen::half>: EmbeddingView<T> computes in T
+/// and returns T (its logits are one GEMM over the stored T), while a half table computes and
+/// returns float and decodes blocks for logits - the contract of ReducedEmbedding, whose
+/// operations this view shares through detail::DecodedTableOps.
+///
+/// Lifetime: the view never copies the table. Over caller memory (a pointer, a RowMatrix<S>, a
+/// ReducedEmbedding), the caller keeps it alive; over a file, `io::MappedTable<S>::view()` (from
+/// `SafetensorsFile::map<S>` or `io::map_npy<Eigen::half>`) returns a view that holds the mapping
+/// (keep_alive()). Any 2-byte-aligned pointer works.
+///
+/// Float master: logits decode the stored rows 4096 at a time unless a float copy is set with
+/// set_float_master (owned by the view, shared by its copies); a view of a ReducedEmbedding borrows
+/// that table's master, if it has one.
+///
+/// Thread safety: const members may run concurrently while the memory is unchanged.
+///
+/// Example (zero copy over an F16 safetensors table):
+/// ```cpp
+/// ember::io::SafetensorsFile f("model.safetensors");
+/// ember::HalfEmbeddingView wte = f.map<Eigen::half>("wte.weight").view();  // F16: no copy
+/// ember::RowMatrix<float> x = wte.forward(ids);                           // float rows · √d
+/// ```
+template <class S>
+class ReducedEmbeddingView : public detail::DecodedTableOps<ReducedEmbeddingView<S>> {
+  static_assert(HalfStorage<S>,
+                "ember::ReducedEmbeddingView<S>: S must be Eigen::half or Eigen::bfloat16");
+  using Base = detail::DecodedTableOps<ReducedEmbeddingView<S>>;
+
+ public:
+  using Storage = S;
+  /// The table as Eigen sees it: read-only, row-major, rows `row_stride()` elements apart.
+  using Map = Eigen::Map<const RowMatrix<S>, Eigen::Unaligned, Eigen::OuterStride<>>;
+  static constexpr const char* forward_name = "ReducedEmbeddingView::forward";
+  static constexpr const char* logits_name = "ReducedEmbeddingView::logits";
+  static constexpr const char* logits_backward_name = "ReducedEmbeddingView::logits_backward";
+
+  /// A view of `vocab_size` rows of `d_model` values at `data`, row r starting at
+  /// data + r · row_stride (row_stride = -1 means d_model: packed rows). `keep_alive`, when given,
+  /// is held for the view's lifetime (the owner of the memory).
+  /// Throws:  ShapeError if a size is not positive or 0 <= row_stride < d_model; ValueError if
+  ///          data is null or not aligned to 2 bytes.
+  ReducedEmbeddingView(const S* data, Index vocab_size, Index d_model, Index row_stride = -1,
+                       std::shared_ptr<const void> keep_alive = {})
+      : data_(data),
+        rows_(vocab_size),
+        cols_(d_model),
+        stride_(row_stride < 0 ? d_model : row_stride),
+        keep_alive_(std::move(keep_alive)) {
+    constexpr const char* where = "ReducedEmbeddingView";
+    detail::check_positive_size(where, "vocab_size", rows_);
+    detail::check_positive_size(where, "d_model", cols_);
+    if (stride_ < cols_) {
+      throw ShapeError(std::string(where) + ": row_stride " + std::to_string(stride_) +
+                           " is smaller than d_model = " + std::to_string(cols_),
+                       -1, cols_, stride_);
+    }
+    if (data_ == nullptr) throw ValueError(std::string(where) + ": data is null", 0.0);
+    const auto address = reinterpret_cast<std::uintptr_t>(data_);
+    if (address % alignof(S) != 0) {
+      throw ValueError(std::string(where) + ": data address " + std::to_string(address) +
+                           " is not aligned to " + std::to_string(alignof(S)) + " bytes",
+                       static_cast<double>(address % alignof(S)));
+    }
+  }
+
+  /// A view of a row-major Eigen object of S with direct access (RowMatrix<S>, a block of one, a
+  /// Map, MappedTable<S>::matrix()). The object must outlive the view.
+  /// Throws: ShapeError if it has no rows or columns.
+  template <class Derived>
+  explicit ReducedEmbeddingView(const Eigen::MatrixBase<Derived>& table,
+                                std::shared_ptr<const void> keep_alive = {})
+      : ReducedEmbeddingView(detail::const_table(table.derived()).data, table.rows(), table.cols(),
+                             detail::const_table(table.derived()).stride, std::move(keep_alive)) {
+    static_assert(std::is_same_v<typename Derived::Scalar, S>,
+                  "ember::ReducedEmbeddingView<S>: the table must hold S");
+  }
+
+  /// A view of a ReducedEmbedding's stored table, borrowing its float master (if any). The table
+  /// must outlive the view and keep its shape.
+  explicit ReducedEmbeddingView(const ReducedEmbedding<S>& table)
+      : ReducedEmbeddingView(table.weight()) {
+    if (const RowMatrix<float>* master = table.float_master()) {
+      master_ = std::shared_ptr<const RowMatrix<float>>(std::shared_ptr<const void>(), master);
+    }
+  }
+
+  /// Views of temporaries would dangle at once: they do not compile.
+  explicit ReducedEmbeddingView(RowMatrix<S>&&) = delete;
+  explicit ReducedEmbeddingView(ReducedEmbedding<S>&&) = delete;
+
+  /// Number of rows V.
+  [[nodiscard]] Index vocab_size() const noexcept { return rows_; }
+  /// Row width d_model.
+  [[nodiscard]] Index d_model() const noexcept { return cols_; }
+  /// Elements between the starts of consecutive rows (>= d_model).
+  [[nodiscard]] Index row_stride() const noexcept { return stride_; }
+  /// The lookup scale √d_model, in float (as ReducedEmbedding::scale()).
+  [[nodiscard]] float scale() const noexcept {
+    return static_cast<float>(std::sqrt(static_cast<double>(cols_)));
+  }
+  /// The viewed table, V x d_model, unscaled.
+  [[nodiscard]] Map weight() const noexcept {
+    return Map(data_, rows_, cols_, Eigen::OuterStride<>(stride_));
+  }
+  /// First element of row 0.
+  [[nodiscard]] const S* data() const noexcept { return data_; }
+  /// The owner the view keeps alive (null for caller memory).
+  [[nodiscard]] const std::shared_ptr<const void>& keep_alive() const noexcept {
+    return keep_alive_;
+  }
+  /// The table converted to float (exact), V x d. O(V·d) memory: for small tables and checks.
+  [[nodiscard]] RowMatrix<float> to_float() const { return weight().template cast<float>(); }
+
+  // ---- the float master copy for logits -----------------------------------------------------
+
+  /// Keeps `master` (V x d, float) as the table used by logits and logits_backward.
+  /// Throws: ShapeError if its shape differs from the table's; nothing changes then.
+  void set_float_master(RowMatrix<float> master) {
+    constexpr const char* where = "ReducedEmbeddingView::set_float_master";
+    detail::check_extent(where, "master", 0, rows_, master.rows(), "vocab_size");
+    detail::check_extent(where, "master", 1, cols_, master.cols(), "d_model");
+    master_ = std::make_shared<const RowMatrix<float>>(std::move(master));
+  }
+  /// Drops the float master: logits decode the stored rows again.
+  void clear_float_master() noexcept { master_.reset(); }
+  /// The float master copy, or null.
+  [[nodiscard]] const RowMatrix<float>* float_master() const noexcept { return master_.get(); }
+
+  // ---- lookup -------------------------------------------------------------------------------
+
+  using Base::forward;
+
+  /// forward into a buffer of the storage type: the float result rounded to S.
+  /// Throws: as forward(ids, out).
+  template <class R>
+  void forward(const R& ids, Eigen::Ref<RowMatrix<S>> out) const {
+    this->template forward_as<S>(ids, out);
+  }
+
+  /// Accumulates the table gradient of forward in float: grad[t] += scale() · Σ_{i : ids[i] = t}
+  /// grad_out[i] (the view itself is never written: apply the gradient to the memory yourself).
+  /// Shapes:  ids[n], grad_out[n, d] (float) -> grad (V x d, row-sparse, float).
+  /// Throws:  IndexError, ShapeError as Embedding::backward; grad is unchanged when it throws.
+  template <class R>
+  void backward(const R& ids, const Eigen::Ref<const RowMatrix<float>>& grad_out,
+                SparseRowGrad<float>& grad) const {
+    detail::with_ids(ids, [&](auto span) {
+      grad.accumulate(span, grad_out, scale(), rows_, {}, "ReducedEmbeddingView::backward");
+    });
+  }
+
+  /// The row decoder the kernels take.
+  [[nodiscard]] detail::CastRows<S> rows() const noexcept {
+    return {detail::ConstTableRef<S>{data_, rows_, cols_, stride_}};
+  }
+
+ private:
+  const S* data_;
+  Index rows_;
+  Index cols_;
+  Index stride_;
+  std::shared_ptr<const void> keep_alive_;
+  std::shared_ptr<const RowMatrix<float>> master_;
+};
+
+/// A non-owning fp16 table.
+using HalfEmbeddingView = ReducedEmbeddingView<Eigen::half>;
+/// A non-owning bfloat16 table.
+using BFloat16EmbeddingView = ReducedEmbeddingView<Eigen::bfloat16>;
+
+}  // namespace ember
