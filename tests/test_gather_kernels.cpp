@@ -29,6 +29,14 @@ bool avx_rows_runnable() {
 #endif
 }
 
+bool avx512_rows_runnable() {
+#if EMBER_DETAIL_HAVE_AVX_ROWS
+  return __builtin_cpu_supports("avx512f") != 0;
+#else
+  return false;
+#endif
+}
+
 void set_threads(int threads) {
 #if EMBER_HAS_OPENMP
   omp_set_num_threads(threads);
@@ -100,12 +108,13 @@ TEST_CASE("gather kernels state their preconditions", "[embedding][kernels]") {
 }
 
 TEMPLATE_TEST_CASE(
-    "every row path of gather_scaled_add (plain, AVX, AVX streaming) gives the bits of the "
+    "every row path of gather_scaled_add (plain, AVX and AVX-512, cached and streaming) gives the "
+    "bits of the "
     "unfused two-pass computation, into strided and misaligned outputs",
     "[input_embedding][kernels]", float, double) {
   using T = TestType;
   const Index vocab = 61;
-  const Index d = GENERATE(1, 3, 8, 13, 33, 64);
+  const Index d = GENERATE(1, 3, 8, 13, 33, 64, 101);
   const Index offset = GENERATE(0, 2);
   const Index n = GENERATE(4, 36, 1024);  // 1024 x 64 is above kParallelMinWork: threads split it
   const Index col0 = GENERATE(0, 1, 3);   // first column of the output block: rows off alignment
@@ -150,6 +159,12 @@ TEMPLATE_TEST_CASE(
     run(detail::AvxStreamRows{}, true);
   } else {
     WARN("this CPU has no AVX: the AVX row paths were not run");
+  }
+  if (avx512_rows_runnable()) {
+    run(detail::Avx512Rows{}, true);
+    run(detail::Avx512StreamRows{}, true);
+  } else {
+    WARN("this CPU has no AVX-512F: the AVX-512 row paths were not run");
   }
 #endif
   set_threads(1);
