@@ -81,18 +81,6 @@ inline constexpr Index kStreamMinBytes = Index{2} << 20;
 /// kernel's own knob; gather_scaled keeps kGatherPrefetchRows).
 inline constexpr Index kFusedPrefetchRows = 2;
 
-/// Keeps the scalar `v` in a register the compiler cannot see through, so `w·s` is rounded before
-/// `+ p` even where the compiler would contract the two into one FMA (GCC does by default in C++).
-/// That makes the fused rows bit-identical to forward followed by add_to in every build.
-template <class T>
-inline void no_contract(T& v) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-  asm("" : "+x"(v));
-#else
-  static_cast<void>(v);
-#endif
-}
-
 /// Row policy of gather_scaled_add_rows: the Eigen expression, ordinary stores. The portable
 /// path; on targets whose compiler contracts `w·s + p` into an FMA (e.g. aarch64) it differs
 /// from the unfused path by that one rounding.
@@ -110,6 +98,15 @@ inline void scaled_add_row(PlainRows, const T* w, const T* p, T s, T* o, Index d
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #define EMBER_DETAIL_HAVE_AVX_ROWS 1
 #define EMBER_DETAIL_TARGET_AVX __attribute__((target("avx")))
+
+/// Keeps the scalar `v` in an SSE register the compiler cannot see through, so `w·s` is rounded
+/// before `+ p` even where the compiler would contract the two into one FMA (GCC does by default
+/// in C++). That makes the AVX row paths bit-identical to forward followed by add_to in every
+/// build. (The vector row functions spell the same empty asm on their 256/512-bit operands.)
+template <class T>
+inline void no_contract(T& v) noexcept {
+  asm("" : "+x"(v));
+}
 
 /// Row policy: 256-bit AVX, product rounded before the add, ordinary (cached) stores.
 struct AvxRows {};
