@@ -2,6 +2,8 @@
 // as in training) next to
 //   - slotmap_loop: a hand-written slot-map accumulation (V-entry int -> compact row, rows left in
 //     first-seen order: no sorted output, no determinism contract) — the floor;
+//   - stream_floor / read_floor: the same useful bytes moved sequentially (read grad_out, write
+//     the distinct rows) / grad_out only read: the memory floors of any implementation;
 //   - dense_loop: zero-fill V x d then scatter-add, what a dense framework does;
 //   - LibTorch at::embedding_backward dense, sparse (uncoalesced) and sparse + coalesce().
 // LibTorch's backward gets grad_out without the sqrt(d) scale (its scale lives in the forward's
@@ -78,6 +80,34 @@ void register_case(const Shape& shape, Dist dist) {
       benchmark::ClobberMemory();
     }
     counters(state);
+  });
+
+  add(name("stream_floor", shape, dist), [=](benchmark::State& state) {
+    // The memory floor of any sparse backward, in the same binary: the same useful bytes as
+    // ember's (every grad_out row read once, `distinct` rows written once), moved in the best
+    // possible pattern: one sequential read of grad_out (the first `distinct` rows memcpy'd into
+    // the output, the rest summed) and one sequential write. No grouping, no gather by id.
+    RowMatrix<float> values(distinct, d);
+    for (auto _ : state) {
+      std::memcpy(values.data(), grad_out->data(),
+                  static_cast<std::size_t>(distinct * d) * sizeof(float));
+      const float rest = grad_out->bottomRows(n - distinct).sum();
+      benchmark::DoNotOptimize(rest);
+      benchmark::DoNotOptimize(values.data());
+      benchmark::ClobberMemory();
+    }
+    counters(state);
+  });
+
+  add(name("read_floor", shape, dist), [=](benchmark::State& state) {
+    // Reading grad_out once (n x d floats, sequential) and nothing else: a lower bound no
+    // backward can beat, whatever it writes.
+    for (auto _ : state) {
+      const float all = grad_out->sum();
+      benchmark::DoNotOptimize(all);
+    }
+    set_memory_counters(state, n, d, n, 0);  // bytes it actually moves: the reads alone
+    state.counters["distinct_rows"] = static_cast<double>(distinct);
   });
 
   add(name("dense_loop", shape, dist), [=](benchmark::State& state) {

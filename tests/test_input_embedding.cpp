@@ -14,6 +14,8 @@
 #include <Eigen/Core>
 #include <catch2/catch.hpp>
 
+#include "ember/config.hpp"
+#include "ember/detail/gather.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/positional.hpp"
@@ -95,6 +97,54 @@ TEMPLATE_TEST_CASE("embed_with_positions equals forward followed by SinusoidalEn
   // And against the loop reference.
   test::check_close(fused, test::embed_positions_loops<T>(emb.weight(), ids, emb.scale(),
                                                           pe.table(), seq_len, offset));
+}
+
+TEMPLATE_TEST_CASE(
+    "embed_with_positions gives the bits of forward then add_to below and above the "
+    "streaming-store threshold, into contiguous and strided outputs, at 1 and 2 threads",
+    "[input_embedding]", float, double) {
+  using T = TestType;
+  const Index vocab = 300;
+  const Index d = 131;  // odd: rows start on every alignment
+  const Index seq_len = 16;
+  const Index row_bytes = d * static_cast<Index>(sizeof(T));
+  // The smallest batch whose output reaches detail::kStreamMinBytes (streamed in AVX builds).
+  const Index above = (ember::detail::kStreamMinBytes / row_bytes / seq_len + 1) * seq_len;
+  const int size = GENERATE(0, 1, 2);  // one sequence, just below, just above the threshold
+  const Index n = size == 0 ? seq_len : size == 1 ? above - seq_len : above;
+  const int threads = GENERATE(1, 2);
+  const bool strided = GENERATE(false, true);
+  CAPTURE(n, threads, strided, n * row_bytes >= ember::detail::kStreamMinBytes);
+#if EMBER_HAS_OPENMP
+  omp_set_num_threads(threads);
+#endif
+  const ember::Embedding<T> emb(test::random_table<T>(vocab, d, 41));
+  const ember::SinusoidalEncoding<T> pe(seq_len + 4, d);
+  const auto ids = test::random_ids(n, vocab, 42);
+
+  RowMatrix<T> unfused = emb.forward(ids);
+  pe.add_to(unfused, seq_len, 4);
+
+  RowMatrix<T> result(n, d);
+  if (strided) {
+    RowMatrix<T> big = RowMatrix<T>::Constant(n + 1, d + 3, T(2));  // outer stride d + 3
+    ember::embed_with_positions(emb, pe, ids, big.block(1, 1, n, d), seq_len, 4);
+    result = big.block(1, 1, n, d);
+    big.block(1, 1, n, d).setConstant(T(2));
+    CHECK(all_equal_to(big, T(2)));  // nothing written outside the block
+  } else {
+    ember::embed_with_positions(emb, pe, ids, result, seq_len, 4);
+  }
+#if EMBER_HAS_OPENMP
+  omp_set_num_threads(1);
+#endif
+  // Exact on x86: FMA implies AVX there, and AVX builds round w·s before adding p by
+  // construction (detail::AvxRows / AvxStreamRows); other targets may contract into an FMA.
+#if defined(__x86_64__) || defined(__i386__)
+  CHECK(test::same_bits(result, unfused));
+#else
+  check_fma_close(result, unfused, emb.forward(ids), expand_positions(pe.table(), n, seq_len, 4));
+#endif
 }
 
 TEMPLATE_TEST_CASE(

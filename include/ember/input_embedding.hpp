@@ -35,11 +35,13 @@ void embed_with_positions_impl(ConstTableRef<T> table, T scale,
 
 /// out.row(i) = tokens.weight().row(ids[i]) · tokens.scale() + positions.row(offset + i % seq_len).
 ///
-/// Equals `tokens.forward(ids, out)` followed by `add_to(out, seq_len, offset)` up to the
-/// rounding of one fused multiply-add (bit-equal unless the compiler contracts `w·s + p` into an
-/// FMA), in one pass. The scale is applied before positions are added, never to them. `positions`
-/// is any max_len x d table: SinusoidalEncoding::table(), or a learned position Embedding's
-/// weight() (GPT-2 style, unscaled).
+/// Equals `tokens.forward(ids, out)` followed by `add_to(out, seq_len, offset)`, in one pass:
+/// bit-equal on x86 (the product is rounded before the sum in every build); elsewhere up to the
+/// rounding of one fused multiply-add if the compiler contracts `w·s + p`. Built for AVX, an
+/// output of 2 MiB or more is written with non-temporal stores: it skips the read-for-ownership
+/// of each output line, and leaves the output out of the caches (docs/performance.md). The scale is
+/// applied before positions are added, never to them. `positions` is any max_len x d table:
+/// SinusoidalEncoding::table(), or a learned position Embedding's weight() (GPT-2 style, unscaled).
 ///
 /// Backward: positions are constants here, so the gradient of the tokens' table is exactly
 /// `tokens.backward(ids, grad_out, grad)`.
