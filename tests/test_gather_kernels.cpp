@@ -37,14 +37,6 @@ bool avx512_rows_runnable() {
 #endif
 }
 
-void set_threads(int threads) {
-#if EMBER_HAS_OPENMP
-  omp_set_num_threads(threads);
-#else
-  static_cast<void>(threads);
-#endif
-}
-
 }  // namespace
 
 TEMPLATE_TEST_CASE("gather_scaled matches its plain reference", "[embedding][kernels]", float,
@@ -128,7 +120,7 @@ TEMPLATE_TEST_CASE(
   const std::span<const TokenId> span(ids);
   const RowMatrix<T> expected =
       ember_test::unfused_reference(table, span, scale, pe, seq_len, offset);
-  set_threads(threads);
+  ember_test::set_threads(threads);
 
   const auto run = [&](auto rows, bool exact) {
     // Outer stride d + 5 and a first column of col0: row starts fall on every alignment.
@@ -167,7 +159,7 @@ TEMPLATE_TEST_CASE(
     WARN("this CPU has no AVX-512F: the AVX-512 row paths were not run");
   }
 #endif
-  set_threads(1);
+  ember_test::set_threads(1);
 }
 
 TEMPLATE_TEST_CASE(
@@ -189,12 +181,12 @@ TEMPLATE_TEST_CASE(
   const RowMatrix<T> pe = ember_test::random_matrix<T>(seq_len + 3, d, 32);
   const auto ids = ember_test::random_ids(n, vocab, 33);
   const std::span<const TokenId> span(ids);
-  set_threads(threads);
+  ember_test::set_threads(threads);
   RowMatrix<T> big = RowMatrix<T>::Constant(n, d + 1, T(5));  // outer stride d + 1
   auto out = big.leftCols(d);
   detail::gather_scaled_add(detail::const_table(table), span, scale, detail::const_table(pe),
                             seq_len, 3, detail::mutable_table(out));
-  set_threads(1);
+  ember_test::set_threads(1);
   const RowMatrix<T> expected = ember_test::unfused_reference(table, span, scale, pe, seq_len, 3);
 #if defined(__x86_64__) || defined(__i386__)
   CHECK(ember_test::same_block_bits(out, expected));

@@ -131,7 +131,7 @@ TEMPLATE_TEST_CASE(
     ember::embed_with_positions(emb, pe, ids, big.block(1, 1, n, d), seq_len, 4);
     result = big.block(1, 1, n, d);
     big.block(1, 1, n, d).setConstant(T(2));
-    CHECK(all_equal_to(big, T(2)));  // nothing written outside the block
+    CHECK(ember_test::all_equal_to(big, T(2)));  // nothing written outside the block
   } else {
     ember::embed_with_positions(emb, pe, ids, result, seq_len, 4);
   }

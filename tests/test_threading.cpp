@@ -27,14 +27,6 @@ bool same_bits(const RowMatrix<T>& a, const RowMatrix<T>& b) {
          std::memcmp(a.data(), b.data(), sizeof(T) * static_cast<std::size_t>(a.size())) == 0;
 }
 
-void set_threads(int threads) {
-#if EMBER_HAS_OPENMP
-  omp_set_num_threads(threads);
-#else
-  static_cast<void>(threads);
-#endif
-}
-
 struct Results {
   RowMatrix<float> forward;
   RowMatrix<float> fused;
@@ -43,7 +35,7 @@ struct Results {
 };
 
 Results run_all(int threads) {
-  set_threads(threads);
+  ember_test::set_threads(threads);
   const Index vocab = 3000;
   const Index d = 96;
   const Index seq_len = 128;
@@ -81,7 +73,7 @@ TEST_CASE("forward, fused positions and backward are bit-identical at 1, 2 and 4
     CHECK(same_bits(one.grad_values, many.grad_values));
   }
 #if EMBER_HAS_OPENMP
-  set_threads(saved);
+  ember_test::set_threads(saved);
   CHECK(ember::detail::kernel_threads(ember::detail::kParallelMinWork) == saved);
 #endif
 }

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include <ember/config.hpp>
 #include <ember/types.hpp>
 
 namespace ember_test {
@@ -73,6 +74,15 @@ RowMatrix<T> random_matrix(Index n, Index d, std::uint64_t seed) {
   RowMatrix<T> m(n, d);
   for (Index i = 0; i < m.size(); ++i) m.data()[i] = pick(rng);
   return m;
+}
+
+/// Sets OpenMP's thread count for the next parallel regions (a no-op in builds without OpenMP).
+inline void set_threads(int threads) {
+#if EMBER_HAS_OPENMP
+  omp_set_num_threads(threads);
+#else
+  static_cast<void>(threads);
+#endif
 }
 
 }  // namespace ember_test
