@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ember's full check, run by CI (.ci/run) and by developers: one command, exit status 0 = green.
 #
-#   1. build the `ci` preset (RelWithDebInfo + asserts, -Werror, OpenMP);
-#   2. `asan`:   unit tests + examples under AddressSanitizer + UBSan (-fno-sanitize-recover=all);
+#   1. build the `ci` preset (-O2 -g1 + asserts, -Werror, OpenMP, unity-built unit tests);
+#   2. `asan`:   unit tests + examples under AddressSanitizer + UBSan (-O0, -fno-sanitize-recover=all);
 #   3. `tsan`:   the [concurrency] tests under ThreadSanitizer;
 #   4. `fuzz`:   every libFuzzer harness for EMBER_FUZZ_SECONDS (default 20) s, then every seed and
 #                kept crash reproducer replayed once;
