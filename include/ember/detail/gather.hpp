@@ -108,12 +108,14 @@ inline void no_contract(T& v) noexcept {
   asm("" : "+x"(v));
 }
 
-/// Row policy: 256-bit AVX, product rounded before the add, ordinary (cached) stores.
-struct AvxRows {};
-/// Row policy: as AvxRows, but the 32-byte aligned body of each row goes out with non-temporal
-/// stores (_mm256_stream_ps/pd); the unaligned head and tail use ordinary stores. Whoever runs
-/// a chunk of rows with it ends the chunk with stream_fence().
-struct AvxStreamRows {};
+/// Row policy: 256-bit AVX, product rounded before the add. Stream = false: ordinary (cached)
+/// stores. Stream = true: the 32-byte aligned body of each row goes out with non-temporal stores
+/// (_mm256_stream_ps/pd), the unaligned head and tail with ordinary ones; whoever runs a chunk of
+/// rows with it ends the chunk with stream_fence().
+template <bool Stream>
+struct AvxRowsT {};
+using AvxRows = AvxRowsT<false>;
+using AvxStreamRows = AvxRowsT<true>;
 
 /// Orders this thread's non-temporal stores before anything it does next (e.g. leaving the
 /// parallel region whose join publishes the output).
@@ -152,29 +154,32 @@ EMBER_DETAIL_TARGET_AVX inline void stream(double* o, __m256d v) noexcept {
   _mm256_stream_pd(o, v);
 }
 
+/// First element of o at or after a `bytes`-aligned address, capped at d (an element-aligned o
+/// reaches one, since bytes is a multiple of sizeof(T)): the head a streaming row path writes
+/// with ordinary stores.
 template <class T>
-EMBER_DETAIL_TARGET_AVX inline void scaled_add_row(AvxRows, const T* w, const T* p, T s, T* o,
-                                                   Index d) noexcept {
-  constexpr Index lanes = 32 / static_cast<Index>(sizeof(T));
-  const auto sv = broadcast(s);
-  Index c = 0;
-  for (; c + lanes <= d; c += lanes) store(o + c, scaled_add8(w + c, p + c, sv));
-  scaled_add_scalars(w, p, s, o, c, d);
+inline Index aligned_head(const T* o, Index d, Index bytes) noexcept {
+  const auto misalign =
+      static_cast<Index>(reinterpret_cast<std::uintptr_t>(o) % static_cast<std::uintptr_t>(bytes));
+  const Index head = misalign == 0 ? 0 : (bytes - misalign) / static_cast<Index>(sizeof(T));
+  return head < d ? head : d;
 }
 
-template <class T>
-EMBER_DETAIL_TARGET_AVX inline void scaled_add_row(AvxStreamRows, const T* w, const T* p, T s, T* o,
-                                                   Index d) noexcept {
+template <bool Stream, class T>
+EMBER_DETAIL_TARGET_AVX inline void scaled_add_row(AvxRowsT<Stream>, const T* w, const T* p, T s,
+                                                   T* o, Index d) noexcept {
   constexpr Index lanes = 32 / static_cast<Index>(sizeof(T));
-  // Elements before the first 32-byte boundary of o (an element-aligned o reaches one, since
-  // 32 is a multiple of sizeof(T)).
-  const auto misalign = static_cast<Index>(reinterpret_cast<std::uintptr_t>(o) % 32);
-  Index head = misalign == 0 ? 0 : (32 - misalign) / static_cast<Index>(sizeof(T));
-  head = head < d ? head : d;
+  const Index head = Stream ? aligned_head(o, d, 32) : 0;
   scaled_add_scalars(w, p, s, o, 0, head);
   const auto sv = broadcast(s);
   Index c = head;
-  for (; c + lanes <= d; c += lanes) stream(o + c, scaled_add8(w + c, p + c, sv));
+  for (; c + lanes <= d; c += lanes) {
+    if constexpr (Stream) {
+      stream(o + c, scaled_add8(w + c, p + c, sv));
+    } else {
+      store(o + c, scaled_add8(w + c, p + c, sv));
+    }
+  }
   scaled_add_scalars(w, p, s, o, c, d);
 }
 
@@ -184,10 +189,11 @@ EMBER_DETAIL_TARGET_AVX inline void scaled_add_row(AvxStreamRows, const T* w, co
 // per element, so halving the instruction count matters there.
 #define EMBER_DETAIL_TARGET_AVX512 __attribute__((target("avx512f")))
 
-/// Row policy: as AvxRows with 512-bit vectors.
-struct Avx512Rows {};
-/// Row policy: as AvxStreamRows with 512-bit vectors and 64-byte aligned streaming stores.
-struct Avx512StreamRows {};
+/// Row policy: as AvxRowsT with 512-bit vectors (streaming stores then 64-byte aligned).
+template <bool Stream>
+struct Avx512RowsT {};
+using Avx512Rows = Avx512RowsT<false>;
+using Avx512StreamRows = Avx512RowsT<true>;
 
 EMBER_DETAIL_TARGET_AVX512 inline __m512 scaled_add16(const float* w, const float* p,
                                                       __m512 s) noexcept {
@@ -222,27 +228,21 @@ EMBER_DETAIL_TARGET_AVX512 inline void stream(double* o, __m512d v) noexcept {
   _mm512_stream_pd(o, v);
 }
 
-template <class T>
-EMBER_DETAIL_TARGET_AVX512 inline void scaled_add_row(Avx512Rows, const T* w, const T* p, T s, T* o,
-                                                      Index d) noexcept {
+template <bool Stream, class T>
+EMBER_DETAIL_TARGET_AVX512 inline void scaled_add_row(Avx512RowsT<Stream>, const T* w, const T* p,
+                                                      T s, T* o, Index d) noexcept {
   constexpr Index lanes = 64 / static_cast<Index>(sizeof(T));
-  const auto sv = broadcast512(s);
-  Index c = 0;
-  for (; c + lanes <= d; c += lanes) store(o + c, scaled_add16(w + c, p + c, sv));
-  scaled_add_scalars(w, p, s, o, c, d);
-}
-
-template <class T>
-EMBER_DETAIL_TARGET_AVX512 inline void scaled_add_row(Avx512StreamRows, const T* w, const T* p, T s,
-                                                      T* o, Index d) noexcept {
-  constexpr Index lanes = 64 / static_cast<Index>(sizeof(T));
-  const auto misalign = static_cast<Index>(reinterpret_cast<std::uintptr_t>(o) % 64);
-  Index head = misalign == 0 ? 0 : (64 - misalign) / static_cast<Index>(sizeof(T));
-  head = head < d ? head : d;
+  const Index head = Stream ? aligned_head(o, d, 64) : 0;
   scaled_add_scalars(w, p, s, o, 0, head);
   const auto sv = broadcast512(s);
   Index c = head;
-  for (; c + lanes <= d; c += lanes) stream(o + c, scaled_add16(w + c, p + c, sv));
+  for (; c + lanes <= d; c += lanes) {
+    if constexpr (Stream) {
+      stream(o + c, scaled_add16(w + c, p + c, sv));
+    } else {
+      store(o + c, scaled_add16(w + c, p + c, sv));
+    }
+  }
   scaled_add_scalars(w, p, s, o, c, d);
 }
 #else
