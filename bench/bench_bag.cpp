@@ -44,22 +44,6 @@ const std::vector<BagShape>& bag_shapes() {
   return all;
 }
 
-/// A fast deterministic table fill (xorshift64*, values in [-0.05, 0.05)): Init::normal over
-/// 256M elements would dominate the run.
-RowMatrix<float> fast_table(Index vocab, Index d) {
-  RowMatrix<float> t(vocab, d);
-  std::uint64_t s = 0x9E3779B97F4A7C15ull;
-  float* p = t.data();
-  for (Index k = 0; k < t.size(); ++k) {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    const auto bits = static_cast<std::uint32_t>((s * 0x2545F4914F6CDD1Dull) >> 40);
-    p[k] = (static_cast<float>(bits) / 16777216.0f - 0.5f) * 0.1f;
-  }
-  return t;
-}
-
 /// One bag layer per mode over the same table of a shape, built once (the largest shape only
 /// while it is in use: 3 x 1 GB).
 struct Layers {
@@ -71,7 +55,7 @@ Layers& layers_for(const BagShape& shape) {
   static Layers l;
   if (l.vocab != shape.vocab || l.d != shape.d) {
     l = Layers{};
-    RowMatrix<float> t = fast_table(shape.vocab, shape.d);
+    RowMatrix<float> t = ember_bench::fast_table(shape.vocab, shape.d);
     l.sum = std::make_unique<ember::EmbeddingBag<float>>(ember::Embedding<float>(t), BagMode::sum);
     l.mean =
         std::make_unique<ember::EmbeddingBag<float>>(ember::Embedding<float>(t), BagMode::mean);

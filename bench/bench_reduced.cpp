@@ -25,6 +25,8 @@
 #include <ember/random.hpp>
 #include <ember/reduced.hpp>
 
+#include "support/bench_support.hpp"
+
 namespace {
 
 using ember::Index;
@@ -42,27 +44,11 @@ struct Tables {
   std::unique_ptr<ember::QuantizedEmbedding> int8;
 };
 
-/// A fast deterministic fill (xorshift64*, values in [-0.05, 0.05)): Init::normal over 512M
-/// elements would dominate the run.
-RowMatrix<float> fast_table(Index vocab, Index dim) {
-  RowMatrix<float> t(vocab, dim);
-  std::uint64_t s = 0x9E3779B97F4A7C15ull;
-  float* p = t.data();
-  for (Index k = 0; k < t.size(); ++k) {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    const auto bits = static_cast<std::uint32_t>((s * 0x2545F4914F6CDD1Dull) >> 40);  // 24 bits
-    p[k] = (static_cast<float>(bits) / 16777216.0f - 0.5f) * 0.1f;
-  }
-  return t;
-}
-
 Tables& tables(Index vocab, Index dim) {
   static Tables t;
   if (t.vocab != vocab || t.dim != dim) {
     t = Tables{};  // free the previous shape first: 4M x 128 in four formats is ~4.6 GB
-    RowMatrix<float> f = fast_table(vocab, dim);
+    RowMatrix<float> f = ember_bench::fast_table(vocab, dim);
     t.f16 = std::make_unique<ember::HalfEmbedding>(RowMatrix<Eigen::half>(f.cast<Eigen::half>()));
     t.bf16 = std::make_unique<ember::BFloat16Embedding>(
         RowMatrix<Eigen::bfloat16>(f.cast<Eigen::bfloat16>()));
