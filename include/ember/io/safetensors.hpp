@@ -189,30 +189,28 @@ class SafetensorsFile {
     const auto& [rows, cols] = check_table(name);
     const SafetensorsTensorInfo& ti = info(name);
     const unsigned char* p = file_->data() + data_offset_ + ti.begin;
+    const SafetensorsDtype want = std::is_same_v<T, float>         ? SafetensorsDtype::F32
+                                  : std::is_same_v<T, double>      ? SafetensorsDtype::F64
+                                  : std::is_same_v<T, Eigen::half> ? SafetensorsDtype::F16
+                                                                   : SafetensorsDtype::BF16;
     if constexpr (HalfStorage<T>) {
-      const SafetensorsDtype want =
-          std::is_same_v<T, Eigen::half> ? SafetensorsDtype::F16 : SafetensorsDtype::BF16;
       if (ti.dtype != want) {
         fail(data_offset_ + ti.begin,
              "tensor '" + name + "' has dtype " + std::string(to_string(ti.dtype)) + ", map<" +
                  storage_name<T> + "> needs " + std::string(to_string(want)) +
                  " (a 16-bit map never converts: use load_reduced to round it)");
       }
-      if (detail::host_is_little_endian && reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0) {
-        MappedTable<T> t(file_, reinterpret_cast<const T*>(p), rows, cols);
-        if (!options.allow_non_finite) check_finite(name, t.matrix().data(), rows, cols);
-        return t;
-      }
+    }
+    if (ti.dtype == want && detail::host_is_little_endian &&
+        reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0) {
+      MappedTable<T> t(file_, reinterpret_cast<const T*>(p), rows, cols);
+      if (!options.allow_non_finite) check_finite(name, t.matrix().data(), rows, cols);
+      return t;
+    }
+    // Converting (float/double) or byte-swapping / realigning (16-bit) copy.
+    if constexpr (HalfStorage<T>) {
       return MappedTable<T>(load_reduced<T>(name, options));
     } else {
-      const SafetensorsDtype want =
-          std::is_same_v<T, float> ? SafetensorsDtype::F32 : SafetensorsDtype::F64;
-      if (ti.dtype == want && detail::host_is_little_endian &&
-          reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0) {
-        MappedTable<T> t(file_, reinterpret_cast<const T*>(p), rows, cols);
-        if (!options.allow_non_finite) check_finite(name, t.matrix().data(), rows, cols);
-        return t;
-      }
       return MappedTable<T>(load<T>(name, options));
     }
   }
@@ -248,10 +246,9 @@ class SafetensorsFile {
       convert(ti, f.data(), n);
       out = f.cast<S>();
     }
-    if (!options.allow_non_finite) {
-      const RowMatrix<float> f = out.template cast<float>();
-      check_finite(name, f.data(), rows, cols);
-    }
+    // Read from the 16-bit exponents (detail/half.hpp): no float copy of the table. A value that
+    // overflowed S while rounding is an Inf here, so it is reported too.
+    if (!options.allow_non_finite) check_finite(name, out.data(), rows, cols);
     return out;
   }
 
