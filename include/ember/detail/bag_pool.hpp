@@ -1,6 +1,6 @@
 /// EmbeddingBag kernels: pool the rows of each bag (sum, weighted sum, mean, max with argmax) in
-/// one pass per bag, and build the per-position gradient rows of the backward. Inputs were
-/// validated by EmbeddingBag's public calls.
+/// one pass per bag, and describe where the backward's per-position gradients come from. Inputs
+/// were validated by EmbeddingBag's public calls.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -88,36 +88,29 @@ void bag_pool(ConstTableRef<T> table, std::span<const Id> ids, std::span<const I
   }
 }
 
-/// The gradient rows of a sum/mean bag backward: for each pooled position i of bag b,
-/// rows_out gets grad_out[b] · coefficient (the sample weight for sum, 1 / count for mean) and
-/// ids_out gets ids[i]. Validated by EmbeddingBag::backward.
+/// Where each position's gradient comes from in a sum/mean bag backward: bag_of[i] = the bag of
+/// position i and, in mean mode, mean_coef[i] = 1 / (pooled count of that bag) (left empty
+/// otherwise); positions whose id is skip_row get a coefficient too but are skipped by the
+/// accumulation. Validated by EmbeddingBag::backward.
 template <class T, class Id>
-void bag_grad_rows(std::span<const Id> ids, std::span<const Index> bounds, BagMode mode,
-                   const T* weights, TokenId skip_row, ConstTableRef<T> grad_out,
-                   std::vector<TokenId>& ids_out, RowMatrix<T>& rows_out) {
+void bag_grad_sources(std::span<const Index> bounds, BagMode mode, std::span<const Id> ids,
+                      TokenId skip_row, std::vector<Index>& bag_of, std::vector<T>& mean_coef) {
   const auto bags = static_cast<Index>(bounds.size()) - 1;
-  const Index d = grad_out.cols;
-  ids_out.clear();
-  for (const Id id : ids)
-    if (static_cast<TokenId>(id) != skip_row) ids_out.push_back(static_cast<TokenId>(id));
-  rows_out.resize(static_cast<Index>(ids_out.size()), d);
-  Index k = 0;
+  bag_of.resize(ids.size());
+  mean_coef.resize(mode == BagMode::mean ? ids.size() : 0);
   for (Index b = 0; b < bags; ++b) {
-    const Index begin = bounds[static_cast<std::size_t>(b)];
-    const Index end = bounds[static_cast<std::size_t>(b + 1)];
+    const auto begin = static_cast<std::size_t>(bounds[static_cast<std::size_t>(b)]);
+    const auto end = static_cast<std::size_t>(bounds[static_cast<std::size_t>(b + 1)]);
+    std::fill(bag_of.begin() + static_cast<std::ptrdiff_t>(begin),
+              bag_of.begin() + static_cast<std::ptrdiff_t>(end), b);
+    if (mode != BagMode::mean) continue;
     Index count = 0;
-    for (Index i = begin; i < end; ++i)
-      if (static_cast<TokenId>(ids[static_cast<std::size_t>(i)]) != skip_row) ++count;
-    const Eigen::Map<const RowVector<T>> g(grad_out.row(b), d);
-    for (Index i = begin; i < end; ++i) {
-      if (static_cast<TokenId>(ids[static_cast<std::size_t>(i)]) == skip_row) continue;
-      T coef = T(1);
-      if (mode == BagMode::mean) coef = T(1) / static_cast<T>(count);
-      if (weights != nullptr) coef = weights[i];
-      rows_out.row(k++) = coef * g;
-    }
+    for (std::size_t i = begin; i < end; ++i)
+      if (static_cast<TokenId>(ids[i]) != skip_row) ++count;
+    const T coef = count > 0 ? T(1) / static_cast<T>(count) : T(0);
+    std::fill(mean_coef.begin() + static_cast<std::ptrdiff_t>(begin),
+              mean_coef.begin() + static_cast<std::ptrdiff_t>(end), coef);
   }
-  EMBER_ASSERT(k == rows_out.rows());
 }
 
 /// The gradient rows of a max bag backward: one row per (bag, winning id), holding grad_out[b, c]
