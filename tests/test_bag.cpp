@@ -310,3 +310,32 @@ TEMPLATE_TEST_CASE(
   CHECK(ember::test::same_bits(grad_lengths.values(), expected.values()));
   for (const TokenId r : grad.rows()) CHECK(r != padding);
 }
+
+TEMPLATE_TEST_CASE(
+    "sum and mean pooling give the reference's sums for widths around the register tile", "[bag]",
+    float, double) {
+  // The kernel keeps 256-byte tiles of columns in registers (64 floats, 32 doubles) and pools the
+  // rest of a row through memory: every split of d must add the same terms in the same order.
+  using T = TestType;
+  const auto mode = GENERATE(BagMode::sum, BagMode::mean);
+  const bool weighted = GENERATE(false, true);
+  if (weighted && mode != BagMode::sum) return;
+  for (const Index d : {1, 15, 31, 32, 33, 63, 64, 65, 100, 128, 131, 200}) {
+    INFO("d = " << d);
+    auto bag = make_bag<T>(mode, 13, d);
+    bag.embedding().set_padding_idx(2);
+    const auto c =
+        ember_test::make_bag_grad_case<T>(9, 6, 13, d, 2, 50 + static_cast<std::uint64_t>(d));
+    BagOptions<T> opt;
+    if (weighted) opt.per_sample_weights = c.weights;
+    const RowMatrix<T> out = bag.forward(c.ids, c.offsets, opt);
+    const RowMatrix<T> expected =
+        ember::test::bag_reference<T>(bag.embedding().weight(), c.ids, c.bounds, mode_index(mode),
+                                      weighted ? c.weights : std::vector<T>{}, 2);
+    if (weighted) {
+      ember::test::check_close(out, expected);
+    } else {
+      CHECK(ember::test::same_bits(out, expected));  // the same additions from zero, in order
+    }
+  }
+}
