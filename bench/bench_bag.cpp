@@ -1,8 +1,8 @@
-// EmbeddingBag throughput: sum / mean / max forward and sum backward on a GPT-2 small table
+// EmbeddingBag throughput: sum / mean / max forward and sum / mean backward on a GPT-2 small table
 // (50257 x 768) and a recommendation-sized table (4M x 64, 1 GB: larger than the last-level cache
 // of most machines), bags of 10..30 ids (mean 20) drawn uniform or Zipf(1.1). Compared with
-//   floor - a hand-written pooling loop (raw pointers, no validation) and, for the backward, a
-//           hand-written slot-map accumulation with no ordering contract;
+//   floor - a hand-written pooling loop (raw pointers, no validation) and, for the sum backward,
+//           a hand-written slot-map accumulation with no ordering contract;
 //   torch - at::embedding_bag (forward) and at::_embedding_bag_sparse_backward + coalesce
 //           (backward), when LibTorch is found.
 // Counters: rows/s (ids pooled per second), GB/s of table rows read (backward: gradient rows
@@ -214,20 +214,24 @@ void register_all() {
 #endif
       }
 
-      // sum backward: grad_out[B, d] -> row-sparse table gradient
-      add(bench_name("bag_sum_backward", "ember", shape, dist), [=](benchmark::State& state) {
-        const auto& bag = layer(layers_for(shape), BagMode::sum);
-        const RowMatrix<float> g = RowMatrix<float>::Constant(kBags, shape.d, 0.01f);
-        ember::SparseRowGrad<float> grad;
-        for (auto _ : state) {
-          grad.clear();
-          bag.backward(bags->ids, bags->offsets, g, grad);
-          benchmark::DoNotOptimize(&grad);
-          benchmark::ClobberMemory();
-        }
-        state.counters["distinct_rows"] = static_cast<double>(grad.rows().size());
-        set_counters(state, n, shape.d);
-      })->Unit(benchmark::kMicrosecond);
+      // sum and mean backward: grad_out[B, d] -> row-sparse table gradient (mean: each position
+      // scaled by 1 / its bag size, the coefficient path of the gather)
+      for (const BagMode mode : {BagMode::sum, BagMode::mean}) {
+        const std::string op = std::string("bag_") + mode_name(mode) + "_backward";
+        add(bench_name(op.c_str(), "ember", shape, dist), [=](benchmark::State& state) {
+          const auto& bag = layer(layers_for(shape), mode);
+          const RowMatrix<float> g = RowMatrix<float>::Constant(kBags, shape.d, 0.01f);
+          ember::SparseRowGrad<float> grad;
+          for (auto _ : state) {
+            grad.clear();
+            bag.backward(bags->ids, bags->offsets, g, grad);
+            benchmark::DoNotOptimize(&grad);
+            benchmark::ClobberMemory();
+          }
+          state.counters["distinct_rows"] = static_cast<double>(grad.rows().size());
+          set_counters(state, n, shape.d);
+        })->Unit(benchmark::kMicrosecond);
+      }
       add(bench_name("bag_sum_backward", "floor", shape, dist), [=](benchmark::State& state) {
         const RowMatrix<float> g = RowMatrix<float>::Constant(kBags, shape.d, 0.01f);
         FloorGrad grad;
@@ -239,36 +243,40 @@ void register_all() {
         set_counters(state, n, shape.d);
       })->Unit(benchmark::kMicrosecond);
 #if defined(EMBER_BENCH_HAVE_TORCH)
-      add(bench_name("bag_sum_backward", "torch", shape, dist), [=](benchmark::State& state) {
-        const auto& bag = layer(layers_for(shape), BagMode::sum);
-        const at::Tensor w =
-            ember_bench::torch_view(bag.embedding().weight().data(), shape.vocab, shape.d);
-        const at::Tensor t_ids = ember_bench::torch_ids(bags->ids);
-        const at::Tensor t_off = ember_bench::torch_ids(bags->offsets);
-        // The bag of each position and the size of each bag, as the forward records them for
-        // autograd (built here: the forward-only path does not fill them).
-        std::vector<std::int64_t> o2b(static_cast<std::size_t>(n)), sizes;
-        for (Index b = 0; b < kBags; ++b) {
-          const Index begin = bags->offsets[static_cast<std::size_t>(b)];
-          const Index end = b + 1 < kBags ? bags->offsets[static_cast<std::size_t>(b + 1)] : n;
-          for (Index i = begin; i < end; ++i) o2b[static_cast<std::size_t>(i)] = b;
-          sizes.push_back(end - begin);
-        }
-        const at::Tensor t_o2b = at::from_blob(o2b.data(), {n}, at::TensorOptions(at::kLong));
-        const at::Tensor t_sizes =
-            at::from_blob(sizes.data(), {kBags}, at::TensorOptions(at::kLong));
-        const at::Tensor g = at::full({kBags, shape.d}, 0.01f);
-        std::int64_t nnz = 0;
-        for (auto _ : state) {
-          at::Tensor grad = at::_embedding_bag_sparse_backward(g, t_ids, t_off, t_o2b, t_sizes,
-                                                               shape.vocab, false, 0, {})
-                                .coalesce();
-          nnz = grad._nnz();
-          benchmark::DoNotOptimize(grad.unsafeGetTensorImpl());
-        }
-        state.counters["distinct_rows"] = static_cast<double>(nnz);
-        set_counters(state, n, shape.d);
-      })->Unit(benchmark::kMicrosecond);
+      for (const BagMode mode : {BagMode::sum, BagMode::mean}) {
+        const std::string op = std::string("bag_") + mode_name(mode) + "_backward";
+        add(bench_name(op.c_str(), "torch", shape, dist), [=](benchmark::State& state) {
+          const auto& bag = layer(layers_for(shape), mode);
+          const at::Tensor w =
+              ember_bench::torch_view(bag.embedding().weight().data(), shape.vocab, shape.d);
+          const at::Tensor t_ids = ember_bench::torch_ids(bags->ids);
+          const at::Tensor t_off = ember_bench::torch_ids(bags->offsets);
+          // The bag of each position and the size of each bag, as the forward records them for
+          // autograd (built here: the forward-only path does not fill them).
+          std::vector<std::int64_t> o2b(static_cast<std::size_t>(n)), sizes;
+          for (Index b = 0; b < kBags; ++b) {
+            const Index begin = bags->offsets[static_cast<std::size_t>(b)];
+            const Index end = b + 1 < kBags ? bags->offsets[static_cast<std::size_t>(b + 1)] : n;
+            for (Index i = begin; i < end; ++i) o2b[static_cast<std::size_t>(i)] = b;
+            sizes.push_back(end - begin);
+          }
+          const at::Tensor t_o2b = at::from_blob(o2b.data(), {n}, at::TensorOptions(at::kLong));
+          const at::Tensor t_sizes =
+              at::from_blob(sizes.data(), {kBags}, at::TensorOptions(at::kLong));
+          const at::Tensor g = at::full({kBags, shape.d}, 0.01f);
+          std::int64_t nnz = 0;
+          for (auto _ : state) {
+            at::Tensor grad =
+                at::_embedding_bag_sparse_backward(g, t_ids, t_off, t_o2b, t_sizes, shape.vocab,
+                                                   false, static_cast<std::int64_t>(mode), {})
+                    .coalesce();
+            nnz = grad._nnz();
+            benchmark::DoNotOptimize(grad.unsafeGetTensorImpl());
+          }
+          state.counters["distinct_rows"] = static_cast<double>(nnz);
+          set_counters(state, n, shape.d);
+        })->Unit(benchmark::kMicrosecond);
+      }
 #endif
     }
   }

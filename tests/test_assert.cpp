@@ -121,3 +121,18 @@ TEST_CASE(
                   std::logic_error);
   CHECK(grad.empty());
 }
+
+TEST_CASE(
+    "SparseRowGrad::accumulate_indirect_unchecked with src of the wrong width throws "
+    "std::logic_error",
+    "[config][assert]") {
+  ember::SparseRowGrad<double> grad(5, 4);
+  const std::vector<TokenId> ids{0, 1};
+  const std::vector<Index> src_rows{0, 0};
+  const RowMatrix<double> wrong_cols = RowMatrix<double>::Ones(1, 3);
+  CHECK_THROWS_AS(grad.accumulate_indirect_unchecked(std::span<const TokenId>(ids),
+                                                     detail::const_table(wrong_cols),
+                                                     src_rows.data(), nullptr, 1.0),
+                  std::logic_error);
+  CHECK(grad.empty());
+}

@@ -9,8 +9,10 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/bag_grad_reference.hpp"
 #include "support/beyond_reference.hpp"
 #include "support/gradcheck.hpp"
+#include "support/kernel_reference.hpp"
 #include "support/reference.hpp"
 
 using ember::BagMode;
@@ -269,4 +271,71 @@ TEST_CASE("max pooling without an argmax gives the recorded path's bits, ties an
   const std::vector<TokenId> ids64(ids.begin(), ids.end());
   const std::vector<Index> bounds{0, 2, 4, 6, 8, 10};
   CHECK(ember::test::same_bits(plain, ember::test::bag_reference(t, ids64, bounds, 2)));
+}
+
+TEMPLATE_TEST_CASE(
+    "sum and mean backward give the bits of the materialised-rows reference at 1 and 2 threads",
+    "[bag]", float, double) {
+  using T = TestType;
+  const auto mode = GENERATE(BagMode::sum, BagMode::mean);
+  const bool weighted = GENERATE(false, true);
+  const bool padded = GENERATE(false, true);
+  const bool freq = GENERATE(false, true);
+  if (weighted && mode != BagMode::sum) return;
+  const int threads = GENERATE(1, 2);
+  const Index vocab = 60;  // ~1000 ids: rows repeat within and across bags
+  const Index d = 40;      // n·d above the parallel threshold, so 2 threads do split
+  auto bag = make_bag<T>(mode, vocab, d);
+  const TokenId padding = padded ? 7 : -1;
+  if (padded) bag.embedding().set_padding_idx(padding);
+  bag.embedding().set_scale_grad_by_freq(freq);
+  ember::SparseRowGrad<T> grad, grad_lengths, expected;
+  // Three calls into the same gradients: rows created by a call and rows added to both occur.
+  for (std::uint64_t call = 0; call < 3; ++call) {
+    const auto c = ember_test::make_bag_grad_case<T>(64, 16, vocab, d, padding, 40 + call);
+    BagOptions<T> opt;
+    if (weighted) opt.per_sample_weights = c.weights;
+    {
+      const ember_test::ScopedThreads scoped(threads);
+      bag.backward(c.ids, c.offsets, c.grad_out, grad, opt);
+      bag.backward_lengths(c.ids, c.lengths, c.grad_out, grad_lengths, opt);
+    }
+    ember_test::bag_backward_reference<T>(bag, c.ids, c.bounds, c.grad_out, expected,
+                                          opt.per_sample_weights);
+  }
+  REQUIRE(grad.size() > 0);
+  CHECK(std::vector<TokenId>(grad.rows().begin(), grad.rows().end()) ==
+        std::vector<TokenId>(expected.rows().begin(), expected.rows().end()));
+  CHECK(ember::test::same_bits(grad.values(), expected.values()));
+  CHECK(ember::test::same_bits(grad_lengths.values(), expected.values()));
+  for (const TokenId r : grad.rows()) CHECK(r != padding);
+}
+
+TEMPLATE_TEST_CASE(
+    "sum and mean pooling give the reference's sums for widths around the register tile", "[bag]",
+    float, double) {
+  // The kernel keeps 256-byte tiles of columns in registers (64 floats, 32 doubles) and pools the
+  // rest of a row through memory: every split of d must add the same terms in the same order.
+  using T = TestType;
+  const auto mode = GENERATE(BagMode::sum, BagMode::mean);
+  const bool weighted = GENERATE(false, true);
+  if (weighted && mode != BagMode::sum) return;
+  for (const Index d : {1, 15, 31, 32, 33, 63, 64, 65, 100, 128, 131, 200}) {
+    INFO("d = " << d);
+    auto bag = make_bag<T>(mode, 13, d);
+    bag.embedding().set_padding_idx(2);
+    const auto c =
+        ember_test::make_bag_grad_case<T>(9, 6, 13, d, 2, 50 + static_cast<std::uint64_t>(d));
+    BagOptions<T> opt;
+    if (weighted) opt.per_sample_weights = c.weights;
+    const RowMatrix<T> out = bag.forward(c.ids, c.offsets, opt);
+    const RowMatrix<T> expected =
+        ember::test::bag_reference<T>(bag.embedding().weight(), c.ids, c.bounds, mode_index(mode),
+                                      weighted ? c.weights : std::vector<T>{}, 2);
+    if (weighted) {
+      ember::test::check_close(out, expected);
+    } else {
+      CHECK(ember::test::same_bits(out, expected));  // the same additions from zero, in order
+    }
+  }
 }

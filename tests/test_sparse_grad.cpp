@@ -16,6 +16,7 @@
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
+#include "support/kernel_reference.hpp"
 #include "support/reference.hpp"
 
 using ember::Index;
@@ -453,5 +454,103 @@ TEST_CASE("accumulate rejects bad ids and grad_rows shapes and changes nothing",
   CHECK_THROWS_AS(grad.accumulate(std::vector<TokenId>{1}, RowMatrix<float>::Ones(1, 3), 1.0f, 0),
                   ember::ShapeError);
   CHECK(rows_of(grad) == std::vector<TokenId>{0});
+  CHECK(test::same_bits(grad.values(), values_before));
+}
+
+// ---- accumulate_indirect
+// -------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE(
+    "accumulate_indirect gives the bits of accumulate over the materialised coef · src rows",
+    "[sparse_grad]", float, double) {
+  using T = TestType;
+  const Index vocab = 90;
+  const Index d = 48;
+  const Index m = 37;  // src rows: each gathered by many positions
+  const bool with_coef = GENERATE(false, true);
+  const bool freq = GENERATE(false, true);
+  const TokenId skip = GENERATE(TokenId{-1}, TokenId{4});
+  const int threads = GENERATE(1, 2);
+  typename SparseRowGrad<T>::AccumulateOptions options;
+  options.scale_grad_by_freq = freq;
+  options.skip_row = skip;
+  SparseRowGrad<T> gathered;
+  SparseRowGrad<T> materialised;
+  for (std::uint64_t call = 0; call < 3; ++call) {
+    const Index n = call == 1 ? 0 : 900;  // n·d above the parallel threshold
+    std::vector<TokenId> ids = ember_test::random_ids(n, vocab, 70 + call, 50);
+    std::vector<std::int32_t> src_rows;
+    for (const TokenId r : ember_test::random_ids(n, m, 80 + call))
+      src_rows.push_back(static_cast<std::int32_t>(r));
+    if (n > 0) ids[1] = 4;
+    const RowMatrix<T> src = ember_test::random_matrix<T>(m, d, 90 + call);
+    std::vector<T> coef;
+    if (with_coef) {
+      const RowMatrix<T> c = ember_test::random_matrix<T>(1, n, 95 + call);
+      coef.assign(c.data(), c.data() + n);
+    }
+    RowMatrix<T> rows(n, d);
+    for (Index i = 0; i < n; ++i) {
+      const auto ui = static_cast<std::size_t>(i);
+      rows.row(i) =
+          with_coef ? (coef[ui] * src.row(src_rows[ui])).eval() : src.row(src_rows[ui]).eval();
+    }
+    const T scale = T(0.75) + static_cast<T>(call);
+    {
+      const ember_test::ScopedThreads scoped(threads);
+      gathered.accumulate_indirect(ids, src, src_rows, std::span<const T>(coef), scale, vocab,
+                                   options);
+    }
+    materialised.accumulate(ids, rows, scale, vocab, options);
+  }
+  REQUIRE(gathered.size() > 0);
+  check_same_grad(gathered, materialised);
+}
+
+TEST_CASE("accumulate_indirect rejects bad ids, src rows and shapes and changes nothing",
+          "[sparse_grad][errors]") {
+  SparseRowGrad<float> grad;
+  const RowMatrix<float> src = RowMatrix<float>::Ones(3, 4);
+  const std::vector<Index> from{0, 2, 1};
+  grad.accumulate_indirect(std::vector<TokenId>{0, 5, 0}, src, from, {}, 1.0f, 6);
+  const std::vector<TokenId> rows_before = rows_of(grad);
+  const RowMatrix<float> values_before = grad.values();
+  const std::vector<TokenId> ids{1, 2, 3};
+  const std::vector<float> coef{1, 2, 3};
+
+  const auto bad_id = test::catch_as<ember::IndexError>([&] {
+    grad.accumulate_indirect(std::vector<TokenId>{1, 6, 3}, src, from, coef, 1.0f, 6);
+  });
+  REQUIRE(bad_id);
+  CHECK(bad_id->position() == 1);
+  CHECK(bad_id->value() == 6);
+  CHECK_THAT(std::string(bad_id->what()), Catch::Contains("SparseRowGrad::accumulate_indirect") &&
+                                              Catch::Contains("position 1"));
+
+  const auto bad_src = test::catch_as<ember::IndexError>([&] {
+    grad.accumulate_indirect(ids, src, std::vector<Index>{0, 1, 3}, coef, 1.0f, 6);
+  });
+  REQUIRE(bad_src);
+  CHECK(bad_src->position() == 2);
+  CHECK(bad_src->value() == 3);
+  CHECK(bad_src->bound() == 3);
+  CHECK_THAT(std::string(bad_src->what()), Catch::Contains("src_rows[2] = 3 is outside [0, 3)"));
+  CHECK_THROWS_AS(grad.accumulate_indirect(ids, src, std::vector<int>{0, -1, 0}, coef, 1.0f, 6),
+                  ember::IndexError);
+
+  const auto short_from = test::catch_as<ember::ShapeError>([&] {
+    grad.accumulate_indirect(ids, src, std::vector<Index>{0, 1}, coef, 1.0f, 6);
+  });
+  REQUIRE(short_from);
+  CHECK(short_from->expected() == 3);
+  CHECK(short_from->actual() == 2);
+  CHECK_THAT(std::string(short_from->what()), Catch::Contains("src_rows has 2 rows"));
+  CHECK_THROWS_WITH(grad.accumulate_indirect(ids, src, from, std::vector<float>{1, 2}, 1.0f, 6),
+                    Catch::Contains("coef has 2 rows, expected the number of ids = 3"));
+  CHECK_THROWS_AS(grad.accumulate_indirect(ids, RowMatrix<float>::Ones(3, 5), from, coef, 1.0f, 6),
+                  ember::ShapeError);
+  CHECK_THROWS_AS(grad.accumulate_indirect(ids, src, from, coef, 1.0f, 7), ember::ShapeError);
+
+  CHECK(rows_of(grad) == rows_before);
   CHECK(test::same_bits(grad.values(), values_before));
 }

@@ -161,7 +161,8 @@ class EmbeddingBag {
   ///          argmax or the table scales gradients by frequency (unsupported with max, as in
   ///          PyTorch); IndexError for an argmax entry outside [-1, vocab_size()). grad is
   ///          unchanged when it throws.
-  /// Complexity: O(n log n + n·d).
+  /// Complexity: O(n + u log u + n·d) for u distinct ids; sum and mean gather grad_out rows
+  /// straight into the gradient (O(n) extra memory, no n x d intermediate).
   template <class R, class O>
   void backward(const R& ids, const O& offsets, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 SparseRowGrad<T>& grad, const BagOptions<T>& options = {},
@@ -326,8 +327,7 @@ class EmbeddingBag {
         detail::check_extent(where, "grad_per_sample_weights", 0, n,
                              static_cast<Index>(grad_weights.size()), "the number of ids");
       }
-      std::vector<TokenId> rows;
-      RowMatrix<T> values;
+      typename SparseRowGrad<T>::AccumulateOptions acc;
       if (mode_ == BagMode::max) {
         if (argmax == nullptr) {
           throw StateError(std::string(where) +
@@ -348,15 +348,25 @@ class EmbeddingBag {
                              k, a, vocab_size());
           }
         }
+        std::vector<TokenId> rows;
+        RowMatrix<T> values;
         detail::bag_max_grad_rows(argmax->data(), detail::const_table(grad_out), rows, values);
+        // Throws (before any change) only if grad is bound to another table shape.
+        grad.accumulate(rows, values, T(1), vocab_size(), acc, where);
       } else {
-        detail::bag_grad_rows(span, std::span<const Index>(bounds), mode_, weights_ptr(options),
-                              skip_row(), detail::const_table(grad_out), rows, values);
+        // Position i contributes coef_i · grad_out[bag of i], gathered by the accumulation itself
+        // (no n x d matrix of scaled rows): the same products, summed in the same order.
+        std::vector<Index> bag_of;
+        std::vector<T> mean_coef;
+        detail::bag_grad_sources(std::span<const Index>(bounds), mode_, span, skip_row(), bag_of,
+                                 mean_coef);
+        const std::span<const T> coef =
+            mode_ == BagMode::mean ? std::span<const T>(mean_coef) : options.per_sample_weights;
+        acc.scale_grad_by_freq = emb_.scale_grad_by_freq();
+        acc.skip_row = skip_row();
+        // Throws (before any change) only if grad is bound to another table shape.
+        grad.accumulate_indirect(span, grad_out, bag_of, coef, T(1), vocab_size(), acc, where);
       }
-      typename SparseRowGrad<T>::AccumulateOptions acc;
-      acc.scale_grad_by_freq = emb_.scale_grad_by_freq() && mode_ != BagMode::max;
-      // Throws (before any change) only if grad is bound to another table shape.
-      grad.accumulate(rows, values, T(1), vocab_size(), acc, where);
       if (!grad_weights.empty()) fill_weight_grads(span, bounds, grad_out, grad_weights);
     });
   }

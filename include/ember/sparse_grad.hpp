@@ -137,13 +137,80 @@ class SparseRowGrad {
     return dense;
   }
 
+  /// grad[ids[i]] += scale * coef[i] * src.row(src_rows[i]) for each i: accumulate with the
+  /// gradient rows gathered from `src` on the fly instead of materialised as an n x d matrix
+  /// (EmbeddingBag's backward: src = the bags' output gradients, src_rows[i] = the bag of id i,
+  /// coef[i] = its sample weight or 1 / bag size). Gives the same bits as accumulate(ids, G,
+  /// scale, ...) with G.row(i) = coef[i] * src.row(src_rows[i]): each product is rounded on its
+  /// own, then each row's products are summed in position order.
+  ///
+  /// Shapes:  ids[n], src[m, d] with d == d_model(), src_rows[n] in [0, m), coef[n] or empty (= 1).
+  /// Throws:  IndexError if some id is outside [0, vocab_size) or some src_rows[i] outside
+  ///          [0, m); ShapeError if src_rows or a non-empty coef has not n entries, src has not
+  ///          d_model() columns or (vocab_size, d) differs from the bound shape. Nothing changes
+  ///          when it throws.
+  /// Complexity: as accumulate, O(n + u log u + n·d), with O(n + m·d) memory read instead of
+  /// O(n·d) written and read back; threads split the distinct rows.
+  /// `where` names the public call in error messages (e.g. "EmbeddingBag::backward").
+  template <IdRange R, IdRange S>
+  void accumulate_indirect(const R& ids, const Eigen::Ref<const RowMatrix<T>>& src,
+                           const S& src_rows, std::span<const T> coef, T scale, Index vocab_size,
+                           AccumulateOptions options = {},
+                           const char* where = "SparseRowGrad::accumulate_indirect") {
+    const auto span = detail::as_id_span(ids);
+    const auto from = detail::as_id_span(src_rows);
+    const auto n = static_cast<Index>(span.size());
+    check_shape(where, vocab_size, src.cols());
+    detail::check_extent(where, "src_rows", 0, n, static_cast<Index>(from.size()),
+                         "the number of ids");
+    if (!coef.empty()) {
+      detail::check_extent(where, "coef", 0, n, static_cast<Index>(coef.size()),
+                           "the number of ids");
+    }
+    detail::check_ids(span, vocab_size, where);
+    for (Index i = 0; i < n; ++i) {
+      const auto r = from[static_cast<std::size_t>(i)];
+      if (std::cmp_less(r, 0) || std::cmp_greater_equal(r, src.rows())) [[unlikely]] {
+        const auto value = static_cast<std::int64_t>(r);
+        throw IndexError(std::string(where) + ": src_rows[" + std::to_string(i) +
+                             "] = " + std::to_string(value) + " is outside [0, " +
+                             std::to_string(src.rows()) + ")",
+                         i, value, src.rows());
+      }
+    }
+    bind(vocab_size, src.cols());
+    accumulate_indirect_unchecked(span, detail::const_table(src), from.data(),
+                                  coef.empty() ? nullptr : coef.data(), scale, options);
+  }
+
   /// Accumulate without validation. Precondition (checked by the public callers, e.g.
   /// Embedding::backward): the gradient is bound to (V, d), ids are in [0, V), grad_rows is n x d.
   template <class Id>
   void accumulate_unchecked(std::span<const Id> ids, detail::ConstTableRef<T> grad_rows, T scale,
                             AccumulateOptions options = {}) {
+    EMBER_ASSERT(grad_rows.rows == static_cast<Index>(ids.size()) && grad_rows.cols == d_model_);
+    accumulate_rows(ids, detail::DirectRows<T>{grad_rows}, false, scale, options);
+  }
+
+  /// accumulate_indirect without validation. Precondition (checked by accumulate_indirect): the
+  /// gradient is bound to (V, d), ids are in [0, V), src is m x d, src_rows[n] are in [0, m),
+  /// coef is null or has n entries.
+  template <class Id, class SrcId>
+  void accumulate_indirect_unchecked(std::span<const Id> ids, detail::ConstTableRef<T> src,
+                                     const SrcId* src_rows, const T* coef, T scale,
+                                     AccumulateOptions options = {}) {
+    EMBER_ASSERT(src.cols == d_model_);
+    accumulate_rows(ids, detail::GatheredRows<T, SrcId>{src, src_rows, coef}, coef != nullptr,
+                    scale, options);
+  }
+
+ private:
+  // The one accumulation kernel: `rows` says what position p contributes (its own row of an
+  // n x d matrix, or a gathered and scaled one); `needs_scratch` if it writes a product per row.
+  template <class Id, class Rows>
+  void accumulate_rows(std::span<const Id> ids, const Rows& rows, bool needs_scratch, T scale,
+                       AccumulateOptions options) {
     const auto n = static_cast<Index>(ids.size());
-    EMBER_ASSERT(grad_rows.rows == n && grad_rows.cols == d_model_);
     if (n == 0) return;
     // Distinct ids (ascending) and each one's positions (ascending), without sorting positions.
     grouper_.group(ids, vocab_size_, options.skip_row);
@@ -155,27 +222,29 @@ class SparseRowGrad {
     // leaves the gradient as it was.
     batch_slots_.resize(batch_rows.size());
     batch_fresh_.resize(batch_rows.size());
-    sums_.resize(detail::kernel_threads(n * d), d);
+    const int threads = detail::kernel_threads(n * d);
+    sums_.resize(threads, d);
+    if (needs_scratch) products_.resize(threads, d);
     grow_to_include(batch_rows, batch_slots_, batch_fresh_.data());
 
     const bool freq = options.scale_grad_by_freq;
     detail::parallel_rows(u, n * d, [&](Index begin, Index end, int worker) {
       T* sum = sums_.row(worker).data();
+      T* product = needs_scratch ? products_.row(worker).data() : nullptr;
       for (Index j = begin; j < end; ++j) {
         const auto uj = static_cast<std::size_t>(j);
         if (j + 1 < end) {
-          // Groups visit grad_rows in id order, i.e. at random positions: fetch the next ahead.
-          detail::prefetch_row(grad_rows.row(grouper_.positions(uj + 1)[0]), d, d);
+          // Groups visit the rows in id order, i.e. at random positions: fetch the next ahead.
+          detail::prefetch_row(rows.source_row(grouper_.positions(uj + 1)[0]), d, d);
         }
         const auto positions = grouper_.positions(uj);
         const T row_scale = freq ? scale / static_cast<T>(positions.size()) : scale;
-        detail::add_row_sum(grad_rows, positions, row_scale, batch_fresh_[uj] != 0,
-                            values_.row(batch_slots_[uj]).data(), sum);
+        detail::add_row_sum(rows, d, positions, row_scale, batch_fresh_[uj] != 0,
+                            values_.row(batch_slots_[uj]).data(), sum, product);
       }
     });
   }
 
- private:
   void check_shape(const char* where, Index vocab_size, Index d_model) const {
     detail::check_positive_size(where, "vocab_size", vocab_size);
     detail::check_positive_size(where, "d_model", d_model);
@@ -249,7 +318,8 @@ class SparseRowGrad {
   detail::RowGrouper grouper_;
   std::vector<Index> batch_slots_;
   std::vector<unsigned char> batch_fresh_;
-  RowMatrix<T> sums_;  // one row of running sums per worker thread
+  RowMatrix<T> sums_;      // one row of running sums per worker thread
+  RowMatrix<T> products_;  // one row of coef · src row per worker thread (accumulate_indirect)
   std::vector<TokenId> merged_;
 };
 

@@ -85,4 +85,21 @@ inline void set_threads(int threads) {
 #endif
 }
 
+/// Sets the OpenMP thread count for its lifetime and restores the previous one after.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int threads) {
+#if EMBER_HAS_OPENMP
+    saved_ = omp_get_max_threads();
+#endif
+    set_threads(threads);
+  }
+  ~ScopedThreads() { set_threads(saved_); }
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  int saved_ = 1;
+};
+
 }  // namespace ember_test

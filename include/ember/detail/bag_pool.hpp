@@ -1,6 +1,6 @@
 /// EmbeddingBag kernels: pool the rows of each bag (sum, weighted sum, mean, max with argmax) in
-/// one pass per bag, and build the per-position gradient rows of the backward. Inputs were
-/// validated by EmbeddingBag's public calls.
+/// one pass per bag, and describe where the backward's per-position gradients come from. Inputs
+/// were validated by EmbeddingBag's public calls.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -31,6 +31,77 @@ namespace ember::detail {
 /// Positions ahead whose table row bag_pool prefetches (rows of ~20-id bags are random).
 inline constexpr Index kBagPrefetchIds = 8;
 
+/// Columns [c0, c0 + W) of one sum bag: out[c] = Σ_i w_i · table[ids[i], c] over the positions
+/// of [begin, end) whose id is not skip_row, summed in position order from zero. The W running
+/// sums stay in registers for the whole bag (W·sizeof(T) = 256 bytes: 4 AVX-512 or 8 AVX
+/// registers), as FBGEMM's generated kernels keep them, instead of a load and a store of the
+/// output row per id. `first`: the tile at column 0, which prefetches the rows kBagPrefetchIds
+/// positions ahead. Returns the number of pooled ids.
+template <Index W, class T, class Id>
+Index bag_sum_tile(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
+                   const T* weights, TokenId skip_row, Index c0, bool first, T* out) {
+  using Tile = Eigen::Array<T, W, 1>;
+  const auto n = static_cast<Index>(ids.size());
+  Tile acc = Tile::Zero();
+  Index count = 0;
+  for (Index i = begin; i < end; ++i) {
+    if (first && i + kBagPrefetchIds < n) {
+      prefetch_row(
+          table.row(static_cast<Index>(ids[static_cast<std::size_t>(i + kBagPrefetchIds)])),
+          table.cols);
+    }
+    const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
+    EMBER_ASSERT(id >= 0 && id < table.rows);
+    if (id == skip_row) continue;
+    const Eigen::Map<const Tile> row(table.row(static_cast<Index>(id)) + c0);
+    if (weights != nullptr) {
+      acc += weights[i] * row;
+    } else {
+      acc += row;
+    }
+    ++count;
+  }
+  Eigen::Map<Tile>(out + c0) = acc;
+  return count;
+}
+
+/// One sum bag (positions [begin, end)) into out[d]: whole tiles of 256 bytes of columns in
+/// registers, the remaining columns (d not a multiple of the tile) through memory. Returns the
+/// number of pooled ids.
+template <class T, class Id>
+Index bag_sum(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
+              const T* weights, TokenId skip_row, T* out) {
+  constexpr Index kTile = static_cast<Index>(256 / sizeof(T));
+  const Index d = table.cols;
+  const Index tiled = d / kTile * kTile;
+  Index count = 0;
+  for (Index c0 = 0; c0 < tiled; c0 += kTile) {
+    count = bag_sum_tile<kTile>(table, ids, begin, end, weights, skip_row, c0, c0 == 0, out);
+  }
+  if (tiled == d) return count;
+  Eigen::Map<RowVector<T>> rest(out + tiled, d - tiled);
+  rest.setZero();
+  count = 0;
+  const auto n = static_cast<Index>(ids.size());
+  for (Index i = begin; i < end; ++i) {
+    if (tiled == 0 && i + kBagPrefetchIds < n) {
+      prefetch_row(
+          table.row(static_cast<Index>(ids[static_cast<std::size_t>(i + kBagPrefetchIds)])), d);
+    }
+    const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
+    EMBER_ASSERT(id >= 0 && id < table.rows);
+    if (id == skip_row) continue;
+    const Eigen::Map<const RowVector<T>> row(table.row(static_cast<Index>(id)) + tiled, d - tiled);
+    if (weights != nullptr) {
+      rest += weights[i] * row;
+    } else {
+      rest += row;
+    }
+    ++count;
+  }
+  return count;
+}
+
 /// bags [bounds[b], bounds[b+1]) of ids[n], table[V, d] -> out[B, d]; positions whose id is
 /// skip_row (the padding row, or -1) are left out of the pooling and of the mean's count; a bag
 /// with nothing pooled gives zeros (and argmax -1). weights (sum mode only) may be null.
@@ -45,13 +116,19 @@ void bag_pool(ConstTableRef<T> table, std::span<const Id> ids, std::span<const I
   EMBER_ASSERT(mode == BagMode::max || argmax == nullptr);
   EMBER_OMP_FOR(bags)
   for (Index b = 0; b < bags; ++b) {
+    const Index begin = bounds[static_cast<std::size_t>(b)];
+    const Index end = bounds[static_cast<std::size_t>(b + 1)];
     Eigen::Map<RowVector<T>> o(out.row(b), d);
+    if (mode != BagMode::max) {
+      const Index count = bag_sum(table, ids, begin, end, weights, skip_row, out.row(b));
+      if (mode == BagMode::mean && count > 0) o /= static_cast<T>(count);
+      continue;
+    }
     TokenId* am = argmax != nullptr ? argmax + b * d : nullptr;
     o.setZero();
     if (am != nullptr) std::fill(am, am + d, TokenId{-1});
     Index count = 0;
-    for (Index i = bounds[static_cast<std::size_t>(b)]; i < bounds[static_cast<std::size_t>(b + 1)];
-         ++i) {
+    for (Index i = begin; i < end; ++i) {
       // Rows are random: ask for the row kBagPrefetchIds positions ahead (across bag ends).
       if (i + kBagPrefetchIds < n) {
         prefetch_row(
@@ -61,63 +138,49 @@ void bag_pool(ConstTableRef<T> table, std::span<const Id> ids, std::span<const I
       EMBER_ASSERT(id >= 0 && id < table.rows);
       if (id == skip_row) continue;
       const Eigen::Map<const RowVector<T>> row(table.row(static_cast<Index>(id)), d);
-      if (mode == BagMode::max) {
-        if (count == 0) {
-          o = row;
-          if (am != nullptr) std::fill(am, am + d, id);
-        } else if (am != nullptr) {
-          for (Index c = 0; c < d; ++c) {
-            if (row[c] > o[c]) {  // strict: the first maximum wins ties, as PyTorch
-              o[c] = row[c];
-              am[c] = id;
-            }
+      if (count == 0) {
+        o = row;
+        if (am != nullptr) std::fill(am, am + d, id);
+      } else if (am != nullptr) {
+        for (Index c = 0; c < d; ++c) {
+          if (row[c] > o[c]) {  // strict: the first maximum wins ties, as PyTorch
+            o[c] = row[c];
+            am[c] = id;
           }
-        } else {
-          // The same strict comparison as a select, which compilers turn into vmaxps (whose
-          // NaN and ±0 rules are exactly "row > o ? row : o"): 3-5x faster than the branch.
-          for (Index c = 0; c < d; ++c) o[c] = row[c] > o[c] ? row[c] : o[c];
         }
-      } else if (weights != nullptr) {
-        o += weights[i] * row;
       } else {
-        o += row;
+        // The same strict comparison as a select, which compilers turn into vmaxps (whose
+        // NaN and ±0 rules are exactly "row > o ? row : o"): 3-5x faster than the branch.
+        for (Index c = 0; c < d; ++c) o[c] = row[c] > o[c] ? row[c] : o[c];
       }
       ++count;
     }
-    if (mode == BagMode::mean && count > 0) o /= static_cast<T>(count);
   }
 }
 
-/// The gradient rows of a sum/mean bag backward: for each pooled position i of bag b,
-/// rows_out gets grad_out[b] · coefficient (the sample weight for sum, 1 / count for mean) and
-/// ids_out gets ids[i]. Validated by EmbeddingBag::backward.
+/// Where each position's gradient comes from in a sum/mean bag backward: bag_of[i] = the bag of
+/// position i and, in mean mode, mean_coef[i] = 1 / (pooled count of that bag) (left empty
+/// otherwise); positions whose id is skip_row get a coefficient too but are skipped by the
+/// accumulation. Validated by EmbeddingBag::backward.
 template <class T, class Id>
-void bag_grad_rows(std::span<const Id> ids, std::span<const Index> bounds, BagMode mode,
-                   const T* weights, TokenId skip_row, ConstTableRef<T> grad_out,
-                   std::vector<TokenId>& ids_out, RowMatrix<T>& rows_out) {
+void bag_grad_sources(std::span<const Index> bounds, BagMode mode, std::span<const Id> ids,
+                      TokenId skip_row, std::vector<Index>& bag_of, std::vector<T>& mean_coef) {
   const auto bags = static_cast<Index>(bounds.size()) - 1;
-  const Index d = grad_out.cols;
-  ids_out.clear();
-  for (const Id id : ids)
-    if (static_cast<TokenId>(id) != skip_row) ids_out.push_back(static_cast<TokenId>(id));
-  rows_out.resize(static_cast<Index>(ids_out.size()), d);
-  Index k = 0;
+  bag_of.resize(ids.size());
+  mean_coef.resize(mode == BagMode::mean ? ids.size() : 0);
   for (Index b = 0; b < bags; ++b) {
-    const Index begin = bounds[static_cast<std::size_t>(b)];
-    const Index end = bounds[static_cast<std::size_t>(b + 1)];
+    const auto begin = static_cast<std::size_t>(bounds[static_cast<std::size_t>(b)]);
+    const auto end = static_cast<std::size_t>(bounds[static_cast<std::size_t>(b + 1)]);
+    std::fill(bag_of.begin() + static_cast<std::ptrdiff_t>(begin),
+              bag_of.begin() + static_cast<std::ptrdiff_t>(end), b);
+    if (mode != BagMode::mean) continue;
     Index count = 0;
-    for (Index i = begin; i < end; ++i)
-      if (static_cast<TokenId>(ids[static_cast<std::size_t>(i)]) != skip_row) ++count;
-    const Eigen::Map<const RowVector<T>> g(grad_out.row(b), d);
-    for (Index i = begin; i < end; ++i) {
-      if (static_cast<TokenId>(ids[static_cast<std::size_t>(i)]) == skip_row) continue;
-      T coef = T(1);
-      if (mode == BagMode::mean) coef = T(1) / static_cast<T>(count);
-      if (weights != nullptr) coef = weights[i];
-      rows_out.row(k++) = coef * g;
-    }
+    for (std::size_t i = begin; i < end; ++i)
+      if (static_cast<TokenId>(ids[i]) != skip_row) ++count;
+    const T coef = count > 0 ? T(1) / static_cast<T>(count) : T(0);
+    std::fill(mean_coef.begin() + static_cast<std::ptrdiff_t>(begin),
+              mean_coef.begin() + static_cast<std::ptrdiff_t>(end), coef);
   }
-  EMBER_ASSERT(k == rows_out.rows());
 }
 
 /// The gradient rows of a max bag backward: one row per (bag, winning id), holding grad_out[b, c]

@@ -147,16 +147,51 @@ class RowGrouper {
   std::size_t u_ = 0;
 };
 
-/// dst (+)= row_scale · Σ_{p in positions} src[p], the sum taken in the order of `positions`.
-/// With `assign` the row is written instead of accumulated (a row created by this call), which
-/// saves zero-filling it first. `sum` is caller scratch of d elements.
+/// The rows a SparseRowGrad accumulation reads: position p contributes grad_rows.row(p) as it is
+/// (SparseRowGrad::accumulate).
 template <class T>
-void add_row_sum(ConstTableRef<T> src, std::span<const Index> positions, T row_scale, bool assign,
-                 T* dst, T* sum) {
-  const Index d = src.cols;
+struct DirectRows {
+  ConstTableRef<T> rows;
+  /// The row position p contributes; `scratch` is unused.
+  [[nodiscard]] const T* contribution(Index p, T* /*scratch*/) const noexcept {
+    return rows.row(p);
+  }
+  /// Where the row of position p lives, for prefetching.
+  [[nodiscard]] const T* source_row(Index p) const noexcept { return rows.row(p); }
+};
+
+/// The rows of an indirect accumulation: position p contributes coef[p] · src.row(src_row[p])
+/// (SparseRowGrad::accumulate_indirect); a null coef means 1. The product is rounded and stored in
+/// `scratch` before it is summed, so it equals a materialised row coef[p] · src.row(src_row[p]).
+template <class T, class SrcId>
+struct GatheredRows {
+  ConstTableRef<T> src;
+  const SrcId* src_row;
+  const T* coef;
+  [[nodiscard]] const T* contribution(Index p, T* scratch) const noexcept {
+    const T* row = source_row(p);
+    if (coef == nullptr) return row;
+    // Its own pass through memory: summed in another, the product cannot be contracted into an
+    // FMA with the sum (which would round once where a materialised row rounds twice).
+    Eigen::Map<RowVector<T>>(scratch, src.cols) =
+        coef[p] * Eigen::Map<const RowVector<T>>(row, src.cols);
+    return scratch;
+  }
+  [[nodiscard]] const T* source_row(Index p) const noexcept {
+    return src.row(static_cast<Index>(src_row[p]));
+  }
+};
+
+/// dst (+)= row_scale · Σ_{p in positions} rows.contribution(p), the sum taken in the order of
+/// `positions`. With `assign` the row is written instead of accumulated (a row created by this
+/// call), which saves zero-filling it first. `sum` is caller scratch of d elements, `scratch`
+/// another d for the rows' own use (GatheredRows' products).
+template <class T, class Rows>
+void add_row_sum(const Rows& rows, Index d, std::span<const Index> positions, T row_scale,
+                 bool assign, T* dst, T* sum, T* scratch) {
   EMBER_ASSERT(!positions.empty());
   Eigen::Map<RowVector<T>> out(dst, d);
-  const auto first = Eigen::Map<const RowVector<T>>(src.row(positions[0]), d);
+  const auto first = Eigen::Map<const RowVector<T>>(rows.contribution(positions[0], scratch), d);
   if (assign && positions.size() == 1) {
     out = row_scale * first;  // a product alone: nothing to contract
     return;
@@ -164,7 +199,7 @@ void add_row_sum(ConstTableRef<T> src, std::span<const Index> positions, T row_s
   Eigen::Map<RowVector<T>> acc(sum, d);
   acc = first;
   for (std::size_t p = 1; p < positions.size(); ++p) {
-    acc += Eigen::Map<const RowVector<T>>(src.row(positions[p]), d);
+    acc += Eigen::Map<const RowVector<T>>(rows.contribution(positions[p], scratch), d);
   }
   if (assign) {
     out = row_scale * acc;

@@ -1,0 +1,113 @@
+// The plain EmbeddingBag sum/mean backward that EmbeddingBag used before it gathered rows inside
+// SparseRowGrad::accumulate_indirect: materialise one scaled gradient row per pooled id (n x d),
+// then SparseRowGrad::accumulate. Tests compare the direct path against it bit for bit.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include <ember/bag.hpp>
+#include <ember/sparse_grad.hpp>
+#include <ember/types.hpp>
+
+namespace ember_test {
+
+/// The gradient rows of a sum/mean bag backward: for each pooled position i of bag b (ids equal
+/// to skip_row left out), rows_out gets grad_out[b] · coefficient (the sample weight if weights
+/// are given, else 1 / pooled count in mean mode, else 1) and ids_out gets ids[i].
+template <class T>
+void bag_grad_rows_reference(std::span<const ember::TokenId> ids,
+                             std::span<const ember::Index> bounds, ember::BagMode mode,
+                             std::span<const T> weights, ember::TokenId skip_row,
+                             const ember::RowMatrix<T>& grad_out,
+                             std::vector<ember::TokenId>& ids_out, ember::RowMatrix<T>& rows_out) {
+  using ember::Index;
+  const auto bags = static_cast<Index>(bounds.size()) - 1;
+  ids_out.clear();
+  for (const ember::TokenId id : ids)
+    if (id != skip_row) ids_out.push_back(id);
+  rows_out.resize(static_cast<Index>(ids_out.size()), grad_out.cols());
+  Index k = 0;
+  for (Index b = 0; b < bags; ++b) {
+    const Index begin = bounds[static_cast<std::size_t>(b)];
+    const Index end = bounds[static_cast<std::size_t>(b + 1)];
+    Index count = 0;
+    for (Index i = begin; i < end; ++i)
+      if (ids[static_cast<std::size_t>(i)] != skip_row) ++count;
+    for (Index i = begin; i < end; ++i) {
+      if (ids[static_cast<std::size_t>(i)] == skip_row) continue;
+      T coef = T(1);
+      if (mode == ember::BagMode::mean) coef = T(1) / static_cast<T>(count);
+      if (!weights.empty()) coef = weights[static_cast<std::size_t>(i)];
+      rows_out.row(k++) = coef * grad_out.row(b);
+    }
+  }
+}
+
+/// The old EmbeddingBag::backward for sum and mean: bag_grad_rows_reference, then accumulate with
+/// the table's scale_grad_by_freq.
+template <class T>
+void bag_backward_reference(const ember::EmbeddingBag<T>& bag, std::span<const ember::TokenId> ids,
+                            std::span<const ember::Index> bounds,
+                            const ember::RowMatrix<T>& grad_out, ember::SparseRowGrad<T>& grad,
+                            std::span<const T> weights = {}) {
+  const auto& emb = bag.embedding();
+  const ember::TokenId skip =
+      emb.padding_idx() ? static_cast<ember::TokenId>(*emb.padding_idx()) : ember::TokenId{-1};
+  std::vector<ember::TokenId> rows;
+  ember::RowMatrix<T> values;
+  bag_grad_rows_reference(ids, bounds, bag.mode(), weights, skip, grad_out, rows, values);
+  typename ember::SparseRowGrad<T>::AccumulateOptions acc;
+  acc.scale_grad_by_freq = emb.scale_grad_by_freq();
+  grad.accumulate(rows, values, T(1), bag.vocab_size(), acc);
+}
+
+}  // namespace ember_test
+
+namespace ember_test {
+
+/// A random bag batch for backward comparisons: `bags` bags of 0..2·mean_len ids (some empty),
+/// ids drawn from a small vocabulary so rows repeat within and across bags, the padding id
+/// `padding` (if >= 0) planted in several bags and one bag made of padding only.
+template <class T>
+struct BagGradCase {
+  std::vector<ember::TokenId> ids;
+  std::vector<ember::Index> bounds;     // [B + 1]
+  std::vector<ember::TokenId> offsets;  // [B], PyTorch layout
+  std::vector<int> lengths;             // [B], FBGEMM layout
+  std::vector<T> weights;               // [n]
+  ember::RowMatrix<T> grad_out;         // [B, d]
+};
+
+template <class T>
+BagGradCase<T> make_bag_grad_case(ember::Index bags, ember::Index mean_len, ember::Index vocab,
+                                  ember::Index d, ember::TokenId padding, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<ember::Index> len(0, 2 * mean_len);
+  std::uniform_int_distribution<ember::TokenId> pick(0, static_cast<ember::TokenId>(vocab) - 1);
+  std::uniform_real_distribution<T> value(T(-2), T(2));
+  BagGradCase<T> c;
+  c.bounds.push_back(0);
+  for (ember::Index b = 0; b < bags; ++b) {
+    ember::Index m = b % 7 == 3 ? 0 : len(rng);  // every 7th bag empty
+    if (b == 5) m = std::max<ember::Index>(m, 3);
+    c.offsets.push_back(static_cast<ember::TokenId>(c.bounds.back()));
+    c.lengths.push_back(static_cast<int>(m));
+    for (ember::Index i = 0; i < m; ++i) {
+      ember::TokenId id = pick(rng);
+      if (padding >= 0 && (b == 5 || i % 5 == 2)) id = padding;  // bag 5: padding only
+      c.ids.push_back(id);
+    }
+    c.bounds.push_back(c.bounds.back() + m);
+  }
+  for (std::size_t i = 0; i < c.ids.size(); ++i) c.weights.push_back(value(rng));
+  c.grad_out.resize(bags, d);
+  for (ember::Index k = 0; k < c.grad_out.size(); ++k) c.grad_out.data()[k] = value(rng);
+  return c;
+}
+
+}  // namespace ember_test
