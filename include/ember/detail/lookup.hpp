@@ -1,8 +1,10 @@
 /// Door checks shared by every table kind (owning, view, half/bfloat16, int8): the shapes of a
-/// lookup, of the fused lookup + positions and of tied logits, and the dispatch of any IdRange.
+/// lookup, of the fused lookup + positions and of tied logits, the dispatch of any IdRange, and the
+/// lookup scale √d_model.
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cmath>
 #include <string>
 
 #include "ember/detail/validate.hpp"
@@ -11,6 +13,13 @@
 #include "ember/types.hpp"
 
 namespace ember::detail {
+
+/// The lookup scale of every table kind: √d_model computed in double, rounded once to T (so an
+/// owner and a view of the same table scale bit-identically).
+template <class T>
+[[nodiscard]] T lookup_scale(Index d_model) noexcept {
+  return static_cast<T>(std::sqrt(static_cast<double>(d_model)));
+}
 
 /// Calls f(span) with `ids` viewed as a span, or fails to compile with ember's id message.
 template <class R, class F>
