@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "ember/detail/gather.hpp"
+#include "ember/detail/lookup.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/detail/validate.hpp"
 #include "ember/errors.hpp"
@@ -93,9 +93,7 @@ class Embedding {
   /// Row width d_model.
   [[nodiscard]] Index d_model() const noexcept { return table_.cols(); }
   /// The lookup scale √d_model: a constant derived from d_model, never learned.
-  [[nodiscard]] T scale() const noexcept {
-    return static_cast<T>(std::sqrt(static_cast<double>(table_.cols())));
-  }
+  [[nodiscard]] T scale() const noexcept { return detail::lookup_scale<T>(table_.cols()); }
 
   /// The unscaled table, V x d_model.
   [[nodiscard]] const RowMatrix<T>& weight() const noexcept { return table_; }
@@ -111,7 +109,7 @@ class Embedding {
   /// Throws:  IndexError if some ids[i] is outside [0, vocab_size()).
   /// Complexity: O(n·d); ids are checked once before any copy.
   [[nodiscard]] RowMatrix<T> forward(std::span<const TokenId> ids) const {
-    return forward_owning(ids);
+    return detail::scaled_lookup(forward_name, detail::const_table(table_), scale(), ids);
   }
 
   /// Writes weight().row(ids[i]) · scale() into out.row(i); out may be a block of a larger matrix.
@@ -121,7 +119,7 @@ class Embedding {
   ///          n x d. `out` is untouched when it throws.
   /// Complexity: O(n·d).
   void forward(std::span<const TokenId> ids, Eigen::Ref<RowMatrix<T>> out) const {
-    forward_into(ids, out);
+    detail::scaled_lookup(forward_name, detail::const_table(table_), scale(), ids, out);
   }
 
   /// forward(ids) for any other contiguous range of integer ids.
@@ -129,7 +127,8 @@ class Embedding {
   requires(!std::convertible_to<const R&, std::span<const TokenId>>)
       [[nodiscard]] RowMatrix<T> forward(const R& ids) const {
     if constexpr (IdRange<R>) {
-      return forward_owning(detail::as_id_span(ids));
+      return detail::scaled_lookup(forward_name, detail::const_table(table_), scale(),
+                                   detail::as_id_span(ids));
     } else {
       static_assert(detail::always_false<R>, EMBER_ID_RANGE_MESSAGE);
       return {};
@@ -141,7 +140,8 @@ class Embedding {
   requires(!std::convertible_to<const R&, std::span<const TokenId>>) void forward(
       const R& ids, Eigen::Ref<RowMatrix<T>> out) const {
     if constexpr (IdRange<R>) {
-      forward_into(detail::as_id_span(ids), out);
+      detail::scaled_lookup(forward_name, detail::const_table(table_), scale(),
+                            detail::as_id_span(ids), out);
     } else {
       static_assert(detail::always_false<R>, EMBER_ID_RANGE_MESSAGE);
     }
@@ -356,27 +356,11 @@ class Embedding {
   }
 
  private:
+  static constexpr const char* forward_name = "Embedding::forward";
+
   static Index checked_size(Index value, const char* name) {
     detail::check_positive_size("Embedding", name, value);
     return value;
-  }
-
-  template <class Id>
-  RowMatrix<T> forward_owning(std::span<const Id> ids) const {
-    detail::check_ids(ids, vocab_size(), "Embedding::forward");
-    RowMatrix<T> out(static_cast<Index>(ids.size()), d_model());
-    detail::gather_scaled(detail::const_table(table_), ids, scale(), detail::mutable_table(out));
-    return out;
-  }
-
-  template <class Id>
-  void forward_into(std::span<const Id> ids, Eigen::Ref<RowMatrix<T>> out) const {
-    constexpr const char* where = "Embedding::forward";
-    detail::check_extent(where, "out", 0, static_cast<Index>(ids.size()), out.rows(),
-                         "the number of ids");
-    detail::check_extent(where, "out", 1, d_model(), out.cols(), "d_model");
-    detail::check_ids(ids, vocab_size(), where);
-    detail::gather_scaled(detail::const_table(table_), ids, scale(), detail::mutable_table(out));
   }
 
   template <class Id>

@@ -4,7 +4,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <cmath>
 #include <memory>
 #include <span>
 #include <string>
@@ -12,7 +11,6 @@
 
 #include <Eigen/Core>
 
-#include "ember/detail/gather.hpp"
 #include "ember/detail/lookup.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/detail/validate.hpp"
@@ -102,9 +100,7 @@ class EmbeddingView {
   /// Elements between the starts of consecutive rows (>= d_model).
   [[nodiscard]] Index row_stride() const noexcept { return stride_; }
   /// The lookup scale √d_model, as Embedding::scale().
-  [[nodiscard]] T scale() const noexcept {
-    return static_cast<T>(std::sqrt(static_cast<double>(cols_)));
-  }
+  [[nodiscard]] T scale() const noexcept { return detail::lookup_scale<T>(cols_); }
   /// The viewed table, V x d_model, unscaled.
   [[nodiscard]] Map weight() const noexcept {
     return Map(data_, rows_, cols_, Eigen::OuterStride<>(stride_));
@@ -123,10 +119,7 @@ class EmbeddingView {
   template <class R>
   [[nodiscard]] RowMatrix<T> forward(const R& ids) const {
     return detail::with_ids(ids, [&](auto span) {
-      detail::check_ids(span, rows_, "EmbeddingView::forward");
-      RowMatrix<T> out(static_cast<Index>(span.size()), cols_);
-      detail::gather_scaled(table(), span, scale(), detail::mutable_table(out));
-      return out;
+      return detail::scaled_lookup("EmbeddingView::forward", table(), scale(), span);
     });
   }
 
@@ -136,11 +129,7 @@ class EmbeddingView {
   template <class R>
   void forward(const R& ids, Eigen::Ref<RowMatrix<T>> out) const {
     detail::with_ids(ids, [&](auto span) {
-      constexpr const char* where = "EmbeddingView::forward";
-      detail::check_lookup_out(where, static_cast<Index>(span.size()), cols_, out.rows(),
-                               out.cols());
-      detail::check_ids(span, rows_, where);
-      detail::gather_scaled(table(), span, scale(), detail::mutable_table(out));
+      detail::scaled_lookup("EmbeddingView::forward", table(), scale(), span, out);
     });
   }
 

@@ -8,7 +8,7 @@
 #include <concepts>
 #include <cstdint>
 #include <limits>
-#include <optional>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -33,6 +33,78 @@ concept HalfStorage = std::same_as<S, Eigen::half> || std::same_as<S, Eigen::bfl
 /// The name of a 16-bit storage type in messages ("half", "bfloat16").
 template <HalfStorage S>
 inline constexpr const char* storage_name = std::is_same_v<S, Eigen::half> ? "half" : "bfloat16";
+
+}  // namespace ember
+
+namespace ember::detail {
+
+/// CRTP base of ReducedEmbedding<S> and ReducedEmbeddingView<S>: DecodedTableOps plus the members
+/// whose bodies are the same for the owner and the view (scale, to_float, the float master, the
+/// forward into S, backward, the row decoder). Derived provides vocab_size(), d_model(), weight()
+/// (a row-major Eigen object of S with direct access) and the static names of DecodedTableOps plus
+/// backward_name and set_float_master_name.
+template <class Derived, class S>
+class ReducedTableOps : public DecodedTableOps<Derived> {
+ public:
+  /// The lookup scale √d_model, in float.
+  [[nodiscard]] float scale() const noexcept { return lookup_scale<float>(self().d_model()); }
+  /// The table converted to float (exact), V x d. O(V·d) memory: for small tables and checks.
+  [[nodiscard]] RowMatrix<float> to_float() const { return self().weight().template cast<float>(); }
+
+  // ---- the float master copy for logits -----------------------------------------------------
+
+  /// Keeps `master` (V x d, float) as the table used by logits and logits_backward.
+  /// Throws: ShapeError if its shape differs from the table's; nothing changes then.
+  void set_float_master(RowMatrix<float> master) {
+    constexpr const char* where = Derived::set_float_master_name;
+    check_extent(where, "master", 0, self().vocab_size(), master.rows(), "vocab_size");
+    check_extent(where, "master", 1, self().d_model(), master.cols(), "d_model");
+    master_ = std::make_shared<const RowMatrix<float>>(std::move(master));
+  }
+  /// Drops the float master: logits decode the stored rows again.
+  void clear_float_master() noexcept { master_.reset(); }
+  /// The float master copy, or null.
+  [[nodiscard]] const RowMatrix<float>* float_master() const noexcept { return master_.get(); }
+
+  // ---- lookup -------------------------------------------------------------------------------
+
+  using DecodedTableOps<Derived>::forward;
+
+  /// forward into a buffer of the storage type: the float result rounded to S.
+  /// Throws: as forward(ids, out).
+  template <class R>
+  void forward(const R& ids, Eigen::Ref<RowMatrix<S>> out) const {
+    this->template forward_as<S>(ids, out);
+  }
+
+  /// grad[t] += scale() · Σ_{i : ids[i] = t} grad_out[i] in float (documented on each class).
+  template <class R>
+  void backward(const R& ids, const Eigen::Ref<const RowMatrix<float>>& grad_out,
+                SparseRowGrad<float>& grad) const {
+    with_ids(ids, [&](auto span) {
+      grad.accumulate(span, grad_out, scale(), self().vocab_size(), {}, Derived::backward_name);
+    });
+  }
+
+  /// The row decoder the kernels take.
+  [[nodiscard]] CastRows<S> rows() const noexcept { return {const_table(self().weight())}; }
+
+ protected:
+  /// Uses `master`, kept alive by its owner, as the float master (a view of a ReducedEmbedding).
+  void borrow_float_master(const RowMatrix<float>* master) noexcept {
+    master_ = std::shared_ptr<const RowMatrix<float>>(std::shared_ptr<const void>(), master);
+  }
+
+ private:
+  [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
+
+  // Never written, only replaced: copies share it, so copying a table or view copies no floats.
+  std::shared_ptr<const RowMatrix<float>> master_;
+};
+
+}  // namespace ember::detail
+
+namespace ember {
 
 /// An embedding table whose V x d values are stored as S (Eigen::half or Eigen::bfloat16) and
 /// computed with in float.
@@ -59,16 +131,18 @@ inline constexpr const char* storage_name = std::is_same_v<S, Eigen::half> ? "ha
 /// ember::RowMatrix<float> x = half.forward(ids);   // float rows, · √d
 /// ```
 template <class S>
-class ReducedEmbedding : public detail::DecodedTableOps<ReducedEmbedding<S>> {
+class ReducedEmbedding : public detail::ReducedTableOps<ReducedEmbedding<S>, S> {
   static_assert(HalfStorage<S>,
                 "ember::ReducedEmbedding<S>: S must be Eigen::half or Eigen::bfloat16");
-  using Base = detail::DecodedTableOps<ReducedEmbedding<S>>;
+  using Base = detail::ReducedTableOps<ReducedEmbedding<S>, S>;
 
  public:
   using Storage = S;
   static constexpr const char* forward_name = "ReducedEmbedding::forward";
   static constexpr const char* logits_name = "ReducedEmbedding::logits";
   static constexpr const char* logits_backward_name = "ReducedEmbedding::logits_backward";
+  static constexpr const char* backward_name = "ReducedEmbedding::backward";
+  static constexpr const char* set_float_master_name = "ReducedEmbedding::set_float_master";
 
   /// Adopts a table already in S (e.g. from SafetensorsFile::load_half): no conversion.
   /// Throws: ShapeError if it has no rows or columns.
@@ -109,7 +183,7 @@ class ReducedEmbedding : public detail::DecodedTableOps<ReducedEmbedding<S>> {
       }
     }
     ReducedEmbedding out(table.template cast<float>().template cast<S>().eval());
-    if (keep_float_master) out.master_ = table.template cast<float>();
+    if (keep_float_master) out.set_float_master(table.template cast<float>());
     return out;
   }
 
@@ -117,10 +191,6 @@ class ReducedEmbedding : public detail::DecodedTableOps<ReducedEmbedding<S>> {
   [[nodiscard]] Index vocab_size() const noexcept { return table_.rows(); }
   /// Row width d_model.
   [[nodiscard]] Index d_model() const noexcept { return table_.cols(); }
-  /// The lookup scale √d_model, in float.
-  [[nodiscard]] float scale() const noexcept {
-    return static_cast<float>(std::sqrt(static_cast<double>(table_.cols())));
-  }
   /// The stored table, V x d_model, unscaled.
   [[nodiscard]] const RowMatrix<S>& weight() const noexcept { return table_; }
   /// The stored table for in-place updates (its shape must not change while a master is kept).
@@ -129,51 +199,15 @@ class ReducedEmbedding : public detail::DecodedTableOps<ReducedEmbedding<S>> {
   [[nodiscard]] std::size_t storage_bytes() const noexcept {
     return static_cast<std::size_t>(table_.size()) * sizeof(S);
   }
-  /// The table converted to float (exact), V x d. O(V·d) memory: for small tables and checks.
-  [[nodiscard]] RowMatrix<float> to_float() const { return table_.template cast<float>(); }
 
-  // ---- the float master copy for logits -----------------------------------------------------
-
-  /// Keeps `master` (V x d, float) as the table used by logits and logits_backward.
-  /// Throws: ShapeError if its shape differs from the table's; nothing changes then.
-  void set_float_master(RowMatrix<float> master) {
-    constexpr const char* where = "ReducedEmbedding::set_float_master";
-    detail::check_extent(where, "master", 0, vocab_size(), master.rows(), "vocab_size");
-    detail::check_extent(where, "master", 1, d_model(), master.cols(), "d_model");
-    master_ = std::move(master);
-  }
-  /// Drops the float master: logits decode the stored rows again.
-  void clear_float_master() noexcept { master_.reset(); }
-  /// The float master copy, or null.
-  [[nodiscard]] const RowMatrix<float>* float_master() const noexcept {
-    return master_ ? &*master_ : nullptr;
-  }
-
-  // ---- lookup -------------------------------------------------------------------------------
-
-  using Base::forward;
-
-  /// forward into a buffer of the storage type: the float result rounded to S.
-  /// Throws: as forward(ids, out).
-  template <class R>
-  void forward(const R& ids, Eigen::Ref<RowMatrix<S>> out) const {
-    this->template forward_as<S>(ids, out);
-  }
+  // scale(), to_float(), the float master (set_float_master, clear_float_master, float_master),
+  // forward and rows() come from detail::ReducedTableOps, shared with ReducedEmbeddingView.
 
   /// Accumulates the table gradient of forward in float: grad[t] += scale() · Σ_{i : ids[i] = t}
   /// grad_out[i] (as Embedding::backward).
   /// Shapes:  ids[n], grad_out[n, d] (float) -> grad (V x d, row-sparse, float).
   /// Throws:  IndexError, ShapeError as Embedding::backward; grad is unchanged when it throws.
-  template <class R>
-  void backward(const R& ids, const Eigen::Ref<const RowMatrix<float>>& grad_out,
-                SparseRowGrad<float>& grad) const {
-    detail::with_ids(ids, [&](auto span) {
-      grad.accumulate(span, grad_out, scale(), vocab_size(), {}, "ReducedEmbedding::backward");
-    });
-  }
-
-  /// The row decoder the kernels take.
-  [[nodiscard]] detail::CastRows<S> rows() const noexcept { return {detail::const_table(table_)}; }
+  using Base::backward;
 
  private:
   static RowMatrix<S> initial(Index vocab_size, Index d_model, std::uint64_t seed) {
@@ -185,7 +219,6 @@ class ReducedEmbedding : public detail::DecodedTableOps<ReducedEmbedding<S>> {
   }
 
   RowMatrix<S> table_;
-  std::optional<RowMatrix<float>> master_;
 };
 
 /// An fp16 table (IEEE binary16: 5 exponent bits, 10 mantissa bits).

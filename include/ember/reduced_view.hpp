@@ -4,7 +4,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -55,10 +54,10 @@ namespace ember {
 /// ember::RowMatrix<float> x = wte.forward(ids);                           // float rows · √d
 /// ```
 template <class S>
-class ReducedEmbeddingView : public detail::DecodedTableOps<ReducedEmbeddingView<S>> {
+class ReducedEmbeddingView : public detail::ReducedTableOps<ReducedEmbeddingView<S>, S> {
   static_assert(HalfStorage<S>,
                 "ember::ReducedEmbeddingView<S>: S must be Eigen::half or Eigen::bfloat16");
-  using Base = detail::DecodedTableOps<ReducedEmbeddingView<S>>;
+  using Base = detail::ReducedTableOps<ReducedEmbeddingView<S>, S>;
 
  public:
   using Storage = S;
@@ -67,6 +66,8 @@ class ReducedEmbeddingView : public detail::DecodedTableOps<ReducedEmbeddingView
   static constexpr const char* forward_name = "ReducedEmbeddingView::forward";
   static constexpr const char* logits_name = "ReducedEmbeddingView::logits";
   static constexpr const char* logits_backward_name = "ReducedEmbeddingView::logits_backward";
+  static constexpr const char* backward_name = "ReducedEmbeddingView::backward";
+  static constexpr const char* set_float_master_name = "ReducedEmbeddingView::set_float_master";
 
   /// A view of `vocab_size` rows of `d_model` values at `data`, row r starting at
   /// data + r · row_stride (row_stride = -1 means d_model: packed rows). `keep_alive`, when given,
@@ -113,9 +114,7 @@ class ReducedEmbeddingView : public detail::DecodedTableOps<ReducedEmbeddingView
   /// must outlive the view and keep its shape.
   explicit ReducedEmbeddingView(const ReducedEmbedding<S>& table)
       : ReducedEmbeddingView(table.weight()) {
-    if (const RowMatrix<float>* master = table.float_master()) {
-      master_ = std::shared_ptr<const RowMatrix<float>>(std::shared_ptr<const void>(), master);
-    }
+    if (const RowMatrix<float>* master = table.float_master()) this->borrow_float_master(master);
   }
 
   /// Views of temporaries would dangle at once: they do not compile.
@@ -128,10 +127,6 @@ class ReducedEmbeddingView : public detail::DecodedTableOps<ReducedEmbeddingView
   [[nodiscard]] Index d_model() const noexcept { return cols_; }
   /// Elements between the starts of consecutive rows (>= d_model).
   [[nodiscard]] Index row_stride() const noexcept { return stride_; }
-  /// The lookup scale √d_model, in float (as ReducedEmbedding::scale()).
-  [[nodiscard]] float scale() const noexcept {
-    return static_cast<float>(std::sqrt(static_cast<double>(cols_)));
-  }
   /// The viewed table, V x d_model, unscaled.
   [[nodiscard]] Map weight() const noexcept {
     return Map(data_, rows_, cols_, Eigen::OuterStride<>(stride_));
@@ -142,51 +137,15 @@ class ReducedEmbeddingView : public detail::DecodedTableOps<ReducedEmbeddingView
   [[nodiscard]] const std::shared_ptr<const void>& keep_alive() const noexcept {
     return keep_alive_;
   }
-  /// The table converted to float (exact), V x d. O(V·d) memory: for small tables and checks.
-  [[nodiscard]] RowMatrix<float> to_float() const { return weight().template cast<float>(); }
 
-  // ---- the float master copy for logits -----------------------------------------------------
-
-  /// Keeps `master` (V x d, float) as the table used by logits and logits_backward.
-  /// Throws: ShapeError if its shape differs from the table's; nothing changes then.
-  void set_float_master(RowMatrix<float> master) {
-    constexpr const char* where = "ReducedEmbeddingView::set_float_master";
-    detail::check_extent(where, "master", 0, rows_, master.rows(), "vocab_size");
-    detail::check_extent(where, "master", 1, cols_, master.cols(), "d_model");
-    master_ = std::make_shared<const RowMatrix<float>>(std::move(master));
-  }
-  /// Drops the float master: logits decode the stored rows again.
-  void clear_float_master() noexcept { master_.reset(); }
-  /// The float master copy, or null.
-  [[nodiscard]] const RowMatrix<float>* float_master() const noexcept { return master_.get(); }
-
-  // ---- lookup -------------------------------------------------------------------------------
-
-  using Base::forward;
-
-  /// forward into a buffer of the storage type: the float result rounded to S.
-  /// Throws: as forward(ids, out).
-  template <class R>
-  void forward(const R& ids, Eigen::Ref<RowMatrix<S>> out) const {
-    this->template forward_as<S>(ids, out);
-  }
+  // scale(), to_float(), the float master (set_float_master, clear_float_master, float_master),
+  // forward and rows() come from detail::ReducedTableOps, shared with ReducedEmbedding.
 
   /// Accumulates the table gradient of forward in float: grad[t] += scale() · Σ_{i : ids[i] = t}
   /// grad_out[i] (the view itself is never written: apply the gradient to the memory yourself).
   /// Shapes:  ids[n], grad_out[n, d] (float) -> grad (V x d, row-sparse, float).
   /// Throws:  IndexError, ShapeError as Embedding::backward; grad is unchanged when it throws.
-  template <class R>
-  void backward(const R& ids, const Eigen::Ref<const RowMatrix<float>>& grad_out,
-                SparseRowGrad<float>& grad) const {
-    detail::with_ids(ids, [&](auto span) {
-      grad.accumulate(span, grad_out, scale(), rows_, {}, "ReducedEmbeddingView::backward");
-    });
-  }
-
-  /// The row decoder the kernels take.
-  [[nodiscard]] detail::CastRows<S> rows() const noexcept {
-    return {detail::ConstTableRef<S>{data_, rows_, cols_, stride_}};
-  }
+  using Base::backward;
 
  private:
   const S* data_;
@@ -194,7 +153,6 @@ class ReducedEmbeddingView : public detail::DecodedTableOps<ReducedEmbeddingView
   Index cols_;
   Index stride_;
   std::shared_ptr<const void> keep_alive_;
-  std::shared_ptr<const RowMatrix<float>> master_;
 };
 
 /// A non-owning fp16 table.

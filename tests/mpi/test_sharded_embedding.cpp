@@ -48,9 +48,7 @@ double max_abs_diff(const RowMatrix<T>& a, const RowMatrix<T>& b) {
 }  // namespace
 
 TEST_CASE("each rank holds exactly its contiguous range of rows", "[sharded_embedding]") {
-  const auto w = ember_test::world();
-  const RowMatrix<double> table = ember_test::full_table<double>(kVocab, kDim);
-  auto emb = ShardedEmbedding<double>::from_full_table(MPI_COMM_WORLD, table);
+  auto [w, table, single, emb] = ember_test::ShardedSetup<double>(kVocab, kDim);
   CHECK(emb.rank() == w.rank);
   CHECK(emb.world_size() == w.size);
   CHECK(emb.vocab_size() == kVocab);
@@ -59,7 +57,7 @@ TEST_CASE("each rank holds exactly its contiguous range of rows", "[sharded_embe
   CHECK(emb.shard().vocab_size() == emb.local_rows());
   CHECK(
       bit_equal<double>(emb.shard().weight(), table.middleRows(emb.row_begin(), emb.local_rows())));
-  CHECK(emb.scale() == ember::Embedding<double>(table).scale());
+  CHECK(emb.scale() == single.scale());
   CHECK(bit_equal(emb.gather_table(), table));
   const ember::distributed::RowPartition rule(kVocab, w.size);
   CHECK(emb.row_begin() == rule.row_begin(w.rank));
@@ -68,10 +66,7 @@ TEST_CASE("each rank holds exactly its contiguous range of rows", "[sharded_embe
 TEMPLATE_TEST_CASE("forward is bit-identical to a single-process Embedding over the full table",
                    "[sharded_embedding]", float, double) {
   using T = TestType;
-  const auto w = ember_test::world();
-  const RowMatrix<T> table = ember_test::full_table<T>(kVocab, kDim);
-  const ember::Embedding<T> single(table);
-  auto emb = ShardedEmbedding<T>::from_full_table(MPI_COMM_WORLD, table);
+  auto [w, table, single, emb] = ember_test::ShardedSetup<T>(kVocab, kDim);
   const auto ids = ember_test::batch_of(w.rank, kVocab);
 
   SECTION("with de-duplication") {
@@ -109,10 +104,7 @@ TEMPLATE_TEST_CASE("forward is bit-identical to a single-process Embedding over 
 TEMPLATE_TEST_CASE("the fused positional add equals forward followed by add_to",
                    "[sharded_embedding]", float, double) {
   using T = TestType;
-  const auto w = ember_test::world();
-  const RowMatrix<T> table = ember_test::full_table<T>(kVocab, kDim);
-  const ember::Embedding<T> single(table);
-  auto emb = ShardedEmbedding<T>::from_full_table(MPI_COMM_WORLD, table);
+  auto [w, table, single, emb] = ember_test::ShardedSetup<T>(kVocab, kDim);
   const ember::SinusoidalEncoding<T> pe(16, kDim);
   const Index seq_len = 4;
   std::vector<TokenId> ids = ember_test::batch_of(w.rank, kVocab, 12);
@@ -135,9 +127,7 @@ TEMPLATE_TEST_CASE("the fused positional add equals forward followed by add_to",
 TEMPLATE_TEST_CASE("backward and one SGD step leave exactly the table a single process would",
                    "[sharded_embedding]", float, double) {
   using T = TestType;
-  const auto w = ember_test::world();
-  const RowMatrix<T> table = ember_test::full_table<T>(kVocab, kDim);
-  auto emb = ShardedEmbedding<T>::from_full_table(MPI_COMM_WORLD, table);
+  auto [w, table, single, emb] = ember_test::ShardedSetup<T>(kVocab, kDim);
   const auto ids = ember_test::batch_of(w.rank, kVocab);
   const RowMatrix<T> g = ember_test::grad_of<T>(w.rank, static_cast<Index>(ids.size()), kDim);
   const T lr = T(0.125);
@@ -160,21 +150,17 @@ TEMPLATE_TEST_CASE("backward and one SGD step leave exactly the table a single p
 TEMPLATE_TEST_CASE("the sharded gradient matches the gradient of the concatenated batch",
                    "[sharded_embedding]", float, double) {
   using T = TestType;
-  const auto w = ember_test::world();
-  const RowMatrix<T> table = ember_test::full_table<T>(kVocab, kDim);
-  auto emb = ShardedEmbedding<T>::from_full_table(MPI_COMM_WORLD, table);
+  auto [w, table, single, emb] = ember_test::ShardedSetup<T>(kVocab, kDim);
   std::vector<TokenId> all_ids;
   RowMatrix<T> all_grad(0, kDim);
   for (int r = 0; r < w.size; ++r) {
     const auto ids = ember_test::batch_of(r, kVocab);
     const RowMatrix<T> g = ember_test::grad_of<T>(r, static_cast<Index>(ids.size()), kDim);
     all_ids.insert(all_ids.end(), ids.begin(), ids.end());
-    RowMatrix<T> grown(all_grad.rows() + g.rows(), kDim);
-    grown << all_grad, g;
-    all_grad = grown;
+    ember_test::append_rows(all_grad, g);
   }
   ember::SparseRowGrad<T> ref;
-  ember::Embedding<T>(table).backward(all_ids, all_grad, ref);
+  single.backward(all_ids, all_grad, ref);
   const RowMatrix<T> dense = ref.to_dense();
 
   const auto ids = ember_test::batch_of(w.rank, kVocab);
@@ -187,19 +173,14 @@ TEMPLATE_TEST_CASE("the sharded gradient matches the gradient of the concatenate
 TEMPLATE_TEST_CASE("tied logits are vocabulary-parallel blocks of the single-process logits",
                    "[sharded_embedding]", float, double) {
   using T = TestType;
-  const auto w = ember_test::world();
-  const RowMatrix<T> table = ember_test::full_table<T>(kVocab, kDim);
-  const ember::Embedding<T> single(table);
-  auto emb = ShardedEmbedding<T>::from_full_table(MPI_COMM_WORLD, table);
+  auto [w, table, single, emb] = ember_test::ShardedSetup<T>(kVocab, kDim);
 
   // H = all ranks' hidden rows in rank order.
   std::vector<Index> offsets{0};
   RowMatrix<T> all_h(0, kDim);
   for (int r = 0; r < w.size; ++r) {
     const RowMatrix<T> h = ember_test::hidden_of<T>(r, kDim);
-    RowMatrix<T> grown(all_h.rows() + h.rows(), kDim);
-    grown << all_h, h;
-    all_h = grown;
+    ember_test::append_rows(all_h, h);
     offsets.push_back(all_h.rows());
   }
   const RowMatrix<T> h = ember_test::hidden_of<T>(w.rank, kDim);
@@ -235,9 +216,7 @@ TEMPLATE_TEST_CASE("tied logits are vocabulary-parallel blocks of the single-pro
 
 TEST_CASE("a bad id on one rank raises the same IndexError on every rank, promptly",
           "[sharded_embedding]") {
-  const auto w = ember_test::world();
-  const RowMatrix<float> table = ember_test::full_table<float>(kVocab, kDim);
-  auto emb = ShardedEmbedding<float>::from_full_table(MPI_COMM_WORLD, table);
+  auto [w, table, single, emb] = ember_test::ShardedSetup<float>(kVocab, kDim);
   const int bad_rank = w.size - 1;
   auto ids = ember_test::batch_of(w.rank, kVocab);
   if (w.rank == bad_rank) ids[2] = kVocab + 5;
@@ -264,7 +243,7 @@ TEST_CASE("a bad id on one rank raises the same IndexError on every rank, prompt
     CHECK((out.array() == 3.f).all());
     // No rank was left inside a collective: the next call works everywhere.
     const auto good = ember_test::batch_of(w.rank, kVocab);
-    CHECK(bit_equal(emb.forward(good), ember::Embedding<float>(table).forward(good)));
+    CHECK(bit_equal(emb.forward(good), single.forward(good)));
   }
   SECTION("backward leaves every gradient unchanged") {
     ember::SparseRowGrad<float> grad;
@@ -370,10 +349,12 @@ TEST_CASE("an adopted shard and the seeded constructor build the expected table"
 TEMPLATE_TEST_CASE("ember's optimizers step each shard to exactly the single-process table",
                    "[sharded_embedding]", float, double) {
   using T = TestType;
-  const auto w = ember_test::world();
-  const RowMatrix<T> table = ember_test::full_table<T>(kVocab, kDim);
-  ember::Embedding<T> single(table);
-  auto emb = ShardedEmbedding<T>::from_full_table(MPI_COMM_WORLD, table);
+  // ShardedSetup's parts by name, not as a structured binding: `run` captures them, which clang
+  // before 16 refuses for structured bindings.
+  ember_test::ShardedSetup<T> setup(kVocab, kDim);
+  const auto& w = setup.w;
+  auto& single = setup.single;
+  auto& emb = setup.emb;
 
   auto run = [&](auto& single_opt, auto& shard_opt) {
     for (std::uint64_t step = 0; step < 3; ++step) {
@@ -407,10 +388,7 @@ TEMPLATE_TEST_CASE("ember's optimizers step each shard to exactly the single-pro
 TEMPLATE_TEST_CASE("a tied step on a sharded table matches the single-process tied step",
                    "[sharded_embedding]", float, double) {
   using T = TestType;
-  const auto w = ember_test::world();
-  const RowMatrix<T> table = ember_test::full_table<T>(kVocab, kDim);
-  ember::Embedding<T> single(table);
-  auto emb = ShardedEmbedding<T>::from_full_table(MPI_COMM_WORLD, table);
+  auto [w, table, single, emb] = ember_test::ShardedSetup<T>(kVocab, kDim);
 
   // Single process: input side over all ranks' batches + dense logits side over all hidden rows.
   ember::SparseRowGrad<T> ref_sparse;
@@ -420,9 +398,7 @@ TEMPLATE_TEST_CASE("a tied step on a sharded table matches the single-process ti
     single.backward(ids, ember_test::grad_of<T>(r, static_cast<Index>(ids.size()), kDim),
                     ref_sparse);
     const RowMatrix<T> h = ember_test::hidden_of<T>(r, kDim);
-    RowMatrix<T> grown(all_h.rows() + h.rows(), kDim);
-    grown << all_h, h;
-    all_h = grown;
+    ember_test::append_rows(all_h, h);
   }
   RowMatrix<T> dl(all_h.rows(), kVocab);
   ember::Init::uniform(-1.0, 1.0).fill(dl, 9);

@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "ember/distributed/sharded_embedding.hpp"
 #include "ember/embedding.hpp"
 #include "ember/init.hpp"
 #include "ember/random.hpp"
@@ -35,6 +37,31 @@ ember::RowMatrix<T> full_table(ember::Index vocab, ember::Index d, std::uint64_t
   ember::RowMatrix<T> t(vocab, d);
   ember::Init::normal(0.5).fill(t, seed);
   return t;
+}
+
+/// The setup most ShardedEmbedding tests start from: the world, the full V x d table (the same on
+/// every rank), the single-process Embedding over it and the ShardedEmbedding that shards it over
+/// MPI_COMM_WORLD (collective: every rank builds it).
+template <class T>
+struct ShardedSetup {
+  World w;
+  ember::RowMatrix<T> table;
+  ember::Embedding<T> single;
+  ember::distributed::ShardedEmbedding<T> emb;
+
+  ShardedSetup(ember::Index vocab, ember::Index d)
+      : w(world()),
+        table(full_table<T>(vocab, d)),
+        single(table),
+        emb(ember::distributed::ShardedEmbedding<T>::from_full_table(MPI_COMM_WORLD, table)) {}
+};
+
+/// Appends the rows of `more` below those of `all` (building the concatenated batch of all ranks).
+template <class T>
+void append_rows(ember::RowMatrix<T>& all, const ember::RowMatrix<T>& more) {
+  ember::RowMatrix<T> grown(all.rows() + more.rows(), more.cols());
+  grown << all, more;
+  all = std::move(grown);
 }
 
 /// Rank r's batch: n = base + 3·r ids with repeats (a skewed draw: the square of a uniform

@@ -1,16 +1,30 @@
 /// Door checks shared by every table kind (owning, view, half/bfloat16, int8): the shapes of a
-/// lookup, of the fused lookup + positions and of tied logits, and the dispatch of any IdRange.
+/// lookup, of the fused lookup + positions and of tied logits, the dispatch of any IdRange, the
+/// lookup scale √d_model, and the checked lookup of a float/double table.
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cmath>
+#include <span>
 #include <string>
 
+#include <Eigen/Core>
+
+#include "ember/detail/gather.hpp"
+#include "ember/detail/table_ref.hpp"
 #include "ember/detail/validate.hpp"
 #include "ember/errors.hpp"
 #include "ember/positional.hpp"
 #include "ember/types.hpp"
 
 namespace ember::detail {
+
+/// The lookup scale of every table kind: √d_model computed in double, rounded once to T (so an
+/// owner and a view of the same table scale bit-identically).
+template <class T>
+[[nodiscard]] T lookup_scale(Index d_model) noexcept {
+  return static_cast<T>(std::sqrt(static_cast<double>(d_model)));
+}
 
 /// Calls f(span) with `ids` viewed as a span, or fails to compile with ember's id message.
 template <class R, class F>
@@ -49,6 +63,27 @@ inline void check_logits(const char* where, Index v, Index d, Index hidden_rows,
   if (out_rows < 0) return;
   check_extent(where, "out", 0, hidden_rows, out_rows, "hidden's rows");
   check_extent(where, "out", 1, v, out_cols, "vocab_size");
+}
+
+/// forward(ids) of Embedding<T> and EmbeddingView<T>: ids checked against table.rows (IndexError
+/// naming `where`), then out[i] = table.row(ids[i]) · scale, n x d.
+template <class T, class Id>
+[[nodiscard]] RowMatrix<T> scaled_lookup(const char* where, ConstTableRef<T> table, T scale,
+                                         std::span<const Id> ids) {
+  check_ids(ids, table.rows, where);
+  RowMatrix<T> out(static_cast<Index>(ids.size()), table.cols);
+  gather_scaled(table, ids, scale, mutable_table(out));
+  return out;
+}
+
+/// forward(ids, out) of Embedding<T> and EmbeddingView<T>: out checked to be n x d and the ids
+/// checked, then written as scaled_lookup(ids); out is untouched when it throws.
+template <class T, class Id>
+void scaled_lookup(const char* where, ConstTableRef<T> table, T scale, std::span<const Id> ids,
+                   Eigen::Ref<RowMatrix<T>> out) {
+  check_lookup_out(where, static_cast<Index>(ids.size()), table.cols, out.rows(), out.cols());
+  check_ids(ids, table.rows, where);
+  gather_scaled(table, ids, scale, mutable_table(out));
 }
 
 }  // namespace ember::detail
