@@ -1,5 +1,5 @@
-// The plain Catch2 runner; Catch2's implementation is compiled separately (catch_impl.cpp).
+// The plain test runner; Catch2's implementation is compiled separately (catch_impl.cpp).
 // SPDX-License-Identifier: MIT
-#include <catch2/catch.hpp>
+#include "support/catch_runner.hpp"
 
-int main(int argc, char* argv[]) { return Catch::Session().run(argc, argv); }
+int main(int argc, char* argv[]) { return ember_test::run_catch_session(argc, argv); }
