@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # ember's full check, run by CI (.ci/run) and by developers: one command, exit status 0 = green.
 #
-#   1. build the `ci` preset (-O2 -g1 + asserts, -Werror, OpenMP, unity-built unit tests);
-#   2. `asan`:   unit tests + examples under AddressSanitizer + UBSan (-O0, -fno-sanitize-recover=all);
-#   3. `tsan`:   the [concurrency] tests under ThreadSanitizer;
-#   4. `fuzz`:   every libFuzzer harness for EMBER_FUZZ_SECONDS (default 20) s, then every seed and
-#                kept crash reproducer replayed once;
-#   5. static analysis (scripts/static_analysis.sh: clang-tidy + cppcheck on include/ember);
-#   6. the `ci` test suite, last, so its ctest summary closes the log.
+# Two lanes run at the same time, so both cores stay busy while one lane configures, links or
+# waits on a serial test:
+#   g++ lane:    `ci` build (-O2 -g1 + asserts, -Werror, OpenMP, unity-built unit tests)
+#                -> the ci test suite -> `tsan`: the [concurrency] tests under ThreadSanitizer;
+#   clang lane:  `asan` build (AddressSanitizer + UBSan, -O0, -fno-sanitize-recover=all, -Werror)
+#                -> unit tests + examples under it -> `fuzz` build -> static analysis
+#                (scripts/static_analysis.sh: clang-tidy + cppcheck on include/ember).
+# Then, alone (libFuzzer runs for wall time, so it gets both cores to itself): every libFuzzer
+# harness for EMBER_FUZZ_SECONDS (default 20) s, then every seed and kept crash reproducer replayed
+# once. Each lane's log is printed when it ends; the ci suite's ctest output is printed last.
 #
 # EMBER_CHECKS selects phases (default "asan tsan fuzz static"; the ci build and tests always
 # run), e.g. EMBER_CHECKS="" scripts/test.sh for the plain suite only.
@@ -22,21 +25,24 @@ ensure_packages cmake g++ make libeigen3-dev catch2 libbenchmark-dev nlohmann-js
 
 checks=" ${EMBER_CHECKS-asan tsan fuzz static} "
 export EMBER_FUZZ_SECONDS="${EMBER_FUZZ_SECONDS:-20}"
-summary=()
 t_all=$SECONDS
 
-phase() {  # phase <name> <command...>: runs, times and records one step
-  local name=$1 t=$SECONDS
-  shift
+mkdir -p build
+rm -f build/check.*.summary build/ci.ctest.log
+
+has() { [[ $checks == *" $1 "* ]]; }
+
+phase() {  # phase <lane> <name> <command...>: runs, times and records one step
+  local lane=$1 name=$2 t=$SECONDS
+  shift 2
   echo
   echo "==== ember check: $name ===="
   "$@"
-  summary+=("$(printf '%-34s %4d s' "$name" $((SECONDS - t)))")
+  printf '%-40s %4d s\n' "$name" $((SECONDS - t)) >> "build/check.$lane.summary"
 }
 
-ctest_summary() {  # the "N% tests passed ..." line of a ctest run, kept for the final summary
-  local log=$1
-  grep -E "tests passed, [0-9]+ tests? failed out of" "$log" | tail -1
+ctest_summary() {  # the "N% tests passed ..." line of a ctest run
+  grep -E "tests passed, [0-9]+ tests? failed out of" "$1" | tail -1
 }
 
 run_ctest() {  # run_ctest <preset> <log>: ctest with output on screen and in <log>
@@ -45,38 +51,73 @@ run_ctest() {  # run_ctest <preset> <log>: ctest with output on screen and in <l
   return "${PIPESTATUS[0]}"
 }
 
-mkdir -p build
-phase "ci: configure + build" bash -c 'cmake --preset ci >/dev/null && cmake --build --preset ci -j2'
+build() {  # build <preset> [configure args...]
+  local preset=$1
+  shift
+  cmake --preset "$preset" "$@" >/dev/null && cmake --build --preset "$preset" -j2
+}
 
-if [[ $checks == *" asan "* ]]; then
-  phase "asan: configure + build" bash -c 'cmake --preset asan >/dev/null && cmake --build --preset asan -j2'
-  phase "asan: unit tests + examples" run_ctest asan build/asan.ctest.log
-  summary+=("    asan: $(ctest_summary build/asan.ctest.log)")
-fi
+lane_gcc() {
+  phase gcc "ci: configure + build" build ci
+  # Its output goes to build/ci.ctest.log only; it is printed at the very end.
+  phase gcc "ci: test suite" bash -c 'ctest --preset ci > build/ci.ctest.log 2>&1'
+  if has tsan; then
+    phase gcc "tsan: configure + build" build tsan
+    phase gcc "tsan: [concurrency] tests" run_ctest tsan build/tsan.ctest.log
+  fi
+}
 
-if [[ $checks == *" tsan "* ]]; then
-  phase "tsan: configure + build" bash -c 'cmake --preset tsan >/dev/null && cmake --build --preset tsan -j2'
-  phase "tsan: [concurrency] tests" run_ctest tsan build/tsan.ctest.log
-  summary+=("    tsan: $(ctest_summary build/tsan.ctest.log)")
-fi
+lane_clang() {
+  if has asan; then
+    phase clang "asan: configure + build" build asan
+    phase clang "asan: unit tests + examples" run_ctest asan build/asan.ctest.log
+  fi
+  if has fuzz; then
+    phase clang "fuzz: configure + build" build fuzz "-DEMBER_FUZZ_SECONDS=$EMBER_FUZZ_SECONDS"
+  fi
+  if has static; then
+    phase clang "static analysis (clang-tidy, cppcheck)" scripts/static_analysis.sh
+  fi
+}
 
-if [[ $checks == *" fuzz "* ]]; then
-  phase "fuzz: configure + build (clang)" bash -c 'cmake --preset fuzz "-DEMBER_FUZZ_SECONDS=$EMBER_FUZZ_SECONDS" >/dev/null && cmake --build --preset fuzz -j2'
+echo "==== ember check: g++ lane (ci, tsan) and clang lane (asan, fuzz build, static) at once ===="
+lane_gcc > build/check.gcc.log 2>&1 &
+pid_gcc=$!
+lane_clang > build/check.clang.log 2>&1 &
+pid_clang=$!
+status=0
+for lane in clang gcc; do
+  pid_var="pid_$lane"
+  if wait "${!pid_var}"; then
+    echo "---- $lane lane passed after $((SECONDS - t_all)) s; its log:"
+  else
+    status=1
+    echo "---- $lane lane FAILED after $((SECONDS - t_all)) s; its log:"
+  fi
+  cat "build/check.$lane.log"
+done
+
+if ((status == 0)) && has fuzz; then
   rm -f build/fuzz/tests/fuzz/work/summary.txt
-  phase "fuzz: ${EMBER_FUZZ_SECONDS} s per harness + replays" run_ctest fuzz build/fuzz.ctest.log
-  summary+=("    fuzz: $(ctest_summary build/fuzz.ctest.log)")
-  while read -r line; do summary+=("    $line"); done < build/fuzz/tests/fuzz/work/summary.txt
-fi
-
-if [[ $checks == *" static "* ]]; then
-  phase "static analysis (clang-tidy, cppcheck)" scripts/static_analysis.sh
+  phase fuzz "fuzz: ${EMBER_FUZZ_SECONDS} s per harness + replays" run_ctest fuzz build/fuzz.ctest.log || status=1
 fi
 
 echo
-echo "==== ember check: summary (the ci suite runs next) ===="
-printf '%s\n' "${summary[@]}"
-echo "checks so far: $((SECONDS - t_all)) s"
+echo "==== ember check: summary ===="
+for lane in gcc clang fuzz; do
+  [[ -f build/check.$lane.summary ]] && cat "build/check.$lane.summary"
+done
+for run in asan tsan fuzz; do
+  if has "$run" && [[ -f build/$run.ctest.log ]]; then echo "    $run: $(ctest_summary "build/$run.ctest.log")"; fi
+done
+if [[ -f build/fuzz/tests/fuzz/work/summary.txt ]]; then sed 's/^/    /' build/fuzz/tests/fuzz/work/summary.txt; fi
+echo "all checks: $((SECONDS - t_all)) s wall"
 
 echo
 echo "==== ember check: ci test suite ===="
-ctest --preset ci
+if [[ -f build/ci.ctest.log ]]; then
+  cat build/ci.ctest.log
+else
+  echo "(not run: the ci build failed)"
+fi
+exit "$status"

@@ -1,2 +1,5 @@
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// The plain test runner; Catch2's implementation is compiled separately (catch_impl.cpp).
+// SPDX-License-Identifier: MIT
+#include "support/catch_runner.hpp"
+
+int main(int argc, char* argv[]) { return ember_test::run_catch_session(argc, argv); }

@@ -145,10 +145,12 @@ TEST_CASE("a save failing at fsync or at the final rename keeps the old file",
     const std::string path = dir.file("model.bin");
     saver.save(path, 0);
     const auto old_bytes = ember_test::read_bytes(path);
-    for (const auto& [fault, fragment] :
+    for (const auto& step :
          {std::pair{WriteFault{.fail_fsync = true}, "cannot flush (fsync) temporary file"},
           std::pair{WriteFault{.fail_rename = true}, "cannot rename temporary file"}}) {
-      const ScopedWriteFault scoped(fault);
+      // Not a structured binding: clang 14 cannot capture one in the lambda below.
+      const char* const fragment = step.second;
+      const ScopedWriteFault scoped(step.first);
       CHECK_THROWS_MATCHES(saver.save(path, 1), ember::FormatError,
                            Catch::Matchers::Predicate<ember::FormatError>(
                                [&](const ember::FormatError& e) {
