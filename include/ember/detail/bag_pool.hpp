@@ -71,7 +71,7 @@ Index bag_sum_tile(ConstTableRef<T> table, std::span<const Id> ids, Index begin,
 template <class T, class Id>
 Index bag_sum(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
               const T* weights, TokenId skip_row, T* out) {
-  constexpr Index kTile = static_cast<Index>(256 / sizeof(T));
+  constexpr auto kTile = static_cast<Index>(256 / sizeof(T));
   const Index d = table.cols;
   const Index tiled = d / kTile * kTile;
   Index count = 0;
