@@ -165,6 +165,19 @@ struct FloorGrad {
   }
 };
 
+#if defined(EMBER_BENCH_HAVE_TORCH)
+/// LibTorch views (no copies) of the table of a shape's bag layer and of the bags' ids and offsets.
+struct TorchBags {
+  at::Tensor weight, ids, offsets;
+};
+
+TorchBags torch_bags(const BagShape& shape, BagMode mode, const Bags& bags) {
+  const auto& bag = layer(layers_for(shape), mode);
+  return {ember_bench::torch_view(bag.embedding().weight().data(), shape.vocab, shape.d),
+          ember_bench::torch_ids(bags.ids), ember_bench::torch_ids(bags.offsets)};
+}
+#endif
+
 std::string bench_name(const char* op, const char* impl, const BagShape& s, Dist dist) {
   return std::string(op) + "/" + impl + "/" + s.name + "/" + ember_bench::name_of(dist);
 }
@@ -199,11 +212,7 @@ void register_all() {
         })->Unit(benchmark::kMicrosecond);
 #if defined(EMBER_BENCH_HAVE_TORCH)
         add(bench_name(op.c_str(), "torch", shape, dist), [=](benchmark::State& state) {
-          const auto& bag = layer(layers_for(shape), mode);
-          const at::Tensor w =
-              ember_bench::torch_view(bag.embedding().weight().data(), shape.vocab, shape.d);
-          const at::Tensor t_ids = ember_bench::torch_ids(bags->ids);
-          const at::Tensor t_off = ember_bench::torch_ids(bags->offsets);
+          const auto [w, t_ids, t_off] = torch_bags(shape, mode, *bags);
           const auto m = static_cast<std::int64_t>(mode);  // 0 sum, 1 mean, 2 max, as ours
           for (auto _ : state) {
             auto result = at::embedding_bag(w, t_ids, t_off, false, m);
@@ -246,11 +255,7 @@ void register_all() {
       for (const BagMode mode : {BagMode::sum, BagMode::mean}) {
         const std::string op = std::string("bag_") + mode_name(mode) + "_backward";
         add(bench_name(op.c_str(), "torch", shape, dist), [=](benchmark::State& state) {
-          const auto& bag = layer(layers_for(shape), mode);
-          const at::Tensor w =
-              ember_bench::torch_view(bag.embedding().weight().data(), shape.vocab, shape.d);
-          const at::Tensor t_ids = ember_bench::torch_ids(bags->ids);
-          const at::Tensor t_off = ember_bench::torch_ids(bags->offsets);
+          const auto [w, t_ids, t_off] = torch_bags(shape, mode, *bags);
           // The bag of each position and the size of each bag, as the forward records them for
           // autograd (built here: the forward-only path does not fill them).
           std::vector<std::int64_t> o2b(static_cast<std::size_t>(n)), sizes;
