@@ -18,6 +18,7 @@
 
 #include "ember/detail/decoded_table.hpp"
 #include "ember/detail/gather_convert.hpp"
+#include "ember/detail/lookup.hpp"
 #include "ember/detail/validate.hpp"
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
@@ -119,9 +120,7 @@ class QuantizedEmbedding : public detail::DecodedTableOps<QuantizedEmbedding> {
   /// Row width d_model (codes per row).
   [[nodiscard]] Index d_model() const noexcept { return cols_; }
   /// The lookup scale √d_model, in float.
-  [[nodiscard]] float scale() const noexcept {
-    return static_cast<float>(std::sqrt(static_cast<double>(cols_)));
-  }
+  [[nodiscard]] float scale() const noexcept { return detail::lookup_scale<float>(cols_); }
   /// Bytes per stored row: d_model + 8.
   [[nodiscard]] Index row_bytes() const noexcept { return cols_ + row_overhead; }
   /// The whole fused table, vocab_size · row_bytes() bytes.
