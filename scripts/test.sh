@@ -3,12 +3,11 @@
 #
 # Two lanes run at the same time, so both cores stay busy while one lane configures, links or
 # waits on a serial test:
-#   ci lane:      `ci` build (g++ -O2 -g1 + asserts, -Werror, OpenMP, unity-built unit tests)
-#                 -> the ci test suite;
-#   checks lane:  `asan` build (clang++, AddressSanitizer + UBSan, -O0, -fno-sanitize-recover=all,
-#                 -Werror) -> unit tests + examples under it -> `tsan`: the [concurrency] tests
-#                 under ThreadSanitizer (g++) -> `fuzz` build -> static analysis
-#                 (scripts/static_analysis.sh: clang-tidy + cppcheck on include/ember).
+#   g++ lane:    `ci` build (-O2 -g1 + asserts, -Werror, OpenMP, unity-built unit tests)
+#                -> the ci test suite -> `tsan`: the [concurrency] tests under ThreadSanitizer;
+#   clang lane:  `asan` build (AddressSanitizer + UBSan, -O0, -fno-sanitize-recover=all, -Werror)
+#                -> unit tests + examples under it -> `fuzz` build -> static analysis
+#                (scripts/static_analysis.sh: clang-tidy + cppcheck on include/ember).
 # Then, alone (libFuzzer runs for wall time, so it gets both cores to itself): every libFuzzer
 # harness for EMBER_FUZZ_SECONDS (default 20) s, then every seed and kept crash reproducer replayed
 # once. Each lane's log is printed when it ends; the ci suite's ctest output is printed last.
@@ -58,36 +57,36 @@ build() {  # build <preset> [configure args...]
   cmake --preset "$preset" "$@" >/dev/null && cmake --build --preset "$preset" -j2
 }
 
-lane_ci() {
-  phase ci "ci: configure + build" build ci
+lane_gcc() {
+  phase gcc "ci: configure + build" build ci
   # Its output goes to build/ci.ctest.log only; it is printed at the very end.
-  phase ci "ci: test suite" bash -c 'ctest --preset ci > build/ci.ctest.log 2>&1'
+  phase gcc "ci: test suite" bash -c 'ctest --preset ci > build/ci.ctest.log 2>&1'
+  if has tsan; then
+    phase gcc "tsan: configure + build" build tsan
+    phase gcc "tsan: [concurrency] tests" run_ctest tsan build/tsan.ctest.log
+  fi
 }
 
-lane_checks() {
+lane_clang() {
   if has asan; then
-    phase checks "asan: configure + build" build asan
-    phase checks "asan: unit tests + examples" run_ctest asan build/asan.ctest.log
-  fi
-  if has tsan; then
-    phase checks "tsan: configure + build" build tsan
-    phase checks "tsan: [concurrency] tests" run_ctest tsan build/tsan.ctest.log
+    phase clang "asan: configure + build" build asan
+    phase clang "asan: unit tests + examples" run_ctest asan build/asan.ctest.log
   fi
   if has fuzz; then
-    phase checks "fuzz: configure + build" build fuzz "-DEMBER_FUZZ_SECONDS=$EMBER_FUZZ_SECONDS"
+    phase clang "fuzz: configure + build" build fuzz "-DEMBER_FUZZ_SECONDS=$EMBER_FUZZ_SECONDS"
   fi
   if has static; then
-    phase checks "static analysis (clang-tidy, cppcheck)" scripts/static_analysis.sh
+    phase clang "static analysis (clang-tidy, cppcheck)" scripts/static_analysis.sh
   fi
 }
 
-echo "==== ember check: ci lane (ci build + suite) and checks lane (asan, tsan, fuzz build, static) at once ===="
-lane_ci > build/check.ci.log 2>&1 &
-pid_ci=$!
-lane_checks > build/check.checks.log 2>&1 &
-pid_checks=$!
+echo "==== ember check: g++ lane (ci, tsan) and clang lane (asan, fuzz build, static) at once ===="
+lane_gcc > build/check.gcc.log 2>&1 &
+pid_gcc=$!
+lane_clang > build/check.clang.log 2>&1 &
+pid_clang=$!
 status=0
-for lane in checks ci; do
+for lane in clang gcc; do
   pid_var="pid_$lane"
   if wait "${!pid_var}"; then
     echo "---- $lane lane passed after $((SECONDS - t_all)) s; its log:"
@@ -105,7 +104,7 @@ fi
 
 echo
 echo "==== ember check: summary ===="
-for lane in ci checks fuzz; do
+for lane in gcc clang fuzz; do
   [[ -f build/check.$lane.summary ]] && cat "build/check.$lane.summary"
 done
 for run in asan tsan fuzz; do
