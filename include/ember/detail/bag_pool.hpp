@@ -31,21 +31,23 @@ namespace ember::detail {
 /// Positions ahead whose table row bag_pool prefetches (rows of ~20-id bags are random).
 inline constexpr Index kBagPrefetchIds = 8;
 
-/// Columns [c0, c0 + W) of one sum bag: out[c] = Σ_i w_i · table[ids[i], c] over the positions
-/// of [begin, end) whose id is not skip_row, summed in position order from zero. The W running
-/// sums stay in registers for the whole bag (W·sizeof(T) = 256 bytes: 4 AVX-512 or 8 AVX
+/// Columns [c0, c0 + width) of one sum bag: out[c] = Σ_i w_i · table[ids[i], c] over the
+/// positions of [begin, end) whose id is not skip_row, summed in position order from zero. The
+/// running sums stay in registers for the whole bag (W·sizeof(T) = 256 bytes: 4 AVX-512 or 8 AVX
 /// registers), as FBGEMM's generated kernels keep them, instead of a load and a store of the
-/// output row per id. `first`: the tile at column 0, which prefetches the rows kBagPrefetchIds
-/// positions ahead. Returns the number of pooled ids.
-template <Index W, class T, class Id>
-Index bag_sum_tile(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
-                   const T* weights, TokenId skip_row, Index c0, bool first, T* out) {
-  using Tile = Eigen::Array<T, W, 1>;
+/// output row per id. W is the fixed tile width, or Eigen::Dynamic for the last columns (fewer
+/// than MaxW, kept on the stack). `prefetch`: ask for the rows kBagPrefetchIds positions ahead
+/// (done by the first tile of a row only). Returns the number of pooled ids.
+template <Index W, Index MaxW, class T, class Id>
+Index bag_sum_columns(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
+                      const T* weights, TokenId skip_row, Index c0, Index width, bool prefetch,
+                      T* out) {
+  using Tile = Eigen::Array<T, W, 1, Eigen::ColMajor, MaxW, 1>;
   const auto n = static_cast<Index>(ids.size());
-  Tile acc = Tile::Zero();
+  Tile acc = Tile::Zero(width);
   Index count = 0;
   for (Index i = begin; i < end; ++i) {
-    if (first && i + kBagPrefetchIds < n) {
+    if (prefetch && i + kBagPrefetchIds < n) {
       prefetch_row(
           table.row(static_cast<Index>(ids[static_cast<std::size_t>(i + kBagPrefetchIds)])),
           table.cols);
@@ -53,7 +55,7 @@ Index bag_sum_tile(ConstTableRef<T> table, std::span<const Id> ids, Index begin,
     const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
     EMBER_ASSERT(id >= 0 && id < table.rows);
     if (id == skip_row) continue;
-    const Eigen::Map<const Tile> row(table.row(static_cast<Index>(id)) + c0);
+    const Eigen::Map<const Tile> row(table.row(static_cast<Index>(id)) + c0, width);
     if (weights != nullptr) {
       acc += weights[i] * row;
     } else {
@@ -61,13 +63,13 @@ Index bag_sum_tile(ConstTableRef<T> table, std::span<const Id> ids, Index begin,
     }
     ++count;
   }
-  Eigen::Map<Tile>(out + c0) = acc;
+  Eigen::Map<Tile>(out + c0, width) = acc;
   return count;
 }
 
-/// One sum bag (positions [begin, end)) into out[d]: whole tiles of 256 bytes of columns in
-/// registers, the remaining columns (d not a multiple of the tile) through memory. Returns the
-/// number of pooled ids.
+/// One sum bag (positions [begin, end)) into out[d]: whole tiles of 256 bytes of columns, then
+/// the remaining columns (d not a multiple of the tile), each in registers. Returns the number of
+/// pooled ids.
 template <class T, class Id>
 Index bag_sum(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
               const T* weights, TokenId skip_row, T* out) {
@@ -76,30 +78,12 @@ Index bag_sum(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Inde
   const Index tiled = d / kTile * kTile;
   Index count = 0;
   for (Index c0 = 0; c0 < tiled; c0 += kTile) {
-    count = bag_sum_tile<kTile>(table, ids, begin, end, weights, skip_row, c0, c0 == 0, out);
+    count = bag_sum_columns<kTile, kTile>(table, ids, begin, end, weights, skip_row, c0, kTile,
+                                          c0 == 0, out);
   }
   if (tiled == d) return count;
-  Eigen::Map<RowVector<T>> rest(out + tiled, d - tiled);
-  rest.setZero();
-  count = 0;
-  const auto n = static_cast<Index>(ids.size());
-  for (Index i = begin; i < end; ++i) {
-    if (tiled == 0 && i + kBagPrefetchIds < n) {
-      prefetch_row(
-          table.row(static_cast<Index>(ids[static_cast<std::size_t>(i + kBagPrefetchIds)])), d);
-    }
-    const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
-    EMBER_ASSERT(id >= 0 && id < table.rows);
-    if (id == skip_row) continue;
-    const Eigen::Map<const RowVector<T>> row(table.row(static_cast<Index>(id)) + tiled, d - tiled);
-    if (weights != nullptr) {
-      rest += weights[i] * row;
-    } else {
-      rest += row;
-    }
-    ++count;
-  }
-  return count;
+  return bag_sum_columns<Eigen::Dynamic, kTile>(table, ids, begin, end, weights, skip_row, tiled,
+                                                d - tiled, tiled == 0, out);
 }
 
 /// bags [bounds[b], bounds[b+1]) of ids[n], table[V, d] -> out[B, d]; positions whose id is
