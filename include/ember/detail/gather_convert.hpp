@@ -19,16 +19,6 @@
 #include "ember/detail/table_ref.hpp"
 #include "ember/types.hpp"
 
-// Forced inlining of the per-row helpers of the gather loops: as out-of-line calls they cut the
-// number of rows in flight and halved int8 lookup throughput in bench_reduced.
-#ifndef EMBER_DETAIL_ALWAYS_INLINE
-#if defined(__GNUC__) || defined(__clang__)
-#define EMBER_DETAIL_ALWAYS_INLINE __attribute__((always_inline)) inline
-#else
-#define EMBER_DETAIL_ALWAYS_INLINE inline
-#endif
-#endif
-
 namespace ember::detail {
 
 /// dst[c] = float(src[c]) · s for c < d: the conversion loop of CastRows. bfloat16 is the top half
