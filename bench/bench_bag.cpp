@@ -1,6 +1,6 @@
-// EmbeddingBag throughput: sum / mean / max forward and sum / mean backward on a GPT-2 small table
-// (50257 x 768) and a recommendation-sized table (4M x 64, 1 GB: larger than the last-level cache
-// of most machines), bags of 10..30 ids (mean 20) drawn uniform or Zipf(1.1). Compared with
+// EmbeddingBag throughput: sum / mean / max forward and sum / mean / max backward on a GPT-2 small
+// table (50257 x 768) and a recommendation-sized table (4M x 64, 1 GB: larger than the last-level
+// cache of most machines), bags of 10..30 ids (mean 20) drawn uniform or Zipf(1.1). Compared with
 //   floor - a hand-written pooling loop (raw pointers, no validation) and, for the sum backward,
 //           a hand-written slot-map accumulation with no ordering contract;
 //   torch - at::embedding_bag (forward) and at::_embedding_bag_sparse_backward + coalesce
@@ -241,6 +241,24 @@ void register_all() {
           set_counters(state, n, shape.d);
         })->Unit(benchmark::kMicrosecond);
       }
+      // max backward: grad_out[B, d] to the row that won each (bag, column), from the argmax the
+      // forward recorded once
+      add(bench_name("bag_max_backward", "ember", shape, dist), [=](benchmark::State& state) {
+        const auto& bag = layer(layers_for(shape), BagMode::max);
+        RowMatrix<float> out(kBags, shape.d);
+        ember::BagArgmax argmax;
+        bag.forward(bags->ids, bags->offsets, out, {}, &argmax);
+        const RowMatrix<float> g = RowMatrix<float>::Constant(kBags, shape.d, 0.01f);
+        ember::SparseRowGrad<float> grad;
+        for (auto _ : state) {
+          grad.clear();
+          bag.backward(bags->ids, bags->offsets, g, grad, {}, &argmax);
+          benchmark::DoNotOptimize(&grad);
+          benchmark::ClobberMemory();
+        }
+        state.counters["distinct_rows"] = static_cast<double>(grad.rows().size());
+        set_counters(state, n, shape.d);
+      })->Unit(benchmark::kMicrosecond);
       add(bench_name("bag_sum_backward", "floor", shape, dist), [=](benchmark::State& state) {
         const RowMatrix<float> g = RowMatrix<float>::Constant(kBags, shape.d, 0.01f);
         FloorGrad grad;

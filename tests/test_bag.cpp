@@ -3,8 +3,10 @@
 // SPDX-License-Identifier: MIT
 #include "ember/bag.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -338,4 +340,90 @@ TEMPLATE_TEST_CASE(
       CHECK(ember::test::same_bits(out, expected));  // the same additions from zero, in order
     }
   }
+}
+
+TEMPLATE_TEST_CASE(
+    "max backward gives the bits of the materialised-rows reference at 1 and 2 threads", "[bag]",
+    float, double) {
+  using T = TestType;
+  const bool padded = GENERATE(false, true);
+  const int threads = GENERATE(1, 2);
+  const Index vocab = 60;
+  const Index d = 64;  // (bag, winner) pairs x d above the parallel threshold: 2 threads split
+  // Table entries in {-3 .. 3}: ties in almost every column (the first maximum wins), and the
+  // winners of a bag spread over several of its ids.
+  RowMatrix<T> table(vocab, d);
+  for (Index k = 0; k < table.size(); ++k) table.data()[k] = T((k * 7919 + k / 13) % 7 - 3);
+  EmbeddingBag<T> bag(ember::Embedding<T>(table), BagMode::max);
+  const TokenId padding = padded ? 7 : -1;
+  if (padded) bag.embedding().set_padding_idx(padding);
+  ember::SparseRowGrad<T> grad, grad_lengths, expected;
+  Index pairs = 0;
+  // Three calls into the same gradients: rows created by a call and rows added to both occur.
+  for (std::uint64_t call = 0; call < 3; ++call) {
+    auto c = ember_test::make_bag_grad_case<T>(96, 16, vocab, d, padding, 70 + call);
+    for (Index k = 0; k < c.grad_out.size(); ++k) {  // signed and unsigned zeros
+      if (k % 11 == 0) c.grad_out.data()[k] = -T(0);
+      if (k % 17 == 0) c.grad_out.data()[k] = T(0);
+    }
+    const auto bags = static_cast<Index>(c.offsets.size());
+    RowMatrix<T> out(bags, d);
+    ember::BagArgmax argmax, argmax_lengths;
+    bag.forward(c.ids, c.offsets, out, {}, &argmax);
+    bag.forward_lengths(c.ids, c.lengths, out, {}, &argmax_lengths);
+    REQUIRE(argmax == argmax_lengths);
+    CHECK((argmax.row(3).array() == -1).all());              // an empty bag (every 7th from 3)
+    if (padded) CHECK((argmax.row(5).array() == -1).all());  // bag 5 holds only padding
+    {
+      const ember_test::ScopedThreads scoped(threads);
+      bag.backward(c.ids, c.offsets, c.grad_out, grad, {}, &argmax);
+      bag.backward_lengths(c.ids, c.lengths, c.grad_out, grad_lengths, {}, &argmax);
+    }
+    ember_test::bag_max_backward_reference<T>(bag, argmax, c.grad_out, expected);
+    std::vector<TokenId> rows;
+    RowMatrix<T> values;
+    ember_test::bag_max_grad_rows_reference(argmax, c.grad_out, rows, values);
+    pairs = std::max(pairs, static_cast<Index>(rows.size()));
+  }
+  CHECK(pairs * d >= ember::detail::kParallelMinWork);
+  REQUIRE(grad.size() > 0);
+  CHECK(std::vector<TokenId>(grad.rows().begin(), grad.rows().end()) ==
+        std::vector<TokenId>(expected.rows().begin(), expected.rows().end()));
+  CHECK(ember::test::same_bits(grad.values(), expected.values()));
+  CHECK(ember::test::same_bits(grad_lengths.values(), expected.values()));
+  for (const TokenId r : grad.rows()) CHECK(r != padding);
+}
+
+TEST_CASE("max backward adds +0 where a winner lost a column, as the materialised rows do",
+          "[bag]") {
+  // Row 2 wins column 0 of bag 0 with a gradient of -0 and only column 1 of bag 1: its column 0
+  // is -0 + (+0) = +0, the sum of its two materialised rows [-0, 0] and [0, 2].
+  auto bag = make_bag<float>(BagMode::max, 5, 2);
+  RowMatrix<float> grad_out(2, 2);
+  grad_out << -0.0f, 1.0f, 5.0f, 2.0f;
+  ember::BagArgmax argmax(2, 2);
+  argmax << 2, 3, 3, 2;
+  const std::vector<int> ids{2, 3, 2, 3};
+  const std::vector<int> offsets{0, 2};
+  ember::SparseRowGrad<float> grad, expected;
+  bag.backward(ids, offsets, grad_out, grad, {}, &argmax);
+  ember_test::bag_max_backward_reference<float>(bag, argmax, grad_out, expected);
+  REQUIRE(grad.size() == 2);
+  CHECK(ember::test::same_bits(grad.values(), expected.values()));
+  CHECK_FALSE(std::signbit(grad.values()(0, 0)));
+  CHECK(grad.values()(0, 1) == 2.0f);
+  CHECK(grad.values()(1, 0) == 5.0f);
+  CHECK(grad.values()(1, 1) == 1.0f);
+
+  // A gradient bound to another table is refused before anything changes.
+  ember::SparseRowGrad<float> other(6, 2);
+  other.accumulate(std::vector<int>{1}, RowMatrix<float>::Ones(1, 2), 1.0f, 6);
+  const auto e = ember::test::catch_as<ember::ShapeError>(
+      [&] { bag.backward(ids, offsets, grad_out, other, {}, &argmax); });
+  REQUIRE(e);
+  CHECK(std::string(e->what()) ==
+        "EmbeddingBag::backward: the table has 5 rows, expected the gradient's bound vocab_size "
+        "= 6");
+  CHECK(other.size() == 1);
+  CHECK(other.values().isOnes());
 }

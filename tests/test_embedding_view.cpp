@@ -4,6 +4,7 @@
 #include "ember/embedding_view.hpp"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -119,4 +120,43 @@ TEST_CASE("bad views and bad lookups throw and write nothing", "[embedding_view]
   CHECK_THROWS_AS(view.backward(std::vector<int>{1, 9}, RowMatrix<float>::Ones(2, 3), g),
                   ember::IndexError);
   CHECK(g.empty());
+}
+
+TEST_CASE("a view checks the width of grad_out before binding an empty gradient",
+          "[embedding_view]") {
+  const RowMatrix<float> t = RowMatrix<float>::Ones(4, 3);
+  const EmbeddingView<float> view(t);
+  ember::SparseRowGrad<float> g;
+  const auto e = ember::test::catch_as<ember::ShapeError>([&] {
+    view.backward(std::vector<int>{1, 2}, RowMatrix<float>::Ones(2, 5), g);
+  });
+  REQUIRE(e);
+  CHECK(std::string(e->what()) ==
+        "EmbeddingView::backward: grad_out has 5 columns, expected d_model = 3");
+  CHECK(e->dimension() == 1);
+  CHECK(e->expected() == 3);
+  CHECK(e->actual() == 5);
+  CHECK(g.empty());
+  CHECK(g.d_model() == 0);  // still unbound: a later, right call binds it to the table
+  view.backward(std::vector<int>{1}, RowMatrix<float>::Ones(1, 3), g);
+  CHECK(g.d_model() == 3);
+}
+
+TEST_CASE("a view refuses a negative row stride other than -1 and a misaligned pointer",
+          "[embedding_view]") {
+  const RowMatrix<double> t = RowMatrix<double>::Ones(4, 3);
+  const auto neg = ember::test::catch_as<ember::ShapeError>(
+      [&] { (void)EmbeddingView<double>(t.data(), 4, 3, -2); });
+  REQUIRE(neg);
+  CHECK(std::string(neg->what()) == "EmbeddingView: row_stride -2 is smaller than d_model = 3");
+  CHECK(neg->expected() == 3);
+  CHECK(neg->actual() == -2);
+  CHECK(EmbeddingView<double>(t.data(), 4, 3, -1).row_stride() == 3);
+  const auto* odd = reinterpret_cast<const double*>(reinterpret_cast<const char*>(t.data()) + 4);
+  const auto e =
+      ember::test::catch_as<ember::ValueError>([&] { (void)EmbeddingView<double>(odd, 2, 3); });
+  REQUIRE(e);
+  CHECK_THAT(e->what(), Catch::StartsWith("EmbeddingView: data address ") &&
+                            Catch::EndsWith(" is not aligned to 8 bytes"));
+  CHECK(e->value() == 4.0);
 }

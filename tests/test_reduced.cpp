@@ -5,6 +5,7 @@
 #include "ember/reduced.hpp"
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -231,3 +232,29 @@ TEST_CASE("F16 and BF16 safetensors load into reduced tables byte for byte", "[r
   CHECK_THROWS_AS(f.load_reduced<Eigen::half>("nope"), ember::KeyError);
 }
 #endif
+
+TEST_CASE("a reduced table checks grad_out's width and refuses doubles beyond float's range",
+          "[reduced]") {
+  const auto r = ember::BFloat16Embedding(5, 4, 1);
+  ember::SparseRowGrad<float> g;
+  const auto e = ember::test::catch_as<ember::ShapeError>([&] {
+    r.backward(std::vector<int>{0, 1}, RowMatrix<float>::Zero(2, 3), g);
+  });
+  REQUIRE(e);
+  CHECK(std::string(e->what()) ==
+        "ReducedEmbedding::backward: grad_out has 3 columns, expected d_model = 4");
+  CHECK(e->expected() == 4);
+  CHECK(e->actual() == 3);
+  CHECK(g.d_model() == 0);  // an empty gradient is not bound to the wrong width
+
+  // bfloat16 has float's range: a double beyond it overflows (checked before any double ->
+  // float cast, which would be undefined there)
+  RowMatrix<double> big = RowMatrix<double>::Ones(2, 2);
+  big(1, 0) = -1e300;
+  const auto v = ember::test::catch_as<ember::ValueError>(
+      [&] { (void)ember::BFloat16Embedding::from_float(big); });
+  REQUIRE(v);
+  CHECK_THAT(v->what(), Catch::StartsWith("ReducedEmbedding::from_float: value -") &&
+                            Catch::Contains("at row 1, column 0 overflows bfloat16"));
+  CHECK(v->value() == -1e300);
+}

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -343,4 +344,72 @@ TEST_CASE("bad 16-bit views and bad lookups throw typed errors and write nothing
   CHECK_THROWS_AS(ember::embed_with_positions(view, pe.table(), std::vector<int>{0, 4}, fused, 2),
                   ember::IndexError);
   CHECK(fused.isConstant(3.0f));
+}
+
+TEMPLATE_TEST_CASE(
+    "a view of a ReducedEmbedding keeps the master it shared when the table drops it",
+    "[reduced_view]", Eigen::half, Eigen::bfloat16) {
+  const RowMatrix<float> t = ember::test::random_table<float>(30, 5, 4);
+  auto table = ember::ReducedEmbedding<TestType>::from_float(t, /*keep_float_master=*/true);
+  const ReducedEmbeddingView<TestType> view(table);
+  const RowMatrix<float> h = ember::test::random_table<float>(3, 5, 5);
+  const RowMatrix<float> expected = table.logits(h);  // from the master
+  REQUIRE(ember::test::same_bits(view.logits(h), expected));
+
+  table.clear_float_master();  // the view shares ownership: its master is still alive
+  REQUIRE(view.float_master() != nullptr);
+  CHECK(ember::test::same_bits(*view.float_master(), t));
+  CHECK(ember::test::same_bits(view.logits(h), expected));
+  table.set_float_master(RowMatrix<float>::Zero(30, 5));  // nor does a replacement reach it
+  CHECK(ember::test::same_bits(view.logits(h), expected));
+  CHECK(table.logits(h).isZero());
+}
+
+TEST_CASE("a 16-bit view checks grad_out's width, the stride's sign and its master's shape",
+          "[reduced_view]") {
+  const RowMatrix<Eigen::half> t = RowMatrix<float>::Ones(4, 3).cast<Eigen::half>();
+  using View = ember::HalfEmbeddingView;
+  const View view(t);
+  ember::SparseRowGrad<float> g;
+  const auto e = ember::test::catch_as<ember::ShapeError>([&] {
+    view.backward(std::vector<int>{1, 2}, RowMatrix<float>::Ones(2, 4), g);
+  });
+  REQUIRE(e);
+  CHECK(std::string(e->what()) ==
+        "ReducedEmbeddingView::backward: grad_out has 4 columns, expected d_model = 3");
+  CHECK(e->dimension() == 1);
+  CHECK(e->expected() == 3);
+  CHECK(e->actual() == 4);
+  CHECK(g.empty());
+  CHECK(g.d_model() == 0);  // not bound to the wrong width
+
+  const auto neg =
+      ember::test::catch_as<ember::ShapeError>([&] { (void)View(t.data(), 4, 3, -3); });
+  REQUIRE(neg);
+  CHECK(std::string(neg->what()) ==
+        "ReducedEmbeddingView: row_stride -3 is smaller than d_model = 3");
+  CHECK(neg->actual() == -3);
+  CHECK(View(t.data(), 4, 3, -1).row_stride() == 3);
+
+  // a ReducedEmbedding whose weight() was reshaped after its master was kept refuses the stale
+  // master instead of multiplying by it
+  auto owner = ember::HalfEmbedding::from_float(RowMatrix<float>::Ones(4, 3), true);
+  owner.weight() = RowMatrix<float>::Ones(6, 3).cast<Eigen::half>();
+  RowMatrix<float> out = RowMatrix<float>::Constant(2, 6, 8.0f);
+  const auto stale = ember::test::catch_as<ember::StateError>(
+      [&] { owner.logits(RowMatrix<float>::Ones(2, 3), out); });
+  REQUIRE(stale);
+  CHECK(std::string(stale->what()) ==
+        "ReducedEmbedding::logits: the float master is 4 x 3 but the table is 6 x 3; "
+        "set_float_master again or clear_float_master()");
+  CHECK(out.isConstant(8.0f));
+  CHECK_THROWS_AS(owner.logits(RowMatrix<float>::Ones(2, 3)), ember::StateError);
+  RowMatrix<float> gh = RowMatrix<float>::Constant(2, 3, 1.0f), gw = RowMatrix<float>::Zero(6, 3);
+  CHECK_THROWS_AS(
+      owner.logits_backward(RowMatrix<float>::Zero(2, 3), RowMatrix<float>::Zero(2, 6), gh, gw),
+      ember::StateError);
+  CHECK(gh.isConstant(1.0f));
+  CHECK(gw.isZero());
+  owner.clear_float_master();  // decoding the new rows works again
+  CHECK(owner.logits(RowMatrix<float>::Ones(2, 3)).isConstant(3.0f));
 }

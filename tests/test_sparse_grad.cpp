@@ -554,3 +554,34 @@ TEST_CASE("accumulate_indirect rejects bad ids, src rows and shapes and changes 
   CHECK(rows_of(grad) == rows_before);
   CHECK(test::same_bits(grad.values(), values_before));
 }
+
+TEMPLATE_TEST_CASE("accumulate_rows_of over a row policy gives accumulate's bits and checks first",
+                   "[sparse_grad]", float, double) {
+  using T = TestType;
+  const RowMatrix<T> rows = test::random_table<T>(7, 5, 11);
+  const std::vector<TokenId> ids{4, 1, 4, 0, 1, 4, 2};
+  SparseRowGrad<T> direct, expected;
+  for (int call = 0; call < 2; ++call) {  // a created row, then rows added to
+    direct.accumulate_rows_of(std::span<const TokenId>(ids),
+                              ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 5,
+                              T(0.5), 9);
+    expected.accumulate(ids, rows, T(0.5), 9);
+  }
+  CHECK(rows_of(direct) == rows_of(expected));
+  CHECK(test::same_bits(direct.values(), expected.values()));
+
+  const RowMatrix<T> before = direct.values();
+  const std::vector<TokenId> bad{1, 9};
+  const auto e = test::catch_as<ember::IndexError>([&] {
+    direct.accumulate_rows_of(std::span<const TokenId>(bad),
+                              ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 5,
+                              T(1), 9, {}, "Caller::backward");
+  });
+  REQUIRE(e);
+  CHECK(std::string(e->what()) == "Caller::backward: id 9 at position 1 is outside [0, 9)");
+  CHECK_THROWS_AS(direct.accumulate_rows_of(
+                      std::span<const TokenId>(ids),
+                      ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 4, T(1), 9),
+                  ember::ShapeError);
+  CHECK(test::same_bits(direct.values(), before));
+}

@@ -13,6 +13,7 @@
 
 #include "ember/detail/bag_pool.hpp"
 #include "ember/detail/lookup.hpp"
+#include "ember/detail/scatter.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/detail/validate.hpp"
 #include "ember/embedding.hpp"
@@ -162,7 +163,9 @@ class EmbeddingBag {
   ///          PyTorch); IndexError for an argmax entry outside [-1, vocab_size()). grad is
   ///          unchanged when it throws.
   /// Complexity: O(n + u log u + n·d) for u distinct ids; sum and mean gather grad_out rows
-  /// straight into the gradient (O(n) extra memory, no n x d intermediate).
+  /// straight into the gradient (O(n) extra memory, no n x d intermediate). Max: O(B·d log d +
+  /// k·d) for the k (bag, winning id) pairs, each masking its bag's grad_out row inside the
+  /// accumulation (O(k) extra memory, no k x d intermediate).
   template <class R, class O>
   void backward(const R& ids, const O& offsets, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 SparseRowGrad<T>& grad, const BagOptions<T>& options = {},
@@ -348,11 +351,17 @@ class EmbeddingBag {
                              k, a, vocab_size());
           }
         }
-        std::vector<TokenId> rows;
-        RowMatrix<T> values;
-        detail::bag_max_grad_rows(argmax->data(), detail::const_table(grad_out), rows, values);
+        // One position per (bag, winning id), contributing grad_out[bag] masked to the columns
+        // that id won, built inside the accumulation (no pairs x d matrix): the same rows, summed
+        // in the same order as materialising them.
+        std::vector<TokenId> winners;
+        std::vector<Index> bag_of;
+        detail::bag_max_winners(argmax->data(), bags, d, winners, bag_of);
+        const detail::MaxBagRows<T> rows{detail::const_table(grad_out), argmax->data(),
+                                         bag_of.data(), winners.data()};
         // Throws (before any change) only if grad is bound to another table shape.
-        grad.accumulate(rows, values, T(1), vocab_size(), acc, where);
+        grad.accumulate_rows_of(std::span<const TokenId>(winners), rows, d, T(1), vocab_size(), acc,
+                                where);
       } else {
         // Position i contributes coef_i · grad_out[bag of i], gathered by the accumulation itself
         // (no n x d matrix of scaled rows): the same products, summed in the same order.

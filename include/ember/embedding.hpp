@@ -367,9 +367,8 @@ class Embedding {
   void backward_impl(std::span<const Id> ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                      SparseRowGrad<T>& grad) const {
     constexpr const char* where = "Embedding::backward";
-    detail::check_extent(where, "grad_out", 0, static_cast<Index>(ids.size()), grad_out.rows(),
-                         "the number of ids");
-    detail::check_extent(where, "grad_out", 1, d_model(), grad_out.cols(), "d_model");
+    detail::check_backward_grad_out(where, static_cast<Index>(ids.size()), d_model(),
+                                    grad_out.rows(), grad_out.cols());
     typename SparseRowGrad<T>::AccumulateOptions options;
     options.scale_grad_by_freq = scale_grad_by_freq_;
     options.skip_row = padding_idx_ ? static_cast<TokenId>(*padding_idx_) : TokenId{-1};

@@ -5,8 +5,7 @@
 #pragma once
 
 #include <memory>
-#include <span>
-#include <string>
+#include <type_traits>
 #include <utility>
 
 #include <Eigen/Core>
@@ -33,7 +32,7 @@ namespace ember {
 /// - over a file, `io::MappedTable<T>::view()` (from `map_npy` or `SafetensorsFile::map`) returns
 ///   a view holding a shared reference to the mapping (keep_alive()), so the view alone keeps the
 ///   file mapped, even after the MappedTable and the SafetensorsFile are gone.
-/// Nothing is assumed about alignment: any element-aligned pointer works.
+/// Nothing more than element alignment (alignof(T)) is assumed of the pointer.
 ///
 /// The √d_model scale is applied by forward and backward exactly as Embedding's. The view is
 /// read-only: there is no padding row, freezing or resizing (they change the table).
@@ -58,25 +57,12 @@ class EmbeddingView {
   /// A view of `vocab_size` rows of `d_model` values at `data`, row r starting at
   /// data + r · row_stride (row_stride = -1 means d_model: packed rows). `keep_alive`, when given,
   /// is held for the view's lifetime (the owner of the memory).
-  /// Throws:  ShapeError if a size is not positive or 0 <= row_stride < d_model; ValueError if
-  ///          data is null.
+  /// Throws:  ShapeError if a size is not positive or row_stride < d_model (other than -1);
+  ///          ValueError if data is null or not aligned to alignof(T).
   EmbeddingView(const T* data, Index vocab_size, Index d_model, Index row_stride = -1,
                 std::shared_ptr<const void> keep_alive = {})
-      : data_(data),
-        rows_(vocab_size),
-        cols_(d_model),
-        stride_(row_stride < 0 ? d_model : row_stride),
-        keep_alive_(std::move(keep_alive)) {
-    constexpr const char* where = "EmbeddingView";
-    detail::check_positive_size(where, "vocab_size", rows_);
-    detail::check_positive_size(where, "d_model", cols_);
-    if (stride_ < cols_) {
-      throw ShapeError(std::string(where) + ": row_stride " + std::to_string(stride_) +
-                           " is smaller than d_model = " + std::to_string(cols_),
-                       -1, cols_, stride_);
-    }
-    if (data_ == nullptr) throw ValueError(std::string(where) + ": data is null", 0.0);
-  }
+      : table_(detail::checked_view_table("EmbeddingView", data, vocab_size, d_model, row_stride)),
+        keep_alive_(std::move(keep_alive)) {}
 
   /// A view of a row-major Eigen object with direct access (RowMatrix, a block of one, a Map,
   /// Embedding::weight(), MappedTable::matrix()). The object must outlive the view.
@@ -94,19 +80,19 @@ class EmbeddingView {
   explicit EmbeddingView(RowMatrix<T>&&) = delete;
 
   /// Number of rows V.
-  [[nodiscard]] Index vocab_size() const noexcept { return rows_; }
+  [[nodiscard]] Index vocab_size() const noexcept { return table_.rows; }
   /// Row width d_model.
-  [[nodiscard]] Index d_model() const noexcept { return cols_; }
+  [[nodiscard]] Index d_model() const noexcept { return table_.cols; }
   /// Elements between the starts of consecutive rows (>= d_model).
-  [[nodiscard]] Index row_stride() const noexcept { return stride_; }
+  [[nodiscard]] Index row_stride() const noexcept { return table_.stride; }
   /// The lookup scale √d_model, as Embedding::scale().
-  [[nodiscard]] T scale() const noexcept { return detail::lookup_scale<T>(cols_); }
+  [[nodiscard]] T scale() const noexcept { return detail::lookup_scale<T>(table_.cols); }
   /// The viewed table, V x d_model, unscaled.
   [[nodiscard]] Map weight() const noexcept {
-    return Map(data_, rows_, cols_, Eigen::OuterStride<>(stride_));
+    return Map(table_.data, table_.rows, table_.cols, Eigen::OuterStride<>(table_.stride));
   }
   /// First element of row 0.
-  [[nodiscard]] const T* data() const noexcept { return data_; }
+  [[nodiscard]] const T* data() const noexcept { return table_.data; }
   /// The owner the view keeps alive (null for caller memory).
   [[nodiscard]] const std::shared_ptr<const void>& keep_alive() const noexcept {
     return keep_alive_;
@@ -140,7 +126,10 @@ class EmbeddingView {
   void backward(const R& ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 SparseRowGrad<T>& grad) const {
     detail::with_ids(ids, [&](auto span) {
-      grad.accumulate(span, grad_out, scale(), rows_, {}, "EmbeddingView::backward");
+      constexpr const char* where = "EmbeddingView::backward";
+      detail::check_backward_grad_out(where, static_cast<Index>(span.size()), table_.cols,
+                                      grad_out.rows(), grad_out.cols());
+      grad.accumulate(span, grad_out, scale(), table_.rows, {}, where);
     });
   }
 
@@ -162,15 +151,10 @@ class EmbeddingView {
   }
 
   /// The table as the kernels take it.
-  [[nodiscard]] detail::ConstTableRef<T> table() const noexcept {
-    return {data_, rows_, cols_, stride_};
-  }
+  [[nodiscard]] detail::ConstTableRef<T> table() const noexcept { return table_; }
 
  private:
-  const T* data_;
-  Index rows_;
-  Index cols_;
-  Index stride_;
+  detail::ConstTableRef<T> table_;
   std::shared_ptr<const void> keep_alive_;
 };
 

@@ -101,7 +101,7 @@ class QuantizedEmbedding : public detail::DecodedTableOps<QuantizedEmbedding> {
           -1, expected, static_cast<Index>(bytes.size()));
     }
     QuantizedEmbedding q(vocab_size, d_model, std::move(bytes));
-    const detail::Int8Rows rows = q.rows();
+    const detail::Int8Rows rows = q.table();
     for (Index r = 0; r < vocab_size; ++r) {
       const float s = rows.row_scale(r);
       const float b = rows.row_bias(r);
@@ -136,25 +136,25 @@ class QuantizedEmbedding : public detail::DecodedTableOps<QuantizedEmbedding> {
   /// The scale of row r: (max - min) / 255 of the original row.
   [[nodiscard]] float row_scale(Index r) const {
     check_row(r, "QuantizedEmbedding::row_scale");
-    return rows().row_scale(r);
+    return table().row_scale(r);
   }
   /// The bias of row r: the minimum of the original row.
   [[nodiscard]] float row_bias(Index r) const {
     check_row(r, "QuantizedEmbedding::row_bias");
-    return rows().row_bias(r);
+    return table().row_bias(r);
   }
 
   /// Row r dequantized: codes · scale + bias, unscaled by √d. Throws: IndexError out of range.
   [[nodiscard]] RowVector<float> dequantize_row(Index r) const {
     check_row(r, "QuantizedEmbedding::dequantize_row");
     RowVector<float> out(cols_);
-    rows().decode_scaled(r, 1.0f, out.data());
+    table().decode_scaled(r, 1.0f, out.data());
     return out;
   }
   /// The whole table dequantized, V x d (O(V·d) memory: for analysis and small tables).
   [[nodiscard]] RowMatrix<float> dequantize() const {
     RowMatrix<float> out(rows_, cols_);
-    for (Index r = 0; r < rows_; ++r) rows().decode_scaled(r, 1.0f, out.row(r).data());
+    for (Index r = 0; r < rows_; ++r) table().decode_scaled(r, 1.0f, out.row(r).data());
     return out;
   }
 
@@ -170,7 +170,7 @@ class QuantizedEmbedding : public detail::DecodedTableOps<QuantizedEmbedding> {
     Eigen::VectorXd out(rows_);
     RowVector<float> row(cols_);
     for (Index r = 0; r < rows_; ++r) {
-      rows().decode_scaled(r, 1.0f, row.data());
+      table().decode_scaled(r, 1.0f, row.data());
       double worst = 0.0;
       for (Index c = 0; c < cols_; ++c) {
         worst = std::max(
@@ -198,8 +198,8 @@ class QuantizedEmbedding : public detail::DecodedTableOps<QuantizedEmbedding> {
     return master_ ? &*master_ : nullptr;
   }
 
-  /// The row decoder the kernels take.
-  [[nodiscard]] detail::Int8Rows rows() const noexcept {
+  /// The table as the kernels take it: a row decoder to float (EmbeddingView::table()'s role).
+  [[nodiscard]] detail::Int8Rows table() const noexcept {
     return {bytes_.data(), rows_, cols_, row_bytes()};
   }
 

@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include <Eigen/Core>
@@ -40,9 +41,9 @@ namespace ember::detail {
 
 /// CRTP base of ReducedEmbedding<S> and ReducedEmbeddingView<S>: DecodedTableOps plus the members
 /// whose bodies are the same for the owner and the view (scale, to_float, the float master, the
-/// forward into S, backward, the row decoder). Derived provides vocab_size(), d_model(), weight()
-/// (a row-major Eigen object of S with direct access) and the static names of DecodedTableOps plus
-/// backward_name and set_float_master_name.
+/// forward into S, backward, table() - the row decoder). Derived provides vocab_size(), d_model(),
+/// weight() (a row-major Eigen object of S with direct access) and the static names of
+/// DecodedTableOps plus backward_name and set_float_master_name.
 template <class Derived, class S>
 class ReducedTableOps : public DecodedTableOps<Derived> {
  public:
@@ -70,8 +71,11 @@ class ReducedTableOps : public DecodedTableOps<Derived> {
 
   using DecodedTableOps<Derived>::forward;
 
-  /// forward into a buffer of the storage type: the float result rounded to S.
-  /// Throws: as forward(ids, out).
+  /// forward into a buffer of the storage type: the float result rounded to S (round to nearest
+  /// even; a value beyond S's range becomes ±inf, as a cast would).
+  /// Shapes:  ids[n] -> out[n, d] (S).
+  /// Throws:  IndexError for an id out of range; ShapeError if out is not n x d. `out` is
+  ///          untouched when it throws.
   template <class R>
   void forward(const R& ids, Eigen::Ref<RowMatrix<S>> out) const {
     this->template forward_as<S>(ids, out);
@@ -82,20 +86,28 @@ class ReducedTableOps : public DecodedTableOps<Derived> {
   void backward(const R& ids, const Eigen::Ref<const RowMatrix<float>>& grad_out,
                 SparseRowGrad<float>& grad) const {
     with_ids(ids, [&](auto span) {
-      grad.accumulate(span, grad_out, scale(), self().vocab_size(), {}, Derived::backward_name);
+      constexpr const char* where = Derived::backward_name;
+      check_backward_grad_out(where, static_cast<Index>(span.size()), self().d_model(),
+                              grad_out.rows(), grad_out.cols());
+      grad.accumulate(span, grad_out, scale(), self().vocab_size(), {}, where);
     });
   }
 
-  /// The row decoder the kernels take.
-  [[nodiscard]] CastRows<S> rows() const noexcept { return {const_table(self().weight())}; }
+  /// The table as the kernels take it: a row decoder to float (EmbeddingView::table()'s role).
+  [[nodiscard]] CastRows<S> table() const noexcept { return {const_table(self().weight())}; }
 
  protected:
-  /// Uses `master`, kept alive by its owner, as the float master (a view of a ReducedEmbedding).
-  void borrow_float_master(const RowMatrix<float>* master) noexcept {
-    master_ = std::shared_ptr<const RowMatrix<float>>(std::shared_ptr<const void>(), master);
+  /// Shares `other`'s float master, or none (a view of a ReducedEmbedding): shared ownership, so
+  /// the master stays alive when `other` later replaces or clears its own.
+  template <class OtherDerived>
+  void share_float_master(const ReducedTableOps<OtherDerived, S>& other) noexcept {
+    master_ = other.master_;
   }
 
  private:
+  template <class, class>
+  friend class ReducedTableOps;
+
   [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
 
   // Never written, only replaced: copies share it, so copying a table or view copies no floats.
@@ -173,7 +185,11 @@ class ReducedEmbedding : public detail::ReducedTableOps<ReducedEmbedding<S>, S> 
       for (Index c = 0; c < table.cols(); ++c) {
         const auto x = static_cast<double>(table(r, c));
         // Values that round down to the largest finite S are fine; anything rounding to inf is not.
-        if (!std::isfinite(x) || !std::isfinite(static_cast<float>(S(static_cast<float>(x))))) {
+        // Beyond float's range the double -> float cast itself would be undefined: test first.
+        const bool fits = std::isfinite(x) &&
+                          std::abs(x) <= static_cast<double>(std::numeric_limits<float>::max()) &&
+                          std::isfinite(static_cast<float>(S(static_cast<float>(x))));
+        if (!fits) {
           throw ValueError(std::string(where) + ": value " + std::to_string(x) + " at row " +
                                std::to_string(r) + ", column " + std::to_string(c) +
                                (std::isfinite(x) ? " overflows " : " is not finite in ") +
@@ -193,7 +209,8 @@ class ReducedEmbedding : public detail::ReducedTableOps<ReducedEmbedding<S>, S> 
   [[nodiscard]] Index d_model() const noexcept { return table_.cols(); }
   /// The stored table, V x d_model, unscaled.
   [[nodiscard]] const RowMatrix<S>& weight() const noexcept { return table_; }
-  /// The stored table for in-place updates (its shape must not change while a master is kept).
+  /// The stored table for in-place updates. If its shape changes while a float master is kept,
+  /// logits and logits_backward throw StateError until the master is set again or cleared.
   [[nodiscard]] RowMatrix<S>& weight() noexcept { return table_; }
   /// Bytes of stored table values: V · d · 2.
   [[nodiscard]] std::size_t storage_bytes() const noexcept {
@@ -201,7 +218,7 @@ class ReducedEmbedding : public detail::ReducedTableOps<ReducedEmbedding<S>, S> 
   }
 
   // scale(), to_float(), the float master (set_float_master, clear_float_master, float_master),
-  // forward and rows() come from detail::ReducedTableOps, shared with ReducedEmbeddingView.
+  // forward and table() come from detail::ReducedTableOps, shared with ReducedEmbeddingView.
 
   /// Accumulates the table gradient of forward in float: grad[t] += scale() · Σ_{i : ids[i] = t}
   /// grad_out[i] (as Embedding::backward).

@@ -4,9 +4,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <cstdint>
 #include <memory>
-#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -34,7 +32,7 @@ namespace ember {
 /// Why a type of its own rather than EmbeddingView<Eigen::half>: EmbeddingView<T> computes in T
 /// and returns T (its logits are one GEMM over the stored T), while a half table computes and
 /// returns float and decodes blocks for logits - the contract of ReducedEmbedding, whose
-/// operations this view shares through detail::DecodedTableOps.
+/// operations this view shares through detail::ReducedTableOps.
 ///
 /// Lifetime: the view never copies the table. Over caller memory (a pointer, a RowMatrix<S>, a
 /// ReducedEmbedding), the caller keeps it alive; over a file, `io::MappedTable<S>::view()` (from
@@ -42,7 +40,7 @@ namespace ember {
 /// (keep_alive()). Any 2-byte-aligned pointer works.
 ///
 /// Float master: logits decode the stored rows 4096 at a time unless a float copy is set with
-/// set_float_master (owned by the view, shared by its copies); a view of a ReducedEmbedding borrows
+/// set_float_master (owned by the view, shared by its copies); a view of a ReducedEmbedding shares
 /// that table's master, if it has one.
 ///
 /// Thread safety: const members may run concurrently while the memory is unchanged.
@@ -72,31 +70,13 @@ class ReducedEmbeddingView : public detail::ReducedTableOps<ReducedEmbeddingView
   /// A view of `vocab_size` rows of `d_model` values at `data`, row r starting at
   /// data + r · row_stride (row_stride = -1 means d_model: packed rows). `keep_alive`, when given,
   /// is held for the view's lifetime (the owner of the memory).
-  /// Throws:  ShapeError if a size is not positive or 0 <= row_stride < d_model; ValueError if
-  ///          data is null or not aligned to 2 bytes.
+  /// Throws:  ShapeError if a size is not positive or row_stride < d_model (other than -1);
+  ///          ValueError if data is null or not aligned to 2 bytes.
   ReducedEmbeddingView(const S* data, Index vocab_size, Index d_model, Index row_stride = -1,
                        std::shared_ptr<const void> keep_alive = {})
-      : data_(data),
-        rows_(vocab_size),
-        cols_(d_model),
-        stride_(row_stride < 0 ? d_model : row_stride),
-        keep_alive_(std::move(keep_alive)) {
-    constexpr const char* where = "ReducedEmbeddingView";
-    detail::check_positive_size(where, "vocab_size", rows_);
-    detail::check_positive_size(where, "d_model", cols_);
-    if (stride_ < cols_) {
-      throw ShapeError(std::string(where) + ": row_stride " + std::to_string(stride_) +
-                           " is smaller than d_model = " + std::to_string(cols_),
-                       -1, cols_, stride_);
-    }
-    if (data_ == nullptr) throw ValueError(std::string(where) + ": data is null", 0.0);
-    const auto address = reinterpret_cast<std::uintptr_t>(data_);
-    if (address % alignof(S) != 0) {
-      throw ValueError(std::string(where) + ": data address " + std::to_string(address) +
-                           " is not aligned to " + std::to_string(alignof(S)) + " bytes",
-                       static_cast<double>(address % alignof(S)));
-    }
-  }
+      : table_(detail::checked_view_table("ReducedEmbeddingView", data, vocab_size, d_model,
+                                          row_stride)),
+        keep_alive_(std::move(keep_alive)) {}
 
   /// A view of a row-major Eigen object of S with direct access (RowMatrix<S>, a block of one, a
   /// Map, MappedTable<S>::matrix()). The object must outlive the view.
@@ -110,11 +90,12 @@ class ReducedEmbeddingView : public detail::ReducedTableOps<ReducedEmbeddingView
                   "ember::ReducedEmbeddingView<S>: the table must hold S");
   }
 
-  /// A view of a ReducedEmbedding's stored table, borrowing its float master (if any). The table
-  /// must outlive the view and keep its shape.
+  /// A view of a ReducedEmbedding's stored table, sharing the float master the table has now (if
+  /// any; the view keeps it alive, and a later set_float_master or clear_float_master on either
+  /// side does not reach the other). The table must outlive the view and keep its shape.
   explicit ReducedEmbeddingView(const ReducedEmbedding<S>& table)
       : ReducedEmbeddingView(table.weight()) {
-    if (const RowMatrix<float>* master = table.float_master()) this->borrow_float_master(master);
+    this->share_float_master(table);
   }
 
   /// Views of temporaries would dangle at once: they do not compile.
@@ -122,24 +103,24 @@ class ReducedEmbeddingView : public detail::ReducedTableOps<ReducedEmbeddingView
   explicit ReducedEmbeddingView(ReducedEmbedding<S>&&) = delete;
 
   /// Number of rows V.
-  [[nodiscard]] Index vocab_size() const noexcept { return rows_; }
+  [[nodiscard]] Index vocab_size() const noexcept { return table_.rows; }
   /// Row width d_model.
-  [[nodiscard]] Index d_model() const noexcept { return cols_; }
+  [[nodiscard]] Index d_model() const noexcept { return table_.cols; }
   /// Elements between the starts of consecutive rows (>= d_model).
-  [[nodiscard]] Index row_stride() const noexcept { return stride_; }
+  [[nodiscard]] Index row_stride() const noexcept { return table_.stride; }
   /// The viewed table, V x d_model, unscaled.
   [[nodiscard]] Map weight() const noexcept {
-    return Map(data_, rows_, cols_, Eigen::OuterStride<>(stride_));
+    return Map(table_.data, table_.rows, table_.cols, Eigen::OuterStride<>(table_.stride));
   }
   /// First element of row 0.
-  [[nodiscard]] const S* data() const noexcept { return data_; }
+  [[nodiscard]] const S* data() const noexcept { return table_.data; }
   /// The owner the view keeps alive (null for caller memory).
   [[nodiscard]] const std::shared_ptr<const void>& keep_alive() const noexcept {
     return keep_alive_;
   }
 
   // scale(), to_float(), the float master (set_float_master, clear_float_master, float_master),
-  // forward and rows() come from detail::ReducedTableOps, shared with ReducedEmbedding.
+  // forward and table() come from detail::ReducedTableOps, shared with ReducedEmbedding.
 
   /// Accumulates the table gradient of forward in float: grad[t] += scale() · Σ_{i : ids[i] = t}
   /// grad_out[i] (the view itself is never written: apply the gradient to the memory yourself).
@@ -148,10 +129,7 @@ class ReducedEmbeddingView : public detail::ReducedTableOps<ReducedEmbeddingView
   using Base::backward;
 
  private:
-  const S* data_;
-  Index rows_;
-  Index cols_;
-  Index stride_;
+  detail::ConstTableRef<S> table_;
   std::shared_ptr<const void> keep_alive_;
 };
 

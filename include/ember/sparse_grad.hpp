@@ -183,6 +183,24 @@ class SparseRowGrad {
                                   coef.empty() ? nullptr : coef.data(), scale, options);
   }
 
+  /// grad[ids[i]] += scale * (what `rows` says position i contributes), for ember's own kernels:
+  /// `rows` is a row policy of detail/scatter.hpp (EmbeddingBag's max backward passes
+  /// detail::MaxBagRows) whose contribution(i, scratch) returns the d values of position i, valid
+  /// for every i < n. Same grouping, order of sums, threads and strong guarantee as accumulate.
+  ///
+  /// Throws:  IndexError if some id is outside [0, vocab_size); ShapeError if (vocab_size, d)
+  ///          differs from the bound shape. Nothing changes when it throws.
+  /// Complexity: as accumulate, O(n + u log u + n·d) plus the policy's own work per position.
+  template <class Id, class Rows>
+  void accumulate_rows_of(std::span<const Id> ids, const Rows& rows, Index d, T scale,
+                          Index vocab_size, AccumulateOptions options = {},
+                          const char* where = "SparseRowGrad::accumulate_rows_of") {
+    check_shape(where, vocab_size, d);
+    detail::check_ids(ids, vocab_size, where);
+    bind(vocab_size, d);
+    accumulate_rows(ids, rows, true, scale, options);
+  }
+
   /// Accumulate without validation. Precondition (checked by the public callers, e.g.
   /// Embedding::backward): the gradient is bound to (V, d), ids are in [0, V), grad_rows is n x d.
   template <class Id>

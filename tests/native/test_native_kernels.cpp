@@ -39,7 +39,7 @@ TEST_CASE("the int8 decode built for this machine stays within float rounding of
     t.row(2) *= 1000.0f;
     t.row(3).setConstant(0.25f);  // scale 0
     const ember::QuantizedEmbedding q(t);
-    const auto rows = q.rows();
+    const auto rows = q.table();
     for (const float s : {1.0f, std::sqrt(static_cast<float>(d)), -0.5f}) {
       for (Index r = 0; r < 6; ++r) {
         std::vector<float> fast(static_cast<std::size_t>(d));

@@ -1,6 +1,7 @@
-// The plain EmbeddingBag sum/mean backward that EmbeddingBag used before it gathered rows inside
-// SparseRowGrad::accumulate_indirect: materialise one scaled gradient row per pooled id (n x d),
-// then SparseRowGrad::accumulate. Tests compare the direct path against it bit for bit.
+// The plain EmbeddingBag backwards that EmbeddingBag used before it built rows inside the
+// accumulation (SparseRowGrad::accumulate_indirect for sum/mean, accumulate_rows_of with
+// MaxBagRows for max): materialise one gradient row per pooled id or per (bag, winning id), then
+// SparseRowGrad::accumulate. Tests compare the direct paths against them bit for bit.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <ember/bag.hpp>
@@ -64,6 +66,44 @@ void bag_backward_reference(const ember::EmbeddingBag<T>& bag, std::span<const e
   typename ember::SparseRowGrad<T>::AccumulateOptions acc;
   acc.scale_grad_by_freq = emb.scale_grad_by_freq();
   grad.accumulate(rows, values, T(1), bag.vocab_size(), acc);
+}
+
+/// The plain max bag backward that EmbeddingBag used before MaxBagRows: the gradient rows, one per
+/// (bag, winning id), holding grad_out[b, c] in the columns that id won and zeros elsewhere.
+template <class T>
+void bag_max_grad_rows_reference(const ember::BagArgmax& argmax,
+                                 const ember::RowMatrix<T>& grad_out,
+                                 std::vector<ember::TokenId>& ids_out,
+                                 ember::RowMatrix<T>& rows_out) {
+  using ember::Index;
+  const Index bags = grad_out.rows();
+  const Index d = grad_out.cols();
+  std::vector<std::pair<ember::TokenId, Index>> winners;                    // (id, column)
+  std::vector<std::pair<ember::TokenId, std::pair<Index, Index>>> entries;  // (k, (bag, column))
+  ids_out.clear();
+  for (Index b = 0; b < bags; ++b) {
+    winners.clear();
+    for (Index c = 0; c < d; ++c)
+      if (argmax(b, c) >= 0) winners.emplace_back(argmax(b, c), c);
+    std::sort(winners.begin(), winners.end());
+    for (std::size_t w = 0; w < winners.size(); ++w) {
+      if (w == 0 || winners[w].first != winners[w - 1].first) ids_out.push_back(winners[w].first);
+      entries.push_back({static_cast<ember::TokenId>(ids_out.size() - 1), {b, winners[w].second}});
+    }
+  }
+  rows_out = ember::RowMatrix<T>::Zero(static_cast<Index>(ids_out.size()), d);
+  for (const auto& [k, bc] : entries) rows_out(k, bc.second) = grad_out(bc.first, bc.second);
+}
+
+/// The old EmbeddingBag::backward for max: bag_max_grad_rows_reference, then accumulate.
+template <class T>
+void bag_max_backward_reference(const ember::EmbeddingBag<T>& bag, const ember::BagArgmax& argmax,
+                                const ember::RowMatrix<T>& grad_out,
+                                ember::SparseRowGrad<T>& grad) {
+  std::vector<ember::TokenId> rows;
+  ember::RowMatrix<T> values;
+  bag_max_grad_rows_reference(argmax, grad_out, rows, values);
+  grad.accumulate(rows, values, T(1), bag.vocab_size());
 }
 
 }  // namespace ember_test

@@ -167,29 +167,24 @@ void bag_grad_sources(std::span<const Index> bounds, BagMode mode, std::span<con
   }
 }
 
-/// The gradient rows of a max bag backward: one row per (bag, winning id), holding grad_out[b, c]
-/// in the columns that id won and zeros elsewhere. Validated by EmbeddingBag::backward (argmax
-/// entries in [-1, V)).
-template <class T>
-void bag_max_grad_rows(const TokenId* argmax, ConstTableRef<T> grad_out,
-                       std::vector<TokenId>& ids_out, RowMatrix<T>& rows_out) {
-  const Index bags = grad_out.rows;
-  const Index d = grad_out.cols;
-  std::vector<std::pair<TokenId, Index>> winners;                    // (id, column) of one bag
-  std::vector<std::pair<TokenId, std::pair<Index, Index>>> entries;  // (id, (bag, column))
+/// The (bag, id) pairs of a max bag backward: for each bag b in order, the distinct ids that won
+/// some column of b (argmax[b, c] >= 0), ascending; bag_out[k] is the bag of ids_out[k]. Every id
+/// of a bag is listed after those of earlier bags, so grouping the pairs by id visits each id's
+/// bags in order. Validated by EmbeddingBag::backward (argmax entries in [-1, V)).
+inline void bag_max_winners(const TokenId* argmax, Index bags, Index d,
+                            std::vector<TokenId>& ids_out, std::vector<Index>& bag_out) {
+  std::vector<TokenId> won(static_cast<std::size_t>(d));
   ids_out.clear();
+  bag_out.clear();
   for (Index b = 0; b < bags; ++b) {
-    winners.clear();
-    for (Index c = 0; c < d; ++c)
-      if (argmax[b * d + c] >= 0) winners.emplace_back(argmax[b * d + c], c);
-    std::sort(winners.begin(), winners.end());
-    for (std::size_t w = 0; w < winners.size(); ++w) {
-      if (w == 0 || winners[w].first != winners[w - 1].first) ids_out.push_back(winners[w].first);
-      entries.push_back({static_cast<TokenId>(ids_out.size() - 1), {b, winners[w].second}});
+    std::copy_n(argmax + b * d, d, won.begin());
+    std::sort(won.begin(), won.end());
+    for (std::size_t c = 0; c < won.size(); ++c) {
+      if (won[c] < 0 || (c > 0 && won[c] == won[c - 1])) continue;
+      ids_out.push_back(won[c]);
+      bag_out.push_back(b);
     }
   }
-  rows_out = RowMatrix<T>::Zero(static_cast<Index>(ids_out.size()), d);
-  for (const auto& [k, bc] : entries) rows_out(k, bc.second) = grad_out.row(bc.first)[bc.second];
 }
 
 }  // namespace ember::detail

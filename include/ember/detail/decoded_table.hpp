@@ -14,15 +14,17 @@
 #include "ember/detail/lookup.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/detail/validate.hpp"
+#include "ember/errors.hpp"
 #include "ember/positional.hpp"
 #include "ember/tied_logits.hpp"
 #include "ember/types.hpp"
 
 namespace ember::detail {
 
-/// CRTP base: Derived provides rows() (a row decoder, see gather_convert.hpp), vocab_size(),
-/// d_model(), scale() (float) and float_master() (a const RowMatrix<float>* or null), and the
-/// static names forward_name, logits_name, logits_backward_name used in error messages.
+/// CRTP base: Derived provides table() (a row decoder, see gather_convert.hpp), vocab_size(),
+/// d_model(), scale() (float) and float_master() (a const RowMatrix<float>* or null, used only
+/// while its shape is the table's: else logits throw StateError), and the static names
+/// forward_name, logits_name, logits_backward_name used in error messages.
 template <class Derived>
 class DecodedTableOps {
  public:
@@ -36,7 +38,7 @@ class DecodedTableOps {
     return with_ids(ids, [&](auto span) {
       check_ids(span, self().vocab_size(), Derived::forward_name);
       RowMatrix<float> out(static_cast<Index>(span.size()), self().d_model());
-      gather_decode<float>(self().rows(), span, self().scale(), no_positions(), 0, 0,
+      gather_decode<float>(self().table(), span, self().scale(), no_positions(), 0, 0,
                            mutable_table(out));
       return out;
     });
@@ -53,28 +55,32 @@ class DecodedTableOps {
   /// hidden · Wᵀ, the tied output projection, in float: from the float master copy when one is
   /// kept (exact float logits), else from the stored rows decoded 4096 at a time (never the whole
   /// table at once).
-  /// Shapes:  hidden[n, d] -> logits[n, V].  Throws: ShapeError if hidden has not d columns.
+  /// Shapes:  hidden[n, d] -> logits[n, V].
+  /// Throws:  ShapeError if hidden has not d columns; StateError if the float master no longer has
+  ///          the table's shape (weight() reshaped after set_float_master).
   /// Complexity: 2·n·V·d flops, plus V·d decodes without a master copy.
   [[nodiscard]] RowMatrix<float> logits(const Eigen::Ref<const RowMatrix<float>>& hidden) const {
-    check_logits(Derived::logits_name, self().vocab_size(), self().d_model(), hidden.rows(),
-                 hidden.cols());
+    constexpr const char* where = Derived::logits_name;
+    check_logits(where, self().vocab_size(), self().d_model(), hidden.rows(), hidden.cols());
+    const RowMatrix<float>* master = checked_master(where);
     RowMatrix<float> out(hidden.rows(), self().vocab_size());
-    logits_unchecked(hidden, out);
+    logits_unchecked(master, hidden, out);
     return out;
   }
 
   /// Writes the logits into out (n x V), which must not overlap hidden.
-  /// Throws: ShapeError on a shape mismatch; out is untouched then.
+  /// Throws: ShapeError on a shape mismatch, StateError as logits(hidden); out is untouched then.
   void logits(const Eigen::Ref<const RowMatrix<float>>& hidden,
               Eigen::Ref<RowMatrix<float>> out) const {
-    check_logits(Derived::logits_name, self().vocab_size(), self().d_model(), hidden.rows(),
-                 hidden.cols(), out.rows(), out.cols());
-    logits_unchecked(hidden, out);
+    constexpr const char* where = Derived::logits_name;
+    check_logits(where, self().vocab_size(), self().d_model(), hidden.rows(), hidden.cols(),
+                 out.rows(), out.cols());
+    logits_unchecked(checked_master(where), hidden, out);
   }
 
   /// Backward of logits(): grad_hidden = grad_logits · W (assigned, W decoded or the master) and
   /// grad_weight += grad_logitsᵀ · hidden (accumulated in float, V x d).
-  /// Throws: ShapeError on any mismatch; nothing is written then.
+  /// Throws: ShapeError on any mismatch, StateError as logits(hidden); nothing is written then.
   void logits_backward(const Eigen::Ref<const RowMatrix<float>>& hidden,
                        const Eigen::Ref<const RowMatrix<float>>& grad_logits,
                        Eigen::Ref<RowMatrix<float>> grad_hidden,
@@ -90,10 +96,10 @@ class DecodedTableOps {
     check_extent(where, "grad_hidden", 1, d, grad_hidden.cols(), "d_model");
     check_extent(where, "grad_weight", 0, v, grad_weight.rows(), "vocab_size");
     check_extent(where, "grad_weight", 1, d, grad_weight.cols(), "d_model");
-    if (const RowMatrix<float>* master = self().float_master()) {
+    if (const RowMatrix<float>* master = checked_master(where)) {
       grad_hidden.noalias() = grad_logits * *master;
     } else {
-      logits_backward_decode(self().rows(), grad_logits, grad_hidden);
+      logits_backward_decode(self().table(), grad_logits, grad_hidden);
     }
     grad_weight.noalias() += grad_logits.transpose() * hidden;
   }
@@ -110,7 +116,7 @@ class DecodedTableOps {
       check_fused(where, static_cast<Index>(span.size()), self().d_model(), positions.rows(),
                   positions.cols(), out.rows(), out.cols(), seq_len, offset);
       check_ids(span, self().vocab_size(), where);
-      gather_decode<float>(self().rows(), span, self().scale(), const_table(positions), seq_len,
+      gather_decode<float>(self().table(), span, self().scale(), const_table(positions), seq_len,
                            offset, mutable_table(out));
     });
   }
@@ -124,7 +130,7 @@ class DecodedTableOps {
       check_lookup_out(where, static_cast<Index>(span.size()), self().d_model(), out.rows(),
                        out.cols());
       check_ids(span, self().vocab_size(), where);
-      gather_decode<O>(self().rows(), span, self().scale(), no_positions(), 0, 0,
+      gather_decode<O>(self().table(), span, self().scale(), no_positions(), 0, 0,
                        mutable_table(out));
     });
   }
@@ -133,12 +139,29 @@ class DecodedTableOps {
   [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
   static ConstTableRef<float> no_positions() noexcept { return {nullptr, 0, 0, 0}; }
 
-  void logits_unchecked(const Eigen::Ref<const RowMatrix<float>>& hidden,
+  /// The float master (or null), checked against the table's shape: an owner's weight() can be
+  /// given another shape after set_float_master, and a stale master must not reach a GEMM.
+  /// Throws: StateError naming `where` and both shapes.
+  [[nodiscard]] const RowMatrix<float>* checked_master(const char* where) const {
+    const RowMatrix<float>* master = self().float_master();
+    const Index v = self().vocab_size();
+    const Index d = self().d_model();
+    if (master != nullptr && (master->rows() != v || master->cols() != d)) [[unlikely]] {
+      throw StateError(std::string(where) + ": the float master is " +
+                       std::to_string(master->rows()) + " x " + std::to_string(master->cols()) +
+                       " but the table is " + std::to_string(v) + " x " + std::to_string(d) +
+                       "; set_float_master again or clear_float_master()");
+    }
+    return master;
+  }
+
+  void logits_unchecked(const RowMatrix<float>* master,
+                        const Eigen::Ref<const RowMatrix<float>>& hidden,
                         Eigen::Ref<RowMatrix<float>> out) const {
-    if (const RowMatrix<float>* master = self().float_master()) {
+    if (master != nullptr) {
       out.noalias() = hidden * master->transpose();
     } else {
-      logits_decode(self().rows(), hidden, out);
+      logits_decode(self().table(), hidden, out);
     }
   }
 };

@@ -42,6 +42,14 @@ inline void check_lookup_out(const char* where, Index n, Index d, Index out_rows
   check_extent(where, "out", 1, d, out_cols, "d_model");
 }
 
+/// Throws ShapeError unless the grad_out of an n-id backward is n x d (checked before the
+/// gradient's own checks, so a wrong width never binds an empty SparseRowGrad to it).
+inline void check_backward_grad_out(const char* where, Index n, Index d, Index grad_rows,
+                                    Index grad_cols) {
+  check_extent(where, "grad_out", 0, n, grad_rows, "the number of ids");
+  check_extent(where, "grad_out", 1, d, grad_cols, "d_model");
+}
+
 /// The shape checks of embed_with_positions: positions[max_len, d] in range for seq_len/offset,
 /// out n x d, and n a multiple of seq_len.
 inline void check_fused(const char* where, Index n, Index d, Index pos_rows, Index pos_cols,

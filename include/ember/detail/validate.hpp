@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "ember/detail/table_ref.hpp"
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
 
@@ -63,6 +64,32 @@ inline void check_finite_value(const char* where, const char* name, double value
     throw ValueError(
         std::string(where) + ": " + name + " must be finite, got " + std::to_string(value), value);
   }
+}
+
+/// The constructor checks of a view over caller memory (EmbeddingView, ReducedEmbeddingView), in
+/// this order: vocab_size and d_model positive, row_stride (-1: d_model) at least d_model, data
+/// not null and aligned to alignof(T). Returns the checked table.
+/// Throws: ShapeError for a size or the stride, ValueError for the pointer, naming `where`.
+template <class T>
+[[nodiscard]] ConstTableRef<T> checked_view_table(const char* where, const T* data,
+                                                  Index vocab_size, Index d_model,
+                                                  Index row_stride) {
+  check_positive_size(where, "vocab_size", vocab_size);
+  check_positive_size(where, "d_model", d_model);
+  const Index stride = row_stride == -1 ? d_model : row_stride;
+  if (stride < d_model) {
+    throw ShapeError(std::string(where) + ": row_stride " + std::to_string(stride) +
+                         " is smaller than d_model = " + std::to_string(d_model),
+                     -1, d_model, stride);
+  }
+  if (data == nullptr) throw ValueError(std::string(where) + ": data is null", 0.0);
+  const auto address = reinterpret_cast<std::uintptr_t>(data);
+  if (address % alignof(T) != 0) {
+    throw ValueError(std::string(where) + ": data address " + std::to_string(address) +
+                         " is not aligned to " + std::to_string(alignof(T)) + " bytes",
+                     static_cast<double>(address % alignof(T)));
+  }
+  return {data, vocab_size, d_model, stride};
 }
 
 }  // namespace ember::detail
