@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -392,6 +393,43 @@ TEMPLATE_TEST_CASE(
   CHECK(ember::test::same_bits(grad.values(), expected.values()));
   CHECK(ember::test::same_bits(grad_lengths.values(), expected.values()));
   for (const TokenId r : grad.rows()) CHECK(r != padding);
+}
+
+TEST_CASE("max backward with more winners per bag than the linear search keeps gives the same bits",
+          "[bag]") {
+  // Bags of up to 400 ids over a table of random values: most bags have far more than
+  // kMaxWinnersLinear distinct winners (the sorting fallback), the short ones fewer (the linear
+  // search), and every 7th is empty.
+  const Index vocab = 500;
+  const Index d = 160;
+  RowMatrix<double> table(vocab, d);
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> value(-1.0, 1.0);
+  for (Index k = 0; k < table.size(); ++k) table.data()[k] = value(rng);
+  EmbeddingBag<double> bag(ember::Embedding<double>(table), BagMode::max);
+  auto c = ember_test::make_bag_grad_case<double>(12, 200, vocab, d, -1, 5);
+  RowMatrix<double> out(12, d);
+  ember::BagArgmax argmax;
+  bag.forward(c.ids, c.offsets, out, {}, &argmax);
+  std::vector<TokenId> winners;
+  std::vector<Index> bag_of;
+  ember::detail::bag_max_winners(argmax.data(), argmax.rows(), d, winners, bag_of);
+  std::size_t most = 0;
+  std::size_t fewest = winners.size();
+  for (Index b = 0; b < argmax.rows(); ++b) {
+    if (b % 7 == 3) continue;  // empty
+    const auto k = static_cast<std::size_t>(std::count(bag_of.begin(), bag_of.end(), b));
+    most = std::max(most, k);
+    fewest = std::min(fewest, k);
+  }
+  CHECK(most > ember::detail::kMaxWinnersLinear);
+  CHECK(fewest <= ember::detail::kMaxWinnersLinear);
+  ember::SparseRowGrad<double> grad, expected;
+  bag.backward(c.ids, c.offsets, c.grad_out, grad, {}, &argmax);
+  ember_test::bag_max_backward_reference<double>(bag, argmax, c.grad_out, expected);
+  CHECK(std::vector<TokenId>(grad.rows().begin(), grad.rows().end()) ==
+        std::vector<TokenId>(expected.rows().begin(), expected.rows().end()));
+  CHECK(ember::test::same_bits(grad.values(), expected.values()));
 }
 
 TEST_CASE("max backward adds +0 where a winner lost a column, as the materialised rows do",
