@@ -432,6 +432,34 @@ TEST_CASE("max backward with more winners per bag than the linear search keeps g
   CHECK(ember::test::same_bits(grad.values(), expected.values()));
 }
 
+TEST_CASE("max backward gives the padding row nothing even when a stale argmax names it", "[bag]") {
+  // The argmax is recorded before set_padding_idx, so it still names the row that becomes the
+  // padding row; backward must leave that row out, as its documentation says.
+  RowMatrix<double> table(6, 4);
+  for (Index k = 0; k < table.size(); ++k) table.data()[k] = double((k * 5) % 11);
+  EmbeddingBag<double> bag(ember::Embedding<double>(table), BagMode::max);
+  const std::vector<TokenId> ids{0, 2, 3, 5, 1};
+  const std::vector<TokenId> offsets{0, 3};
+  RowMatrix<double> out(2, 4);
+  ember::BagArgmax argmax;
+  bag.forward(ids, offsets, out, {}, &argmax);
+  const TokenId stale = argmax(0, 0);
+  REQUIRE(stale >= 0);
+  bag.embedding().set_padding_idx(stale);
+  const RowMatrix<double> g = RowMatrix<double>::Constant(2, 4, 1.0);
+  ember::SparseRowGrad<double> grad;
+  bag.backward(ids, offsets, g, grad, {}, &argmax);
+  const std::vector<TokenId> rows(grad.rows().begin(), grad.rows().end());
+  CHECK(std::find(rows.begin(), rows.end(), stale) == rows.end());
+  // Every other winner still receives its columns.
+  for (Index b = 0; b < argmax.rows(); ++b) {
+    for (Index c = 0; c < argmax.cols(); ++c) {
+      const TokenId w = argmax(b, c);
+      if (w >= 0 && w != stale) CHECK(std::find(rows.begin(), rows.end(), w) != rows.end());
+    }
+  }
+}
+
 TEST_CASE("max backward adds +0 where a winner lost a column, as the materialised rows do",
           "[bag]") {
   // Row 2 wins column 0 of bag 0 with a gradient of -0 and only column 1 of bag 1: its column 0

@@ -148,7 +148,9 @@ TEST_CASE("a view refuses a negative row stride other than -1 and a misaligned p
   const auto neg = ember::test::catch_as<ember::ShapeError>(
       [&] { (void)EmbeddingView<double>(t.data(), 4, 3, -2); });
   REQUIRE(neg);
-  CHECK(std::string(neg->what()) == "EmbeddingView: row_stride -2 is smaller than d_model = 3");
+  CHECK(std::string(neg->what()) ==
+        "EmbeddingView: row_stride -2 is negative (the only negative value allowed is -1, "
+        "meaning d_model = 3)");
   CHECK(neg->expected() == 3);
   CHECK(neg->actual() == -2);
   CHECK(EmbeddingView<double>(t.data(), 4, 3, -1).row_stride() == 3);

@@ -579,9 +579,17 @@ TEMPLATE_TEST_CASE("accumulate_rows_of over a row policy gives accumulate's bits
   });
   REQUIRE(e);
   CHECK(std::string(e->what()) == "Caller::backward: id 9 at position 1 is outside [0, 9)");
-  CHECK_THROWS_AS(direct.accumulate_rows_of(
-                      std::span<const TokenId>(ids),
-                      ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 4, T(1), 9),
-                  ember::ShapeError);
+  const auto s = test::catch_as<ember::ShapeError>([&] {
+    direct.accumulate_rows_of(std::span<const TokenId>(ids),
+                              ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 4,
+                              T(1), 9, {}, "Caller::backward");
+  });
+  REQUIRE(s);
+  CHECK_THAT(s->what(), Catch::Matchers::StartsWith("Caller::backward:") &&
+                            Catch::Matchers::Contains("d_model"));
+  CHECK(s->dimension() == 1);
+  CHECK(s->expected() == 5);
+  CHECK(s->actual() == 4);
+  CHECK(rows_of(direct) == rows_of(expected));
   CHECK(test::same_bits(direct.values(), before));
 }

@@ -163,9 +163,10 @@ class EmbeddingBag {
   ///          PyTorch); IndexError for an argmax entry outside [-1, vocab_size()). grad is
   ///          unchanged when it throws.
   /// Complexity: O(n + u log u + n·d) for u distinct ids; sum and mean gather grad_out rows
-  /// straight into the gradient (O(n) extra memory, no n x d intermediate). Max: O(B·d log d +
-  /// k·d) for the k (bag, winning id) pairs, each masking its bag's grad_out row inside the
-  /// accumulation (O(k) extra memory, no k x d intermediate).
+  /// straight into the gradient (O(n) extra memory, no n x d intermediate). Max: O(B·d·min(w, 64)
+  /// + k·d) for at most w distinct winners per bag and k (bag, winning id) pairs (a bag with more
+  /// than 64 winners is sorted instead, O(d log d)), each pair masking its bag's grad_out row
+  /// inside the accumulation (O(k + d) extra memory, no k x d intermediate).
   template <class R, class O>
   void backward(const R& ids, const O& offsets, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 SparseRowGrad<T>& grad, const BagOptions<T>& options = {},
@@ -359,6 +360,9 @@ class EmbeddingBag {
         detail::bag_max_winners(argmax->data(), bags, d, winners, bag_of);
         const detail::MaxBagRows<T> rows{detail::const_table(grad_out), argmax->data(),
                                          bag_of.data(), winners.data()};
+        // The forward never records the padding row, but an argmax recorded before
+        // set_padding_idx (or built by hand) may name it: it still gets nothing.
+        acc.skip_row = skip_row();
         // Throws (before any change) only if grad is bound to another table shape.
         grad.accumulate_rows_of(std::span<const TokenId>(winners), rows, d, T(1), vocab_size(), acc,
                                 where);

@@ -66,7 +66,8 @@ class EmbeddingView {
 
   /// A view of a row-major Eigen object with direct access (RowMatrix, a block of one, a Map,
   /// Embedding::weight(), MappedTable::matrix()). The object must outlive the view.
-  /// Throws: ShapeError if it has no rows or columns.
+  /// Throws: as the pointer constructor (ShapeError if it has no rows or columns or its outer
+  ///         stride is below its columns; ValueError if its data is null or misaligned).
   template <class Derived>
   explicit EmbeddingView(const Eigen::MatrixBase<Derived>& table,
                          std::shared_ptr<const void> keep_alive = {})

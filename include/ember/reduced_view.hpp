@@ -80,7 +80,8 @@ class ReducedEmbeddingView : public detail::ReducedTableOps<ReducedEmbeddingView
 
   /// A view of a row-major Eigen object of S with direct access (RowMatrix<S>, a block of one, a
   /// Map, MappedTable<S>::matrix()). The object must outlive the view.
-  /// Throws: ShapeError if it has no rows or columns.
+  /// Throws: as the pointer constructor (ShapeError if it has no rows or columns or its outer
+  ///         stride is below its columns; ValueError if its data is null or misaligned).
   template <class Derived>
   explicit ReducedEmbeddingView(const Eigen::MatrixBase<Derived>& table,
                                 std::shared_ptr<const void> keep_alive = {})

@@ -183,10 +183,12 @@ class SparseRowGrad {
                                   coef.empty() ? nullptr : coef.data(), scale, options);
   }
 
-  /// grad[ids[i]] += scale * (what `rows` says position i contributes), for ember's own kernels:
-  /// `rows` is a row policy of detail/scatter.hpp (EmbeddingBag's max backward passes
-  /// detail::MaxBagRows) whose contribution(i, scratch) returns the d values of position i, valid
-  /// for every i < n. Same grouping, order of sums, threads and strong guarantee as accumulate.
+  /// grad[ids[i]] += scale * (what `rows` says position i contributes). Internal: for ember's own
+  /// kernels, not the user API (users call accumulate / accumulate_indirect). `rows` is a row
+  /// policy of detail/scatter.hpp (EmbeddingBag's max backward passes detail::MaxBagRows) whose
+  /// contribution(i, scratch) returns d values for every i < n: a precondition on the caller,
+  /// which this call cannot check. Same grouping, order of sums, threads and strong guarantee
+  /// as accumulate.
   ///
   /// Throws:  IndexError if some id is outside [0, vocab_size); ShapeError if (vocab_size, d)
   ///          differs from the bound shape. Nothing changes when it throws.

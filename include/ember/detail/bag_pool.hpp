@@ -167,17 +167,20 @@ void bag_grad_sources(std::span<const Index> bounds, BagMode mode, std::span<con
   }
 }
 
+/// Distinct winners a bag may have before bag_max_winners sorts its d entries instead of
+/// searching the winners found so far.
+inline constexpr std::size_t kMaxWinnersLinear = 64;
+
 /// The (bag, id) pairs of a max bag backward: for each bag b in order, the distinct ids that won
 /// some column of b (argmax[b, c] >= 0), ascending; bag_out[k] is the bag of ids_out[k]. Every id
 /// of a bag is listed after those of earlier bags, so grouping the pairs by id visits each id's
 /// bags in order. Validated by EmbeddingBag::backward (argmax entries in [-1, V)).
+///
 /// A bag has at most as many winners as ids (~20 in a recommendation bag) while d runs to
 /// thousands, so the distinct winners are collected by a linear search of the few found so far
 /// (runs of one id skipped) instead of sorting all d entries of every bag: the whole max backward
-/// became 2.7-3.0x faster on bench_bag's GPT-2 bags (1.2-1.3x at d = 64). A bag whose winners pass
-/// kMaxWinnersLinear falls back to sorting its d entries.
-inline constexpr std::size_t kMaxWinnersLinear = 64;
-
+/// became 1.45-1.6x faster on bench_bag's GPT-2 bags (1.2-1.35x at d = 64). A bag whose winners
+/// pass kMaxWinnersLinear falls back to sorting its d entries.
 inline void bag_max_winners(const TokenId* argmax, Index bags, Index d,
                             std::vector<TokenId>& ids_out, std::vector<Index>& bag_out) {
   std::vector<TokenId> won;

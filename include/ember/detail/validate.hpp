@@ -77,6 +77,12 @@ template <class T>
   check_positive_size(where, "vocab_size", vocab_size);
   check_positive_size(where, "d_model", d_model);
   const Index stride = row_stride == -1 ? d_model : row_stride;
+  if (stride < 0) {
+    throw ShapeError(std::string(where) + ": row_stride " + std::to_string(stride) +
+                         " is negative (the only negative value allowed is -1, meaning d_model = " +
+                         std::to_string(d_model) + ")",
+                     -1, d_model, stride);
+  }
   if (stride < d_model) {
     throw ShapeError(std::string(where) + ": row_stride " + std::to_string(stride) +
                          " is smaller than d_model = " + std::to_string(d_model),
