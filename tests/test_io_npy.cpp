@@ -108,6 +108,22 @@ TEST_CASE("load_npy byte-swaps big-endian f2 and f4 built by hand", "[io][npy]")
   CHECK(b(1, 0) == -2.0);
 }
 
+TEST_CASE("load_npy returns an empty table at once for a huge shape with no columns", "[io][npy]") {
+  // (2220200988602, 0) in Fortran order: a legal empty table (0 data bytes). The converting path
+  // (f8 -> float, transposed) used to walk its 2.2e12 rows of nothing (found by fuzz_npy).
+  ScratchDir dir;
+  for (const char* order : {"True", "False"}) {
+    const std::string dict = std::string("{'descr': '<f8', 'fortran_order': ") + order +
+                             ", 'shape': (2220200988602, 0), }";
+    ember_test::write_bytes(dir.file("empty.npy"), npy_bytes(1, dict, 0));
+    const auto f = ember::io::load_npy<float>(dir.file("empty.npy"));
+    CHECK(f.rows() == 2220200988602);
+    CHECK(f.cols() == 0);
+    const auto g = ember::io::load_npy<double>(dir.file("empty.npy"));
+    CHECK(g.size() == 0);
+  }
+}
+
 TEST_CASE("save_npy round-trips f2, f4, f8 and large tables", "[io][npy]") {
   ScratchDir dir;
   RowMatrix<double> m(37, 11);

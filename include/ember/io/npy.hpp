@@ -216,6 +216,9 @@ inline NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t size,
 template <class T>
 RowMatrix<T> npy_convert(const unsigned char* data, const NpyHeader& h) {
   RowMatrix<T> out(h.rows, h.cols);
+  // An empty table (a legal shape such as (10^12, 0)) has nothing to convert; the loops below
+  // would still walk its rows.
+  if (out.size() == 0) return out;
   const std::size_t item = npy_itemsize(h.dtype);
   const bool le = h.little_endian;
   const bool same_type = (h.dtype == NpyDtype::f4 && std::is_same_v<T, float>) ||
