@@ -32,13 +32,21 @@ rm -f build/check.*.summary build/ci.ctest.log
 
 has() { [[ $checks == *" $1 "* ]]; }
 
-phase() {  # phase <lane> <name> <command...>: runs, times and records one step
-  local lane=$1 name=$2 t=$SECONDS
+phase() {  # phase <lane> <name> <command...>: runs, times and records one step; returns its status
+  # The status is returned explicitly: called as `phase ... || status=1`, bash turns `set -e` off
+  # inside the function, and a failing step followed by the printf would otherwise return 0 (a
+  # failing fuzz run once passed CI that way).
+  local lane=$1 name=$2 t=$SECONDS rc=0
   shift 2
   echo
   echo "==== ember check: $name ===="
-  "$@"
-  printf '%-40s %4d s\n' "$name" $((SECONDS - t)) >> "build/check.$lane.summary"
+  "$@" || rc=$?
+  if ((rc == 0)); then
+    printf '%-40s %4d s\n' "$name" $((SECONDS - t)) >> "build/check.$lane.summary"
+  else
+    printf '%-40s %4d s  FAILED (exit %d)\n' "$name" $((SECONDS - t)) "$rc" >> "build/check.$lane.summary"
+  fi
+  return "$rc"
 }
 
 ctest_summary() {  # the "N% tests passed ..." line of a ctest run
