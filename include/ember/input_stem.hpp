@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "ember/detail/lookup.hpp"
 #include "ember/detail/stem.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/detail/validate.hpp"
@@ -319,8 +320,7 @@ class InputStem {
     constexpr const char* where = "InputStem::backward";
     const auto n = static_cast<Index>(ids.size());
     check_batch(where, ids, seg_ids, with_segments, seq_len, offset);
-    detail::check_extent(where, "grad_out", 0, n, grad_out.rows(), "the number of ids");
-    detail::check_extent(where, "grad_out", 1, d_model(), grad_out.cols(), "d_model");
+    detail::check_backward_grad_out(where, n, d_model(), grad_out.rows(), grad_out.cols());
     if (mask_active_ && mask_rows_ != n) {
       throw StateError(std::string(where) + ": the last forward drew a dropout mask for " +
                        std::to_string(mask_rows_) + " rows, but grad_out has " + std::to_string(n) +

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -53,6 +52,7 @@ class QuantizedEmbedding : public detail::DecodedTableOps<QuantizedEmbedding> {
   static constexpr const char* forward_name = "QuantizedEmbedding::forward";
   static constexpr const char* logits_name = "QuantizedEmbedding::logits";
   static constexpr const char* logits_backward_name = "QuantizedEmbedding::logits_backward";
+  static constexpr const char* set_float_master_name = "QuantizedEmbedding::set_float_master";
   /// Bytes after the codes of each row: the float scale and the float bias.
   static constexpr Index row_overhead = 2 * static_cast<Index>(sizeof(float));
 
@@ -68,7 +68,7 @@ class QuantizedEmbedding : public detail::DecodedTableOps<QuantizedEmbedding> {
     constexpr const char* where = "QuantizedEmbedding";
     detail::check_positive_size(where, "vocab_size (table rows)", rows_);
     detail::check_positive_size(where, "d_model (table columns)", cols_);
-    const RowMatrix<float> f = table.template cast<float>();
+    RowMatrix<float> f = table.template cast<float>();
     for (Index r = 0; r < rows_; ++r) {
       for (Index c = 0; c < cols_; ++c) {
         if (!std::isfinite(f(r, c))) {
@@ -81,7 +81,7 @@ class QuantizedEmbedding : public detail::DecodedTableOps<QuantizedEmbedding> {
     }
     bytes_.resize(static_cast<std::size_t>(rows_ * row_bytes()));
     for (Index r = 0; r < rows_; ++r) quantize_row(f.row(r).data(), row_ptr(r));
-    if (keep_float_master) master_ = f;
+    if (keep_float_master) set_float_master(std::move(f));
   }
 
   /// Adopts rows already in the fused layout (e.g. produced by FBGEMM): `bytes` holds
@@ -181,23 +181,6 @@ class QuantizedEmbedding : public detail::DecodedTableOps<QuantizedEmbedding> {
     return out;
   }
 
-  // ---- the float master copy for logits -----------------------------------------------------
-
-  /// Keeps `master` (V x d, float) as the table used by logits and logits_backward.
-  /// Throws: ShapeError if its shape differs from the table's; nothing changes then.
-  void set_float_master(RowMatrix<float> master) {
-    constexpr const char* where = "QuantizedEmbedding::set_float_master";
-    detail::check_extent(where, "master", 0, rows_, master.rows(), "vocab_size");
-    detail::check_extent(where, "master", 1, cols_, master.cols(), "d_model");
-    master_ = std::move(master);
-  }
-  /// Drops the float master: logits dequantize the stored rows again.
-  void clear_float_master() noexcept { master_.reset(); }
-  /// The float master copy, or null.
-  [[nodiscard]] const RowMatrix<float>* float_master() const noexcept {
-    return master_ ? &*master_ : nullptr;
-  }
-
   /// The table as the kernels take it: a row decoder to float (EmbeddingView::table()'s role).
   [[nodiscard]] detail::Int8Rows table() const noexcept {
     return {bytes_.data(), rows_, cols_, row_bytes()};
@@ -238,7 +221,6 @@ class QuantizedEmbedding : public detail::DecodedTableOps<QuantizedEmbedding> {
   Index rows_;
   Index cols_;
   std::vector<std::uint8_t> bytes_;
-  std::optional<RowMatrix<float>> master_;
 };
 
 }  // namespace ember

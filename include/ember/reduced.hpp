@@ -39,11 +39,11 @@ inline constexpr const char* storage_name = std::is_same_v<S, Eigen::half> ? "ha
 
 namespace ember::detail {
 
-/// CRTP base of ReducedEmbedding<S> and ReducedEmbeddingView<S>: DecodedTableOps plus the members
-/// whose bodies are the same for the owner and the view (scale, to_float, the float master, the
-/// forward into S, backward, table() - the row decoder). Derived provides vocab_size(), d_model(),
-/// weight() (a row-major Eigen object of S with direct access) and the static names of
-/// DecodedTableOps plus backward_name and set_float_master_name.
+/// CRTP base of ReducedEmbedding<S> and ReducedEmbeddingView<S>: DecodedTableOps (which holds the
+/// float master) plus the members whose bodies are the same for the owner and the view (scale,
+/// to_float, the forward into S, backward, table() - the row decoder). Derived provides
+/// vocab_size(), d_model(), weight() (a row-major Eigen object of S with direct access) and the
+/// static names of DecodedTableOps plus backward_name and set_float_master_name.
 template <class Derived, class S>
 class ReducedTableOps : public DecodedTableOps<Derived> {
  public:
@@ -51,21 +51,6 @@ class ReducedTableOps : public DecodedTableOps<Derived> {
   [[nodiscard]] float scale() const noexcept { return lookup_scale<float>(self().d_model()); }
   /// The table converted to float (exact), V x d. O(V·d) memory: for small tables and checks.
   [[nodiscard]] RowMatrix<float> to_float() const { return self().weight().template cast<float>(); }
-
-  // ---- the float master copy for logits -----------------------------------------------------
-
-  /// Keeps `master` (V x d, float) as the table used by logits and logits_backward.
-  /// Throws: ShapeError if its shape differs from the table's; nothing changes then.
-  void set_float_master(RowMatrix<float> master) {
-    constexpr const char* where = Derived::set_float_master_name;
-    check_extent(where, "master", 0, self().vocab_size(), master.rows(), "vocab_size");
-    check_extent(where, "master", 1, self().d_model(), master.cols(), "d_model");
-    master_ = std::make_shared<const RowMatrix<float>>(std::move(master));
-  }
-  /// Drops the float master: logits decode the stored rows again.
-  void clear_float_master() noexcept { master_.reset(); }
-  /// The float master copy, or null.
-  [[nodiscard]] const RowMatrix<float>* float_master() const noexcept { return master_.get(); }
 
   // ---- lookup -------------------------------------------------------------------------------
 
@@ -96,22 +81,8 @@ class ReducedTableOps : public DecodedTableOps<Derived> {
   /// The table as the kernels take it: a row decoder to float (EmbeddingView::table()'s role).
   [[nodiscard]] CastRows<S> table() const noexcept { return {const_table(self().weight())}; }
 
- protected:
-  /// Shares `other`'s float master, or none (a view of a ReducedEmbedding): shared ownership, so
-  /// the master stays alive when `other` later replaces or clears its own.
-  template <class OtherDerived>
-  void share_float_master(const ReducedTableOps<OtherDerived, S>& other) noexcept {
-    master_ = other.master_;
-  }
-
  private:
-  template <class, class>
-  friend class ReducedTableOps;
-
   [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
-
-  // Never written, only replaced: copies share it, so copying a table or view copies no floats.
-  std::shared_ptr<const RowMatrix<float>> master_;
 };
 
 }  // namespace ember::detail
@@ -198,8 +169,9 @@ class ReducedEmbedding : public detail::ReducedTableOps<ReducedEmbedding<S>, S> 
         }
       }
     }
-    ReducedEmbedding out(table.template cast<float>().template cast<S>().eval());
-    if (keep_float_master) out.set_float_master(table.template cast<float>());
+    RowMatrix<float> f = table.template cast<float>();
+    ReducedEmbedding out(f.template cast<S>().eval());
+    if (keep_float_master) out.set_float_master(std::move(f));
     return out;
   }
 
@@ -217,8 +189,8 @@ class ReducedEmbedding : public detail::ReducedTableOps<ReducedEmbedding<S>, S> 
     return static_cast<std::size_t>(table_.size()) * sizeof(S);
   }
 
-  // scale(), to_float(), the float master (set_float_master, clear_float_master, float_master),
-  // forward and table() come from detail::ReducedTableOps, shared with ReducedEmbeddingView.
+  // scale(), to_float(), forward and table() come from detail::ReducedTableOps, and the float
+  // master (set_float_master, clear_float_master, float_master) from detail::DecodedTableOps.
 
   /// Accumulates the table gradient of forward in float: grad[t] += scale() · Σ_{i : ids[i] = t}
   /// grad_out[i] (as Embedding::backward).

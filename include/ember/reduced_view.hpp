@@ -120,8 +120,8 @@ class ReducedEmbeddingView : public detail::ReducedTableOps<ReducedEmbeddingView
     return keep_alive_;
   }
 
-  // scale(), to_float(), the float master (set_float_master, clear_float_master, float_master),
-  // forward and table() come from detail::ReducedTableOps, shared with ReducedEmbedding.
+  // scale(), to_float(), forward and table() come from detail::ReducedTableOps, and the float
+  // master (set_float_master, clear_float_master, float_master) from detail::DecodedTableOps.
 
   /// Accumulates the table gradient of forward in float: grad[t] += scale() · Σ_{i : ids[i] = t}
   /// grad_out[i] (the view itself is never written: apply the gradient to the memory yourself).

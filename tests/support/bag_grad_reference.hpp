@@ -16,6 +16,10 @@
 #include <ember/sparse_grad.hpp>
 #include <ember/types.hpp>
 
+#include <catch2/catch.hpp>
+
+#include "support/reference.hpp"
+
 namespace ember_test {
 
 /// The gradient rows of a sum/mean bag backward: for each pooled position i of bag b (ids equal
@@ -148,6 +152,15 @@ BagGradCase<T> make_bag_grad_case(ember::Index bags, ember::Index mean_len, embe
   c.grad_out.resize(bags, d);
   for (ember::Index k = 0; k < c.grad_out.size(); ++k) c.grad_out.data()[k] = value(rng);
   return c;
+}
+
+/// Checks that `actual` holds the same rows, in the same order, with the same bits as `expected`.
+template <class T>
+void check_same_gradient(const ember::SparseRowGrad<T>& actual,
+                         const ember::SparseRowGrad<T>& expected) {
+  CHECK(std::vector<ember::TokenId>(actual.rows().begin(), actual.rows().end()) ==
+        std::vector<ember::TokenId>(expected.rows().begin(), expected.rows().end()));
+  CHECK(ember::test::same_bits(actual.values(), expected.values()));
 }
 
 }  // namespace ember_test

@@ -13,11 +13,13 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
 #include <catch2/catch.hpp>
 
+#include "ember/errors.hpp"
 #include "ember/random.hpp"
 #include "ember/types.hpp"
 
@@ -75,6 +77,22 @@ std::optional<E> catch_as(F&& f) {
     return e;
   }
   return std::nullopt;
+}
+
+/// Runs `call`, a backward given a grad_out of the wrong width, and checks the ShapeError it must
+/// throw (message, dimension 1, expected and actual widths) and that `grad` - empty before - is
+/// still empty and unbound, so a later call with the right width binds it to the table.
+template <class Grad, class F>
+void check_grad_out_width_refused(F&& call, const std::string& message, ember::Index expected,
+                                  ember::Index actual, const Grad& grad) {
+  const auto e = catch_as<ember::ShapeError>(std::forward<F>(call));
+  REQUIRE(e);
+  CHECK(std::string(e->what()) == message);
+  CHECK(e->dimension() == 1);
+  CHECK(e->expected() == expected);
+  CHECK(e->actual() == actual);
+  CHECK(grad.empty());
+  CHECK(grad.d_model() == 0);
 }
 
 // ---- bit-level comparison

@@ -4,6 +4,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -21,13 +22,32 @@
 
 namespace ember::detail {
 
-/// CRTP base: Derived provides table() (a row decoder, see gather_convert.hpp), vocab_size(),
-/// d_model(), scale() (float) and float_master() (a const RowMatrix<float>* or null, used only
-/// while its shape is the table's: else logits throw StateError), and the static names
-/// forward_name, logits_name, logits_backward_name used in error messages.
+/// CRTP base of every decoded table (ReducedEmbedding, ReducedEmbeddingView, QuantizedEmbedding):
+/// forward, the fused lookup, tied logits and the float master copy they may use. Derived provides
+/// table() (a row decoder, see gather_convert.hpp), vocab_size(), d_model(), scale() (float) and
+/// the static names forward_name, logits_name, logits_backward_name and set_float_master_name
+/// used in error messages. The master is used only while its shape is the table's (an owner's
+/// table may be reshaped after set_float_master): else logits throw StateError.
 template <class Derived>
 class DecodedTableOps {
  public:
+  // ---- the float master copy for logits -----------------------------------------------------
+
+  /// Keeps `master` (V x d, float) as the table used by logits and logits_backward.
+  /// Throws: ShapeError if its shape differs from the table's; nothing changes then.
+  void set_float_master(RowMatrix<float> master) {
+    constexpr const char* where = Derived::set_float_master_name;
+    check_extent(where, "master", 0, self().vocab_size(), master.rows(), "vocab_size");
+    check_extent(where, "master", 1, self().d_model(), master.cols(), "d_model");
+    master_ = std::make_shared<const RowMatrix<float>>(std::move(master));
+  }
+  /// Drops the float master: logits decode the stored rows again.
+  void clear_float_master() noexcept { master_.reset(); }
+  /// The float master copy, or null.
+  [[nodiscard]] const RowMatrix<float>* float_master() const noexcept { return master_.get(); }
+
+  // ---- lookup and logits --------------------------------------------------------------------
+
   /// Returns decode(table.row(ids[i])) · scale() for each i, computed and returned in float.
   ///
   /// Shapes:  ids[n] -> out[n, d] (float).
@@ -135,7 +155,18 @@ class DecodedTableOps {
     });
   }
 
+ protected:
+  /// Shares `other`'s float master, or none (a view of a ReducedEmbedding): shared ownership, so
+  /// the master stays alive when `other` later replaces or clears its own.
+  template <class OtherDerived>
+  void share_float_master(const DecodedTableOps<OtherDerived>& other) noexcept {
+    master_ = other.master_;
+  }
+
  private:
+  template <class>
+  friend class DecodedTableOps;
+
   [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
   static ConstTableRef<float> no_positions() noexcept { return {nullptr, 0, 0, 0}; }
 
@@ -143,7 +174,7 @@ class DecodedTableOps {
   /// given another shape after set_float_master, and a stale master must not reach a GEMM.
   /// Throws: StateError naming `where` and both shapes.
   [[nodiscard]] const RowMatrix<float>* checked_master(const char* where) const {
-    const RowMatrix<float>* master = self().float_master();
+    const RowMatrix<float>* master = master_.get();
     const Index v = self().vocab_size();
     const Index d = self().d_model();
     if (master != nullptr && (master->rows() != v || master->cols() != d)) [[unlikely]] {
@@ -164,6 +195,9 @@ class DecodedTableOps {
       logits_decode(self().table(), hidden, out);
     }
   }
+
+  // Never written, only replaced: copies share it, so copying a table or view copies no floats.
+  std::shared_ptr<const RowMatrix<float>> master_;
 };
 
 }  // namespace ember::detail
