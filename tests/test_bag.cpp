@@ -307,10 +307,8 @@ TEMPLATE_TEST_CASE(
                                           opt.per_sample_weights);
   }
   REQUIRE(grad.size() > 0);
-  CHECK(std::vector<TokenId>(grad.rows().begin(), grad.rows().end()) ==
-        std::vector<TokenId>(expected.rows().begin(), expected.rows().end()));
-  CHECK(ember::test::same_bits(grad.values(), expected.values()));
-  CHECK(ember::test::same_bits(grad_lengths.values(), expected.values()));
+  ember_test::check_same_gradient(grad, expected);
+  ember_test::check_same_gradient(grad_lengths, expected);
   for (const TokenId r : grad.rows()) CHECK(r != padding);
 }
 
@@ -388,10 +386,8 @@ TEMPLATE_TEST_CASE(
   }
   CHECK(pairs * d >= ember::detail::kParallelMinWork);
   REQUIRE(grad.size() > 0);
-  CHECK(std::vector<TokenId>(grad.rows().begin(), grad.rows().end()) ==
-        std::vector<TokenId>(expected.rows().begin(), expected.rows().end()));
-  CHECK(ember::test::same_bits(grad.values(), expected.values()));
-  CHECK(ember::test::same_bits(grad_lengths.values(), expected.values()));
+  ember_test::check_same_gradient(grad, expected);
+  ember_test::check_same_gradient(grad_lengths, expected);
   for (const TokenId r : grad.rows()) CHECK(r != padding);
 }
 
@@ -427,9 +423,7 @@ TEST_CASE("max backward with more winners per bag than the linear search keeps g
   ember::SparseRowGrad<double> grad, expected;
   bag.backward(c.ids, c.offsets, c.grad_out, grad, {}, &argmax);
   ember_test::bag_max_backward_reference<double>(bag, argmax, c.grad_out, expected);
-  CHECK(std::vector<TokenId>(grad.rows().begin(), grad.rows().end()) ==
-        std::vector<TokenId>(expected.rows().begin(), expected.rows().end()));
-  CHECK(ember::test::same_bits(grad.values(), expected.values()));
+  ember_test::check_same_gradient(grad, expected);
 }
 
 TEST_CASE("max backward gives the padding row nothing even when a stale argmax names it", "[bag]") {
