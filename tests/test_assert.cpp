@@ -17,6 +17,7 @@
 #include "ember/detail/table_ref.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
+#include "support/kernel_reference.hpp"
 #include "support/reference.hpp"
 
 #if !defined(EMBER_TESTING)
@@ -27,7 +28,6 @@ using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
 namespace detail = ember::detail;
-namespace test = ember::test;
 
 TEST_CASE("EMBER_ASSERT throws std::logic_error naming the condition under EMBER_TESTING",
           "[config][assert]") {
@@ -37,63 +37,69 @@ TEST_CASE("EMBER_ASSERT throws std::logic_error naming the condition under EMBER
   CHECK_NOTHROW(EMBER_ASSERT(1 + 1 == 2));
 }
 
-TEST_CASE("gather_scaled called directly with an out of the wrong shape throws std::logic_error",
+TEST_CASE("gather called directly with an out of the wrong shape throws std::logic_error",
           "[config][assert]") {
-  const RowMatrix<double> table = test::hand_table<double>(5, 4);
+  const RowMatrix<double> table = ember_test::hand_table<double>(5, 4);
   const std::vector<TokenId> ids{0, 1, 2};
   RowMatrix<double> out = RowMatrix<double>::Constant(2, 4, 7.0);  // needs 3 x 4
-  CHECK_THROWS_AS(detail::gather_scaled(detail::const_table(table), std::span<const TokenId>(ids),
-                                        2.0, detail::mutable_table(out)),
-                  std::logic_error);
-  CHECK_THROWS_WITH(detail::gather_scaled(detail::const_table(table), std::span<const TokenId>(ids),
-                                          2.0, detail::mutable_table(out)),
-                    Catch::Contains("EMBER_ASSERT") && Catch::Contains("gather.hpp"));
+  CHECK_THROWS_AS(
+      detail::gather<double>(ember_test::plain_rows(table), std::span<const TokenId>(ids), 2.0,
+                             detail::RowAddends<double>{}, detail::mutable_table(out)),
+      std::logic_error);
+  CHECK_THROWS_WITH(
+      detail::gather<double>(ember_test::plain_rows(table), std::span<const TokenId>(ids), 2.0,
+                             detail::RowAddends<double>{}, detail::mutable_table(out)),
+      Catch::Contains("EMBER_ASSERT") && Catch::Contains("gather.hpp"));
   CHECK((out.array() == 7.0).all());
 
   RowMatrix<double> wide = RowMatrix<double>::Constant(3, 5, 7.0);
-  CHECK_THROWS_AS(detail::gather_scaled(detail::const_table(table), std::span<const TokenId>(ids),
-                                        2.0, detail::mutable_table(wide)),
-                  std::logic_error);
+  CHECK_THROWS_AS(
+      detail::gather<double>(ember_test::plain_rows(table), std::span<const TokenId>(ids), 2.0,
+                             detail::RowAddends<double>{}, detail::mutable_table(wide)),
+      std::logic_error);
 
   // Valid input goes through: the kernel is the one Embedding::forward uses.
   RowMatrix<double> good(3, 4);
-  detail::gather_scaled(detail::const_table(table), std::span<const TokenId>(ids), 2.0,
-                        detail::mutable_table(good));
-  test::check_close(good, test::lookup_loops<double>(table, ids, 2.0));
+  detail::gather<double>(ember_test::plain_rows(table), std::span<const TokenId>(ids), 2.0,
+                         detail::RowAddends<double>{}, detail::mutable_table(good));
+  ember_test::check_close(good, ember_test::lookup_loops<double>(table, ids, 2.0));
 }
 
 // An id check inside the kernel's (OpenMP) loop: an exception must not escape a parallel region,
 // so this case only runs in builds without OpenMP.
 #if !defined(_OPENMP)
-TEST_CASE("gather_scaled called directly with an out-of-range id throws std::logic_error",
+TEST_CASE("gather called directly with an out-of-range id throws std::logic_error",
           "[config][assert]") {
-  const RowMatrix<float> table = test::hand_table<float>(5, 4);
+  const RowMatrix<float> table = ember_test::hand_table<float>(5, 4);
   RowMatrix<float> out(2, 4);
   const std::vector<std::int32_t> ids{1, 5};
   CHECK_THROWS_AS(
-      detail::gather_scaled(detail::const_table(table), std::span<const std::int32_t>(ids), 2.0f,
-                            detail::mutable_table(out)),
+      detail::gather<float>(ember_test::plain_rows(table), std::span<const std::int32_t>(ids), 2.0f,
+                            detail::RowAddends<float>{}, detail::mutable_table(out)),
       std::logic_error);
   const std::vector<std::int32_t> negative{-1};
   RowMatrix<float> one(1, 4);
   CHECK_THROWS_AS(
-      detail::gather_scaled(detail::const_table(table), std::span<const std::int32_t>(negative),
-                            2.0f, detail::mutable_table(one)),
+      detail::gather<float>(ember_test::plain_rows(table), std::span<const std::int32_t>(negative),
+                            2.0f, detail::RowAddends<float>{}, detail::mutable_table(one)),
       std::logic_error);
 }
 #endif
 
-TEST_CASE("gather_scaled_add called directly with bad positions arguments throws std::logic_error",
+TEST_CASE("gather called directly with bad positions arguments throws std::logic_error",
           "[config][assert]") {
-  const RowMatrix<double> table = test::hand_table<double>(5, 4);
+  const RowMatrix<double> table = ember_test::hand_table<double>(5, 4);
   const RowMatrix<double> pe = RowMatrix<double>::Zero(6, 4);
   const std::vector<TokenId> ids{0, 1, 2, 3};
   RowMatrix<double> out(4, 4);
   const auto call = [&](const RowMatrix<double>& positions, Index seq_len, Index offset,
                         RowMatrix<double>& dst) {
-    detail::gather_scaled_add(detail::const_table(table), std::span<const TokenId>(ids), 2.0,
-                              detail::const_table(positions), seq_len, offset,
-                              detail::mutable_table(dst));
+    detail::RowAddends<double> add;
+    add.positions = detail::const_table(positions);
+    add.seq_len = seq_len;
+    add.offset = offset;
+    detail::gather<double>(ember_test::plain_rows(table), std::span<const TokenId>(ids), 2.0, add,
+                           detail::mutable_table(dst));
   };
   CHECK_THROWS_AS(call(pe, 0, 0, out), std::logic_error);   // seq_len <= 0
   CHECK_THROWS_AS(call(pe, 2, -1, out), std::logic_error);  // offset < 0
@@ -106,33 +112,34 @@ TEST_CASE("gather_scaled_add called directly with bad positions arguments throws
 }
 
 TEST_CASE(
-    "SparseRowGrad::accumulate_unchecked with grad_rows of the wrong shape throws "
+    "the unchecked accumulation with grad_rows of the wrong shape throws "
     "std::logic_error",
     "[config][assert]") {
   ember::SparseRowGrad<double> grad(5, 4);
   const std::vector<TokenId> ids{0, 1};
   const RowMatrix<double> wrong_rows = RowMatrix<double>::Ones(3, 4);
   const RowMatrix<double> wrong_cols = RowMatrix<double>::Ones(2, 3);
-  CHECK_THROWS_AS(grad.accumulate_unchecked(std::span<const TokenId>(ids),
-                                            detail::const_table(wrong_rows), 1.0),
+  using Access = detail::SparseRowGradAccess;
+  CHECK_THROWS_AS(Access::accumulate_unchecked(grad, std::span<const TokenId>(ids),
+                                               detail::const_table(wrong_rows), 1.0),
                   std::logic_error);
-  CHECK_THROWS_AS(grad.accumulate_unchecked(std::span<const TokenId>(ids),
-                                            detail::const_table(wrong_cols), 1.0),
+  CHECK_THROWS_AS(Access::accumulate_unchecked(grad, std::span<const TokenId>(ids),
+                                               detail::const_table(wrong_cols), 1.0),
                   std::logic_error);
   CHECK(grad.empty());
 }
 
 TEST_CASE(
-    "SparseRowGrad::accumulate_indirect_unchecked with src of the wrong width throws "
+    "the unchecked indirect accumulation with src of the wrong width throws "
     "std::logic_error",
     "[config][assert]") {
   ember::SparseRowGrad<double> grad(5, 4);
   const std::vector<TokenId> ids{0, 1};
   const std::vector<Index> src_rows{0, 0};
   const RowMatrix<double> wrong_cols = RowMatrix<double>::Ones(1, 3);
-  CHECK_THROWS_AS(grad.accumulate_indirect_unchecked(std::span<const TokenId>(ids),
-                                                     detail::const_table(wrong_cols),
-                                                     src_rows.data(), nullptr, 1.0),
+  CHECK_THROWS_AS(detail::SparseRowGradAccess::accumulate_indirect_unchecked(
+                      grad, std::span<const TokenId>(ids), detail::const_table(wrong_cols),
+                      src_rows.data(), nullptr, 1.0),
                   std::logic_error);
   CHECK(grad.empty());
 }

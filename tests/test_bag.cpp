@@ -34,7 +34,7 @@ const std::vector<int> kLengths{3, 0, 5, 1, 0, 6, 5};
 
 template <class T>
 EmbeddingBag<T> make_bag(BagMode mode, Index v = 11, Index d = 6) {
-  return EmbeddingBag<T>(ember::Embedding<T>(ember::test::random_table<T>(v, d, 3)), mode);
+  return EmbeddingBag<T>(ember::Embedding<T>(ember_test::random_table<T>(v, d, 3)), mode);
 }
 
 int mode_index(BagMode m) { return m == BagMode::sum ? 0 : m == BagMode::mean ? 1 : 2; }
@@ -45,17 +45,17 @@ TEMPLATE_TEST_CASE("each pooling mode equals the loop-of-lookups reference", "[b
                    double) {
   const auto mode = GENERATE(BagMode::sum, BagMode::mean, BagMode::max);
   const auto bag = make_bag<TestType>(mode);
-  const auto ids = ember::test::random_ids(20, 11, 5);
-  const RowMatrix<TestType> expected = ember::test::bag_reference<TestType>(
+  const auto ids = ember_test::random_ids(20, 11, 5);
+  const RowMatrix<TestType> expected = ember_test::bag_reference<TestType>(
       bag.embedding().weight(), ids, kBounds, mode_index(mode));
-  ember::test::check_close(bag.forward(ids, kOffsets), expected);
+  ember_test::check_close(bag.forward(ids, kOffsets), expected);
   // lengths (FBGEMM) and offsets with the last offset (CSR) give the same bags
-  ember::test::check_close(bag.forward_lengths(ids, kLengths), expected);
+  ember_test::check_close(bag.forward_lengths(ids, kLengths), expected);
   std::vector<TokenId> csr = kOffsets;
   csr.push_back(20);
   BagOptions<TestType> last;
   last.include_last_offset = true;
-  ember::test::check_close(bag.forward(ids, csr, last), expected);
+  ember_test::check_close(bag.forward(ids, csr, last), expected);
   // empty bags are zero rows
   CHECK(expected.row(1).isZero());
   CHECK(expected.row(4).isZero());
@@ -63,25 +63,25 @@ TEMPLATE_TEST_CASE("each pooling mode equals the loop-of-lookups reference", "[b
 
 TEST_CASE("forward into a block writes only that block and int32 offsets work", "[bag]") {
   const auto bag = make_bag<float>(BagMode::sum);
-  const auto ids = ember::test::random_ids<std::int32_t>(20, 11, 9);
+  const auto ids = ember_test::random_ids<std::int32_t>(20, 11, 9);
   const std::vector<std::int32_t> offsets(kOffsets.begin(), kOffsets.end());
   RowMatrix<float> big = RowMatrix<float>::Constant(9, 10, 7.0f);
   bag.forward(ids, offsets, big.block(1, 2, 7, 6));
-  ember::test::check_close(big.block(1, 2, 7, 6).eval(), bag.forward(ids, offsets));
+  ember_test::check_close(big.block(1, 2, 7, 6).eval(), bag.forward(ids, offsets));
   CHECK(big.row(0).isConstant(7.0f));
   CHECK(big.col(0).isConstant(7.0f));
 }
 
 TEMPLATE_TEST_CASE("per-sample weights scale each row of a sum bag", "[bag]", float, double) {
   const auto bag = make_bag<TestType>(BagMode::sum);
-  const auto ids = ember::test::random_ids(20, 11, 6);
+  const auto ids = ember_test::random_ids(20, 11, 6);
   std::vector<TestType> w(20);
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<TestType>(0.25 * double(i) - 2);
   BagOptions<TestType> opt;
   opt.per_sample_weights = w;
-  ember::test::check_close(
+  ember_test::check_close(
       bag.forward(ids, kOffsets, opt),
-      ember::test::bag_reference<TestType>(bag.embedding().weight(), ids, kBounds, 0, w));
+      ember_test::bag_reference<TestType>(bag.embedding().weight(), ids, kBounds, 0, w));
 }
 
 TEST_CASE("padding ids are left out of the pooling and of the mean's count", "[bag]") {
@@ -92,11 +92,11 @@ TEST_CASE("padding ids are left out of the pooling and of the mean's count", "[b
   const std::vector<TokenId> offsets{0, 2, 4};  // {2, 2}: only padding -> zeros
   const RowMatrix<double> out = bag.forward(ids, offsets);
   CHECK(out.row(0).isZero());
-  ember::test::check_close(
-      out, ember::test::bag_reference<double>(bag.embedding().weight(), ids, {0, 2, 4, 7},
+  ember_test::check_close(
+      out, ember_test::bag_reference<double>(bag.embedding().weight(), ids, {0, 2, 4, 7},
                                               mode_index(mode), {}, 2));
   if (mode == BagMode::mean) {
-    ember::test::check_close(out.row(1).eval(), bag.embedding().weight().row(1).eval());
+    ember_test::check_close(out.row(1).eval(), bag.embedding().weight().row(1).eval());
   }
 }
 
@@ -122,8 +122,8 @@ TEST_CASE("each mode's backward equals finite differences", "[bag]") {
   const bool weighted = GENERATE(false, true);
   if (weighted && mode != BagMode::sum) return;
   const auto bag0 = make_bag<double>(mode);
-  const auto ids = ember::test::random_ids(20, 11, 7);
-  const RowMatrix<double> g = ember::test::random_table<double>(7, 6, 8);
+  const auto ids = ember_test::random_ids(20, 11, 7);
+  const RowMatrix<double> g = ember_test::random_table<double>(7, 6, 8);
   std::vector<double> w(20);
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.1 * double(i) - 0.7;
   BagOptions<double> opt;
@@ -140,8 +140,8 @@ TEST_CASE("each mode's backward equals finite differences", "[bag]") {
   std::vector<double> gw(weighted ? 20 : 0);
   bag0.backward(ids, kOffsets, g, grad, opt, mode == BagMode::max ? &am : nullptr, gw);
   const RowMatrix<double> numeric =
-      ember::test::numerical_gradient(loss, bag0.embedding().weight());
-  CHECK(ember::test::max_rel_error(grad.to_dense(), numeric) < 1e-7);
+      ember_test::numerical_gradient(loss, bag0.embedding().weight());
+  CHECK(ember_test::max_rel_error(grad.to_dense(), numeric) < 1e-7);
 
   if (weighted) {  // dL/dw_i by finite differences on the weights
     for (std::size_t i = 0; i < w.size(); ++i) {
@@ -159,12 +159,12 @@ TEST_CASE("each mode's backward equals finite differences", "[bag]") {
 TEST_CASE("backward skips the padding row and follows the lengths layout", "[bag]") {
   auto bag = make_bag<double>(BagMode::mean);
   bag.embedding().set_padding_idx(4);
-  const auto ids = ember::test::random_ids(20, 11, 11);
-  const RowMatrix<double> g = ember::test::random_table<double>(7, 6, 12);
+  const auto ids = ember_test::random_ids(20, 11, 11);
+  const RowMatrix<double> g = ember_test::random_table<double>(7, 6, 12);
   ember::SparseRowGrad<double> a, b;
   bag.backward(ids, kOffsets, g, a);
   bag.backward_lengths(ids, kLengths, g, b);
-  CHECK(ember::test::same_bits(a.values(), b.values()));
+  CHECK(ember_test::same_bits(a.values(), b.values()));
   for (const TokenId r : a.rows()) CHECK(r != 4);
 }
 
@@ -203,7 +203,7 @@ TEST_CASE("bad offsets, lengths and weights throw PyTorch's errors and change no
 
   CHECK_THROWS_WITH(bag.forward_lengths(ids, std::vector<int>{2, -1, 3}),
                     Catch::Contains("lengths[1] = -1 is negative"));
-  const auto e = ember::test::catch_as<ember::ShapeError>([&] {
+  const auto e = ember_test::catch_as<ember::ShapeError>([&] {
     (void)bag.forward_lengths(ids, std::vector<int>{2, 1});
   });
   REQUIRE(e);
@@ -211,14 +211,14 @@ TEST_CASE("bad offsets, lengths and weights throw PyTorch's errors and change no
   CHECK(e->actual() == 3);
 
   const std::vector<int> bad_ids{1, 11, 3, 4};
-  const auto ie = ember::test::catch_as<ember::IndexError>([&] {
+  const auto ie = ember_test::catch_as<ember::IndexError>([&] {
     bag.forward(bad_ids, std::vector<int>{0, 2}, out);
   });
   REQUIRE(ie);
   CHECK(ie->position() == 1);
   CHECK(ie->value() == 11);
   CHECK(ie->bound() == 11);
-  CHECK(ember::test::same_bits(out, before));
+  CHECK(ember_test::same_bits(out, before));
 }
 
 TEST_CASE("backward validates ids, shapes and the argmax before touching the gradient", "[bag]") {
@@ -248,7 +248,7 @@ TEST_CASE("backward validates ids, shapes and the argmax before touching the gra
   ember::BagArgmax unused;
   RowMatrix<float> out(2, 6);
   CHECK_THROWS_AS(bag.forward(ids, offsets, out, {}, &unused), ember::ValueError);
-  CHECK(ember::test::same_bits(grad.to_dense(), before));
+  CHECK(ember_test::same_bits(grad.to_dense(), before));
 }
 
 TEST_CASE("max pooling without an argmax gives the recorded path's bits, ties and zeros included",
@@ -267,13 +267,13 @@ TEST_CASE("max pooling without an argmax gives the recorded path's bits, ties an
   RowMatrix<float> recorded(5, 3);
   ember::BagArgmax am;
   bag.forward(ids, offsets, recorded, {}, &am);
-  CHECK(ember::test::same_bits(plain, recorded));
+  CHECK(ember_test::same_bits(plain, recorded));
   CHECK(std::signbit(plain(0, 0)) == false);  // +0 first, -0 second: +0 kept
   CHECK(std::signbit(plain(0, 1)) == true);   // -0 first, +0 second: -0 kept
   CHECK(std::signbit(plain(1, 0)) == true);
   const std::vector<TokenId> ids64(ids.begin(), ids.end());
   const std::vector<Index> bounds{0, 2, 4, 6, 8, 10};
-  CHECK(ember::test::same_bits(plain, ember::test::bag_reference(t, ids64, bounds, 2)));
+  CHECK(ember_test::same_bits(plain, ember_test::bag_reference(t, ids64, bounds, 2)));
 }
 
 TEMPLATE_TEST_CASE(
@@ -331,12 +331,12 @@ TEMPLATE_TEST_CASE(
     if (weighted) opt.per_sample_weights = c.weights;
     const RowMatrix<T> out = bag.forward(c.ids, c.offsets, opt);
     const RowMatrix<T> expected =
-        ember::test::bag_reference<T>(bag.embedding().weight(), c.ids, c.bounds, mode_index(mode),
+        ember_test::bag_reference<T>(bag.embedding().weight(), c.ids, c.bounds, mode_index(mode),
                                       weighted ? c.weights : std::vector<T>{}, 2);
     if (weighted) {
-      ember::test::check_close(out, expected);
+      ember_test::check_close(out, expected);
     } else {
-      CHECK(ember::test::same_bits(out, expected));  // the same additions from zero, in order
+      CHECK(ember_test::same_bits(out, expected));  // the same additions from zero, in order
     }
   }
 }
@@ -469,7 +469,7 @@ TEST_CASE("max backward adds +0 where a winner lost a column, as the materialise
   bag.backward(ids, offsets, grad_out, grad, {}, &argmax);
   ember_test::bag_max_backward_reference<float>(bag, argmax, grad_out, expected);
   REQUIRE(grad.size() == 2);
-  CHECK(ember::test::same_bits(grad.values(), expected.values()));
+  CHECK(ember_test::same_bits(grad.values(), expected.values()));
   CHECK_FALSE(std::signbit(grad.values()(0, 0)));
   CHECK(grad.values()(0, 1) == 2.0f);
   CHECK(grad.values()(1, 0) == 5.0f);
@@ -478,7 +478,7 @@ TEST_CASE("max backward adds +0 where a winner lost a column, as the materialise
   // A gradient bound to another table is refused before anything changes.
   ember::SparseRowGrad<float> other(6, 2);
   other.accumulate(std::vector<int>{1}, RowMatrix<float>::Ones(1, 2), 1.0f, 6);
-  const auto e = ember::test::catch_as<ember::ShapeError>(
+  const auto e = ember_test::catch_as<ember::ShapeError>(
       [&] { bag.backward(ids, offsets, grad_out, other, {}, &argmax); });
   REQUIRE(e);
   CHECK(std::string(e->what()) ==

@@ -10,6 +10,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -26,7 +27,6 @@
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
-namespace test = ember::test;
 
 namespace {
 
@@ -51,7 +51,8 @@ TEMPLATE_TEST_CASE("lookup returns the rows of the worked example times sqrt(d_m
   const ember::Embedding<T> emb(seed_table().cast<T>());
   REQUIRE(emb.vocab_size() == 5);
   REQUIRE(emb.d_model() == 4);
-  CHECK_THAT(static_cast<double>(emb.scale()), Catch::Matchers::WithinRel(2.0, test::rel_tol<T>()));
+  CHECK_THAT(static_cast<double>(emb.scale()),
+             Catch::Matchers::WithinRel(2.0, ember_test::rel_tol<T>()));
 
   const std::vector<TokenId> ids{2, 0, 3};
   const RowMatrix<T> out = emb.forward(ids);
@@ -60,7 +61,7 @@ TEMPLATE_TEST_CASE("lookup returns the rows of the worked example times sqrt(d_m
   expected << 0.02, 0.12, -0.06, -0.10,  //
       0.04, -0.02, 0.06, 0.02,           //
       0.06, -0.04, 0.08, 0.04;
-  test::check_close(out, expected);
+  ember_test::check_close(out, expected);
 }
 
 TEST_CASE("the scale is sqrt(d_model), never sqrt(vocab_size)", "[embedding]") {
@@ -78,7 +79,7 @@ TEST_CASE("the scale is sqrt(d_model), never sqrt(vocab_size)", "[embedding]") {
 TEMPLATE_TEST_CASE("lookup of a hand-built table returns row i filled with i, times the scale",
                    "[embedding]", float, double) {
   using T = TestType;
-  const ember::Embedding<T> emb(test::hand_table<T>(10, 9));  // scale 3
+  const ember::Embedding<T> emb(ember_test::hand_table<T>(10, 9));  // scale 3
   const std::vector<TokenId> ids{7, 0, 9, 7, 3};
   const RowMatrix<T> out = emb.forward(ids);
   REQUIRE(out.rows() == 5);
@@ -89,8 +90,8 @@ TEMPLATE_TEST_CASE("lookup of a hand-built table returns row i filled with i, ti
                                      static_cast<double>(c) / 1000.0);
       INFO("row " << i << " column " << c);
       CHECK_THAT(static_cast<double>(out(i, c)),
-                 Catch::Matchers::WithinRel(expected, test::rel_tol<T>()) ||
-                     Catch::Matchers::WithinAbs(expected, test::abs_tol<T>()));
+                 Catch::Matchers::WithinRel(expected, ember_test::rel_tol<T>()) ||
+                     Catch::Matchers::WithinAbs(expected, ember_test::abs_tol<T>()));
     }
   }
 }
@@ -100,11 +101,11 @@ TEMPLATE_TEST_CASE("lookup equals the one-hot matrix times the table, times the 
   using T = TestType;
   const Index vocab = 37;
   const Index d = 16;
-  const ember::Embedding<T> emb(test::random_table<T>(vocab, d, 11));
-  const auto ids = test::random_ids(50, vocab, 12);
+  const ember::Embedding<T> emb(ember_test::random_table<T>(vocab, d, 11));
+  const auto ids = ember_test::random_ids(50, vocab, 12);
   const RowMatrix<T> out = emb.forward(ids);
-  test::check_close(out, test::lookup_one_hot<T>(emb.weight(), ids, emb.scale()));
-  test::check_close(out, test::lookup_loops<T>(emb.weight(), ids, emb.scale()));
+  ember_test::check_close(out, ember_test::lookup_one_hot<T>(emb.weight(), ids, emb.scale()));
+  ember_test::check_close(out, ember_test::lookup_loops<T>(emb.weight(), ids, emb.scale()));
 }
 
 // ---- id containers and output views ------------------------------------------------------------
@@ -112,32 +113,32 @@ TEMPLATE_TEST_CASE("lookup equals the one-hot matrix times the table, times the 
 TEMPLATE_TEST_CASE("forward accepts int32 ids, std::array and a span from the middle of a buffer",
                    "[embedding]", float, double) {
   using T = TestType;
-  const ember::Embedding<T> emb(test::random_table<T>(20, 6, 21));
+  const ember::Embedding<T> emb(ember_test::random_table<T>(20, 6, 21));
   const std::vector<TokenId> ids64{4, 19, 0, 4, 11};
   const RowMatrix<T> expected = emb.forward(ids64);
 
   SECTION("std::vector<int32_t>") {
     const std::vector<std::int32_t> ids32{4, 19, 0, 4, 11};
     // Same rows, same multiplication: the bits must match the int64 lookup.
-    CHECK(test::same_bits(emb.forward(ids32), expected));
+    CHECK(ember_test::same_bits(emb.forward(ids32), expected));
   }
   SECTION("std::vector<uint16_t>") {
     const std::vector<std::uint16_t> ids16{4, 19, 0, 4, 11};
-    CHECK(test::same_bits(emb.forward(ids16), expected));
+    CHECK(ember_test::same_bits(emb.forward(ids16), expected));
   }
   SECTION("std::array<int, 5>") {
     const std::array<int, 5> arr{4, 19, 0, 4, 11};
-    CHECK(test::same_bits(emb.forward(arr), expected));
+    CHECK(ember_test::same_bits(emb.forward(arr), expected));
   }
   SECTION("std::span<const TokenId> into the middle of a larger buffer") {
     const std::vector<TokenId> buffer{99, 98, 4, 19, 0, 4, 11, 97};  // 99, 98, 97 out of range
     const std::span<const TokenId> middle(buffer.data() + 2, 5);
-    CHECK(test::same_bits(emb.forward(middle), expected));
+    CHECK(ember_test::same_bits(emb.forward(middle), expected));
   }
   SECTION("std::span<const int32_t> into the middle of a larger buffer") {
     const std::vector<std::int32_t> buffer{-1, 4, 19, 0, 4, 11, 20, 21};
     const std::span<const std::int32_t> middle(buffer.data() + 1, 5);
-    CHECK(test::same_bits(emb.forward(middle), expected));
+    CHECK(ember_test::same_bits(emb.forward(middle), expected));
   }
 }
 
@@ -161,7 +162,7 @@ TEMPLATE_TEST_CASE("forward of no ids returns a 0 x d_model matrix", "[embedding
 TEMPLATE_TEST_CASE("forward into a block of a larger matrix writes that block and nothing else",
                    "[embedding]", float, double) {
   using T = TestType;
-  const ember::Embedding<T> emb(test::random_table<T>(12, 5, 31));
+  const ember::Embedding<T> emb(ember_test::random_table<T>(12, 5, 31));
   const std::vector<TokenId> ids{3, 11, 0, 3};
   const RowMatrix<T> expected = emb.forward(ids);
 
@@ -181,7 +182,7 @@ TEMPLATE_TEST_CASE("forward into a block of a larger matrix writes that block an
   }
 
   // The block holds the lookup (same kernel as the owning forward: same bits).
-  CHECK(test::same_bits(big.block(r0, c0, 4, 5), expected));
+  CHECK(ember_test::same_bits(big.block(r0, c0, 4, 5), expected));
   // Every element outside the block still holds the sentinel.
   for (Index r = 0; r < big.rows(); ++r) {
     for (Index c = 0; c < big.cols(); ++c) {
@@ -202,30 +203,41 @@ TEMPLATE_TEST_CASE("forward and backward never change the table or the scale", "
   ember::Embedding<T> emb(9, 16, 5);
   const RowMatrix<T> before = emb.weight();
   const T scale_before = emb.scale();
-  const auto ids = test::random_ids(30, 9, 6);
+  const auto ids = ember_test::random_ids(30, 9, 6);
 
   const RowMatrix<T> out = emb.forward(ids);
   ember::SparseRowGrad<T> grad;
-  emb.backward(ids, test::random_table<T>(30, 16, 7), grad);
+  emb.backward(ids, ember_test::random_table<T>(30, 16, 7), grad);
   emb.backward(ids, out, grad);
   RowMatrix<T> gh(30, 16);
   RowMatrix<T> gw = RowMatrix<T>::Zero(9, 16);
   emb.logits_backward(out, emb.logits(out), gh, gw);
 
-  CHECK(test::same_bits(emb.weight(), before));
+  CHECK(ember_test::same_bits(emb.weight(), before));
   CHECK(emb.scale() == scale_before);  // bit identity: a constant, not a learned value
-  CHECK_THAT(static_cast<double>(emb.scale()), Catch::Matchers::WithinRel(4.0, test::rel_tol<T>()));
+  CHECK_THAT(static_cast<double>(emb.scale()),
+             Catch::Matchers::WithinRel(4.0, ember_test::rel_tol<T>()));
 }
 
-TEST_CASE("the scale follows the table's width when weight() is re-shaped", "[embedding]") {
-  ember::Embedding<double> emb(4, 4, 0);
-  CHECK_THAT(emb.scale(), Catch::Matchers::WithinRel(2.0, 1e-15));
-  emb.weight() = test::hand_table<double>(6, 9);
+TEST_CASE(
+    "weight() changes the table's values but not its shape, so the scale stays the one fixed at "
+    "construction",
+    "[embedding]") {
+  ember::Embedding<double> emb(6, 9, 0);
+  CHECK_THAT(emb.scale(), Catch::Matchers::WithinRel(3.0, 1e-15));
+  // A writable view of fixed shape: values can change, the shape cannot.
+  STATIC_REQUIRE(std::is_same_v<decltype(emb.weight()), Eigen::Map<RowMatrix<double>>>);
+  emb.weight() = ember_test::hand_table<double>(6, 9);
   CHECK(emb.vocab_size() == 6);
   CHECK(emb.d_model() == 9);
   CHECK_THAT(emb.scale(), Catch::Matchers::WithinRel(3.0, 1e-15));
   const std::vector<TokenId> ids{5};
-  test::check_close(emb.forward(ids), (test::hand_table<double>(6, 9).row(5) * 3.0).eval());
+  ember_test::check_close(emb.forward(ids),
+                          (ember_test::hand_table<double>(6, 9).row(5) * 3.0).eval());
+  // resize changes the vocabulary, never the width: the scale stays.
+  emb.resize(8, ember::ResizeInit::zeros);
+  CHECK(emb.vocab_size() == 8);
+  CHECK_THAT(emb.scale(), Catch::Matchers::WithinRel(3.0, 1e-15));
 }
 
 // ---- constructors -------------------------------------------------------------------------------
@@ -235,18 +247,18 @@ TEST_CASE("the seeded constructor is deterministic and adopting a table keeps it
   const ember::Embedding<float> a(50, 8, 42);
   const ember::Embedding<float> b(50, 8, 42);
   const ember::Embedding<float> c(50, 8, 43);
-  CHECK(test::same_bits(a.weight(), b.weight()));
-  CHECK_FALSE(test::same_bits(a.weight(), c.weight()));
+  CHECK(ember_test::same_bits(a.weight(), b.weight()));
+  CHECK_FALSE(ember_test::same_bits(a.weight(), c.weight()));
 
-  const RowMatrix<double> table = test::random_table<double>(6, 3, 1);
+  const RowMatrix<double> table = ember_test::random_table<double>(6, 3, 1);
   const ember::Embedding<double> adopted(table);
-  CHECK(test::same_bits(adopted.weight(), table));
+  CHECK(ember_test::same_bits(adopted.weight(), table));
 
   RowMatrix<double> moved_from = table;
   const double* storage = moved_from.data();
   const ember::Embedding<double> moved(std::move(moved_from));
   CHECK(moved.weight().data() == storage);  // moved in, not copied
-  CHECK(test::same_bits(moved.weight(), table));
+  CHECK(ember_test::same_bits(moved.weight(), table));
 }
 
 TEST_CASE("constructors reject non-positive sizes and empty tables with ShapeError",
@@ -265,7 +277,7 @@ TEST_CASE("constructors reject non-positive sizes and empty tables with ShapeErr
   CHECK_THROWS_AS(ember::Embedding<float>(RowMatrix<float>()), ember::ShapeError);
   CHECK_THROWS_AS(ember::Embedding<float>(RowMatrix<float>(0, 4)), ember::ShapeError);
   CHECK_THROWS_AS(ember::Embedding<float>(RowMatrix<float>(4, 0)), ember::ShapeError);
-  const auto err = test::catch_as<ember::ShapeError>(
+  const auto err = ember_test::catch_as<ember::ShapeError>(
       [] { ember::Embedding<double> e{RowMatrix<double>(0, 3)}; });
   REQUIRE(err);
   CHECK(err->dimension() == -1);
@@ -278,15 +290,16 @@ TEST_CASE("backward equals finite differences of sum(forward(ids) .* G) w.r.t. t
           "[embedding][gradcheck]") {
   const Index vocab = 6;
   const Index d = 4;
-  const RowMatrix<double> w0 = test::random_table<double>(vocab, d, 101);
+  const RowMatrix<double> w0 = ember_test::random_table<double>(vocab, d, 101);
   const std::vector<TokenId> ids{1, 4, 1, 0, 5, 1, 4};  // repeats; rows 2 and 3 untouched
-  const RowMatrix<double> g = test::random_table<double>(static_cast<Index>(ids.size()), d, 102);
+  const RowMatrix<double> g =
+      ember_test::random_table<double>(static_cast<Index>(ids.size()), d, 102);
 
   const auto loss = [&](const RowMatrix<double>& w) {
     const ember::Embedding<double> e(w);
     return e.forward(ids).cwiseProduct(g).sum();
   };
-  const RowMatrix<double> numeric = test::numerical_gradient(loss, w0);
+  const RowMatrix<double> numeric = ember_test::numerical_gradient(loss, w0);
 
   const ember::Embedding<double> emb(w0);
   ember::SparseRowGrad<double> grad;
@@ -294,8 +307,8 @@ TEST_CASE("backward equals finite differences of sum(forward(ids) .* G) w.r.t. t
   const RowMatrix<double> analytic = grad.to_dense();
 
   // The loss is linear in W, so central differences are exact up to rounding (~1e-10).
-  test::check_close(analytic, numeric, 1e-7, 1e-7);
-  CHECK(test::max_rel_error(analytic, numeric) < 1e-7);
+  ember_test::check_close(analytic, numeric, 1e-7, 1e-7);
+  CHECK(ember_test::max_rel_error(analytic, numeric) < 1e-7);
   // Untouched rows are exactly zero in the dense form.
   CHECK((analytic.row(2).array() == 0.0).all());
   CHECK((analytic.row(3).array() == 0.0).all());
@@ -306,9 +319,9 @@ TEMPLATE_TEST_CASE("backward accumulates repeated ids and stores only the touche
   using T = TestType;
   const Index vocab = 40;
   const Index d = 7;
-  const ember::Embedding<T> emb(test::random_table<T>(vocab, d, 201));
+  const ember::Embedding<T> emb(ember_test::random_table<T>(vocab, d, 201));
   const std::vector<TokenId> ids{30, 2, 17, 2, 2, 39, 0, 17};
-  const RowMatrix<T> g = test::random_table<T>(8, d, 202);
+  const RowMatrix<T> g = ember_test::random_table<T>(8, d, 202);
 
   ember::SparseRowGrad<T> grad;
   emb.backward(ids, g, grad);
@@ -321,40 +334,40 @@ TEMPLATE_TEST_CASE("backward accumulates repeated ids and stores only the touche
   REQUIRE(grad.values().rows() == 5);
   REQUIRE(grad.values().cols() == d);
 
-  const RowMatrix<T> dense = test::dense_grad<T>(ids, g, emb.scale(), vocab);
-  test::check_close(grad.to_dense(), dense);
+  const RowMatrix<T> dense = ember_test::dense_grad<T>(ids, g, emb.scale(), vocab);
+  ember_test::check_close(grad.to_dense(), dense);
   for (Index k = 0; k < grad.size(); ++k) {
     const TokenId row = grad.rows()[static_cast<std::size_t>(k)];
     INFO("stored row " << row);
-    test::check_close(grad.values().row(k), dense.row(row));
+    ember_test::check_close(grad.values().row(k), dense.row(row));
   }
 }
 
 TEMPLATE_TEST_CASE("backward twice accumulates both calls", "[embedding]", float, double) {
   using T = TestType;
-  const ember::Embedding<T> emb(test::random_table<T>(10, 5, 301));
+  const ember::Embedding<T> emb(ember_test::random_table<T>(10, 5, 301));
   const std::vector<TokenId> ids_a{1, 3, 3, 8};
   const std::vector<TokenId> ids_b{3, 9, 1};
-  const RowMatrix<T> ga = test::random_table<T>(4, 5, 302);
-  const RowMatrix<T> gb = test::random_table<T>(3, 5, 303);
+  const RowMatrix<T> ga = ember_test::random_table<T>(4, 5, 302);
+  const RowMatrix<T> gb = ember_test::random_table<T>(3, 5, 303);
 
   ember::SparseRowGrad<T> grad;
   emb.backward(ids_a, ga, grad);
   emb.backward(ids_b, gb, grad);
 
-  const RowMatrix<T> expected = test::dense_grad<T>(ids_a, ga, emb.scale(), 10) +
-                                test::dense_grad<T>(ids_b, gb, emb.scale(), 10);
-  test::check_close(grad.to_dense(), expected);
+  const RowMatrix<T> expected = ember_test::dense_grad<T>(ids_a, ga, emb.scale(), 10) +
+                                ember_test::dense_grad<T>(ids_b, gb, emb.scale(), 10);
+  ember_test::check_close(grad.to_dense(), expected);
   CHECK(grad.size() == 4);  // rows 1, 3, 8, 9
 }
 
 TEMPLATE_TEST_CASE("backward with int32 ids gives the same bits as with int64 ids", "[embedding]",
                    float, double) {
   using T = TestType;
-  const ember::Embedding<T> emb(test::random_table<T>(25, 6, 401));
-  const auto ids64 = test::random_ids(40, 25, 402);
-  const auto ids32 = test::random_ids<std::int32_t>(40, 25, 402);
-  const RowMatrix<T> g = test::random_table<T>(40, 6, 403);
+  const ember::Embedding<T> emb(ember_test::random_table<T>(25, 6, 401));
+  const auto ids64 = ember_test::random_ids(40, 25, 402);
+  const auto ids32 = ember_test::random_ids<std::int32_t>(40, 25, 402);
+  const RowMatrix<T> g = ember_test::random_table<T>(40, 6, 403);
 
   ember::SparseRowGrad<T> a;
   ember::SparseRowGrad<T> b;
@@ -362,30 +375,30 @@ TEMPLATE_TEST_CASE("backward with int32 ids gives the same bits as with int64 id
   emb.backward(ids32, g, b);
   CHECK(std::vector<TokenId>(a.rows().begin(), a.rows().end()) ==
         std::vector<TokenId>(b.rows().begin(), b.rows().end()));
-  CHECK(test::same_bits(a.values(), b.values()));
-  test::check_close(a.to_dense(), test::dense_grad<T>(ids64, g, emb.scale(), 25));
+  CHECK(ember_test::same_bits(a.values(), b.values()));
+  ember_test::check_close(a.to_dense(), ember_test::dense_grad<T>(ids64, g, emb.scale(), 25));
 }
 
 TEMPLATE_TEST_CASE("backward reads grad_out from a block of a larger matrix", "[embedding]", float,
                    double) {
   using T = TestType;
-  const ember::Embedding<T> emb(test::random_table<T>(8, 3, 501));
+  const ember::Embedding<T> emb(ember_test::random_table<T>(8, 3, 501));
   const std::vector<TokenId> ids{7, 1, 7};
-  const RowMatrix<T> big = test::random_table<T>(6, 10, 502);
+  const RowMatrix<T> big = ember_test::random_table<T>(6, 10, 502);
   const RowMatrix<T> g = big.block(1, 4, 3, 3);
 
   ember::SparseRowGrad<T> from_block;
   ember::SparseRowGrad<T> from_copy;
   emb.backward(ids, big.block(1, 4, 3, 3), from_block);
   emb.backward(ids, g, from_copy);
-  CHECK(test::same_bits(from_block.values(), from_copy.values()));
+  CHECK(ember_test::same_bits(from_block.values(), from_copy.values()));
 }
 
 // ---- errors: ids -------------------------------------------------------------------------------
 
 TEST_CASE("forward rejects an out-of-range id with IndexError naming position, value and bound",
           "[embedding][errors]") {
-  const RowMatrix<double> table = test::random_table<double>(5, 4, 601);
+  const RowMatrix<double> table = ember_test::random_table<double>(5, 4, 601);
   const ember::Embedding<double> emb(table);
   const TokenId bad =
       GENERATE(TokenId{-1}, TokenId{5}, TokenId{6}, std::numeric_limits<TokenId>::max(),
@@ -405,7 +418,7 @@ TEST_CASE("forward rejects an out-of-range id with IndexError naming position, v
     CHECK_THROWS_WITH(emb.forward(ids),
                       Catch::Contains(position_text) && Catch::Contains(value_text) &&
                           Catch::Contains("[0, 5)") && Catch::Contains("Embedding::forward"));
-    const auto err = test::catch_as<ember::IndexError>([&] { (void)emb.forward(ids); });
+    const auto err = ember_test::catch_as<ember::IndexError>([&] { (void)emb.forward(ids); });
     REQUIRE(err);
     CHECK(err->position() == static_cast<Index>(position));
     CHECK(err->value() == bad);
@@ -420,7 +433,7 @@ TEST_CASE("forward rejects an out-of-range id with IndexError naming position, v
                                                  Catch::Contains("[0, 5)"));
     CHECK(ember_test::all_equal_to(out, 7.0));
   }
-  CHECK(test::same_bits(emb.weight(), table));
+  CHECK(ember_test::same_bits(emb.weight(), table));
 }
 
 TEST_CASE("forward rejects out-of-range int32 and unsigned ids the same way",
@@ -430,7 +443,7 @@ TEST_CASE("forward rejects out-of-range int32 and unsigned ids the same way",
                                     std::numeric_limits<std::int32_t>::min());
   std::vector<std::int32_t> ids{0, 1, 2, bad, 4};
   RowMatrix<float> out = RowMatrix<float>::Constant(5, 4, 7.0f);
-  const auto err = test::catch_as<ember::IndexError>([&] { emb.forward(ids, out); });
+  const auto err = ember_test::catch_as<ember::IndexError>([&] { emb.forward(ids, out); });
   REQUIRE(err);
   CHECK(err->position() == 3);
   CHECK(err->value() == bad);
@@ -442,7 +455,7 @@ TEST_CASE("forward rejects out-of-range int32 and unsigned ids the same way",
   CHECK_THROWS_AS(emb.forward(ids), ember::IndexError);
 
   const std::vector<std::uint32_t> uids{0, 1, 2, 4294967295u};
-  const auto uerr = test::catch_as<ember::IndexError>([&] { (void)emb.forward(uids); });
+  const auto uerr = ember_test::catch_as<ember::IndexError>([&] { (void)emb.forward(uids); });
   REQUIRE(uerr);
   CHECK(uerr->position() == 3);
   CHECK(uerr->value() == 4294967295);
@@ -450,12 +463,12 @@ TEST_CASE("forward rejects out-of-range int32 and unsigned ids the same way",
 
 TEST_CASE("backward rejects an out-of-range id and leaves the gradient unchanged",
           "[embedding][errors]") {
-  const ember::Embedding<double> emb(test::random_table<double>(5, 4, 701));
+  const ember::Embedding<double> emb(ember_test::random_table<double>(5, 4, 701));
   const TokenId bad =
       GENERATE(TokenId{-1}, TokenId{5}, TokenId{6}, std::numeric_limits<TokenId>::max(),
                std::numeric_limits<TokenId>::min());
   CAPTURE(bad);
-  const RowMatrix<double> g = test::random_table<double>(5, 4, 702);
+  const RowMatrix<double> g = ember_test::random_table<double>(5, 4, 702);
 
   SECTION("into a gradient that already holds rows") {
     ember::SparseRowGrad<double> grad;
@@ -464,7 +477,7 @@ TEST_CASE("backward rejects an out-of-range id and leaves the gradient unchanged
     const RowMatrix<double> values_before = grad.values();
 
     const std::vector<TokenId> ids{2, 0, 3, bad, 1};
-    const auto err = test::catch_as<ember::IndexError>([&] { emb.backward(ids, g, grad); });
+    const auto err = ember_test::catch_as<ember::IndexError>([&] { emb.backward(ids, g, grad); });
     REQUIRE(err);
     CHECK(err->position() == 3);
     CHECK(err->value() == bad);
@@ -473,7 +486,7 @@ TEST_CASE("backward rejects an out-of-range id and leaves the gradient unchanged
                Catch::Contains("position 3") && Catch::Contains(std::to_string(bad)) &&
                    Catch::Contains("[0, 5)") && Catch::Contains("Embedding::backward"));
     CHECK(std::vector<TokenId>(grad.rows().begin(), grad.rows().end()) == rows_before);
-    CHECK(test::same_bits(grad.values(), values_before));
+    CHECK(ember_test::same_bits(grad.values(), values_before));
   }
   SECTION("into a fresh gradient, which stays unbound") {
     ember::SparseRowGrad<double> grad;
@@ -491,13 +504,13 @@ TEST_CASE("backward rejects an out-of-range id and leaves the gradient unchanged
 
 TEST_CASE("forward into an out of the wrong shape throws ShapeError naming out and both sizes",
           "[embedding][errors]") {
-  const RowMatrix<float> table = test::random_table<float>(5, 4, 801);
+  const RowMatrix<float> table = ember_test::random_table<float>(5, 4, 801);
   const ember::Embedding<float> emb(table);
   const std::vector<TokenId> ids{0, 1, 2};
 
   SECTION("too few rows") {
     RowMatrix<float> out = RowMatrix<float>::Constant(2, 4, 7.0f);
-    const auto err = test::catch_as<ember::ShapeError>([&] { emb.forward(ids, out); });
+    const auto err = ember_test::catch_as<ember::ShapeError>([&] { emb.forward(ids, out); });
     REQUIRE(err);
     CHECK(err->dimension() == 0);
     CHECK(err->expected() == 3);
@@ -509,7 +522,7 @@ TEST_CASE("forward into an out of the wrong shape throws ShapeError naming out a
     RowMatrix<float> out = RowMatrix<float>::Constant(3, 5, 7.0f);
     CHECK_THROWS_AS(emb.forward(ids, out), ember::ShapeError);
     CHECK_THROWS_AS(emb.forward(ids, out), std::invalid_argument);
-    const auto err = test::catch_as<ember::ShapeError>([&] { emb.forward(ids, out); });
+    const auto err = ember_test::catch_as<ember::ShapeError>([&] { emb.forward(ids, out); });
     REQUIRE(err);
     CHECK(err->dimension() == 1);
     CHECK(err->expected() == 4);
@@ -524,19 +537,19 @@ TEST_CASE("forward into an out of the wrong shape throws ShapeError naming out a
     CHECK_THROWS_AS(emb.forward(bad_ids, out), ember::Error);
     CHECK(ember_test::all_equal_to(out, 7.0f));
   }
-  CHECK(test::same_bits(emb.weight(), table));
+  CHECK(ember_test::same_bits(emb.weight(), table));
 }
 
 TEST_CASE("backward with grad_out of the wrong row count throws ShapeError, gradient unchanged",
           "[embedding][errors]") {
-  const ember::Embedding<double> emb(test::random_table<double>(5, 4, 901));
+  const ember::Embedding<double> emb(ember_test::random_table<double>(5, 4, 901));
   const std::vector<TokenId> ids{0, 1, 2};
   ember::SparseRowGrad<double> grad;
-  emb.backward(std::vector<TokenId>{3}, test::random_table<double>(1, 4, 902), grad);
+  emb.backward(std::vector<TokenId>{3}, ember_test::random_table<double>(1, 4, 902), grad);
   const RowMatrix<double> values_before = grad.values();
 
-  const RowMatrix<double> g = test::random_table<double>(2, 4, 903);
-  const auto err = test::catch_as<ember::ShapeError>([&] { emb.backward(ids, g, grad); });
+  const RowMatrix<double> g = ember_test::random_table<double>(2, 4, 903);
+  const auto err = ember_test::catch_as<ember::ShapeError>([&] { emb.backward(ids, g, grad); });
   REQUIRE(err);
   CHECK(err->dimension() == 0);
   CHECK(err->expected() == 3);
@@ -544,35 +557,35 @@ TEST_CASE("backward with grad_out of the wrong row count throws ShapeError, grad
   CHECK_THAT(std::string(err->what()), Catch::Contains("has 2 rows") && Catch::Contains("3"));
   REQUIRE(grad.size() == 1);
   CHECK(grad.rows()[0] == 3);
-  CHECK(test::same_bits(grad.values(), values_before));
+  CHECK(ember_test::same_bits(grad.values(), values_before));
 }
 
 TEST_CASE("backward with grad_out of the wrong column count throws ShapeError, gradient unchanged",
           "[embedding][errors]") {
-  const ember::Embedding<double> emb(test::random_table<double>(5, 4, 1001));
+  const ember::Embedding<double> emb(ember_test::random_table<double>(5, 4, 1001));
   const std::vector<TokenId> ids{0, 1, 2};
-  const RowMatrix<double> g = test::random_table<double>(3, 5, 1002);  // 5 columns, d_model 4
+  const RowMatrix<double> g = ember_test::random_table<double>(3, 5, 1002);  // 5 columns, d_model 4
 
   ember::SparseRowGrad<double> grad;
-  emb.backward(std::vector<TokenId>{3}, test::random_table<double>(1, 4, 1003), grad);
+  emb.backward(std::vector<TokenId>{3}, ember_test::random_table<double>(1, 4, 1003), grad);
   const RowMatrix<double> values_before = grad.values();
 
-  const auto err = test::catch_as<ember::ShapeError>([&] { emb.backward(ids, g, grad); });
+  const auto err = ember_test::catch_as<ember::ShapeError>([&] { emb.backward(ids, g, grad); });
   REQUIRE(err);
   CHECK(err->dimension() == 1);
   CHECK(err->expected() == 4);
   CHECK(err->actual() == 5);
   REQUIRE(grad.size() == 1);
-  CHECK(test::same_bits(grad.values(), values_before));
+  CHECK(ember_test::same_bits(grad.values(), values_before));
 }
 
 // Embedding::backward documents "ShapeError if grad_out is not n x d". A fresh (unbound) gradient
 // must not change that: the layer knows its own d_model.
 TEST_CASE("backward into a fresh gradient rejects grad_out with the wrong column count",
           "[embedding][errors]") {
-  const ember::Embedding<double> emb(test::random_table<double>(5, 4, 1101));
+  const ember::Embedding<double> emb(ember_test::random_table<double>(5, 4, 1101));
   const std::vector<TokenId> ids{0, 1, 2};
-  const RowMatrix<double> g = test::random_table<double>(3, 5, 1102);
+  const RowMatrix<double> g = ember_test::random_table<double>(3, 5, 1102);
   ember::SparseRowGrad<double> grad;
   CHECK_THROWS_AS(emb.backward(ids, g, grad), ember::ShapeError);
   CHECK(grad.empty());
@@ -583,11 +596,11 @@ TEST_CASE("backward into a fresh gradient rejects grad_out with the wrong column
 // The message of a grad_out shape error should name the argument the caller passed (grad_out),
 // not an internal parameter name or "the table".
 TEST_CASE("backward's shape errors name grad_out and both sizes", "[embedding][errors]") {
-  const ember::Embedding<double> emb(test::random_table<double>(5, 4, 1201));
+  const ember::Embedding<double> emb(ember_test::random_table<double>(5, 4, 1201));
   const std::vector<TokenId> ids{0, 1, 2};
   ember::SparseRowGrad<double> grad(5, 4);
-  const RowMatrix<double> rows_wrong = test::random_table<double>(2, 4, 1202);
-  const RowMatrix<double> cols_wrong = test::random_table<double>(3, 5, 1203);
+  const RowMatrix<double> rows_wrong = ember_test::random_table<double>(2, 4, 1202);
+  const RowMatrix<double> cols_wrong = ember_test::random_table<double>(3, 5, 1203);
   CHECK_THROWS_WITH(emb.backward(ids, rows_wrong, grad),
                     Catch::Contains("grad_out has 2 rows") && Catch::Contains("3"));
   CHECK_THROWS_WITH(emb.backward(ids, cols_wrong, grad),

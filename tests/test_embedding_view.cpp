@@ -32,46 +32,46 @@ TEMPLATE_TEST_CASE("a view gives Embedding's lookup, backward, logits and positi
   CHECK(view.d_model() == 8);
   CHECK(view.scale() == emb.scale());
   CHECK(view.data() == emb.weight().data());  // no copy
-  const auto ids = ember::test::random_ids<int>(24, 37, 6);
-  CHECK(ember::test::same_bits(view.forward(ids), emb.forward(ids)));
+  const auto ids = ember_test::random_ids<int>(24, 37, 6);
+  CHECK(ember_test::same_bits(view.forward(ids), emb.forward(ids)));
   RowMatrix<TestType> out(24, 8);
   view.forward(ids, out);
-  CHECK(ember::test::same_bits(out, emb.forward(ids)));
+  CHECK(ember_test::same_bits(out, emb.forward(ids)));
 
-  const RowMatrix<TestType> g = ember::test::random_table<TestType>(24, 8, 7);
+  const RowMatrix<TestType> g = ember_test::random_table<TestType>(24, 8, 7);
   ember::SparseRowGrad<TestType> a, b;
   view.backward(ids, g, a);
   emb.backward(ids, g, b);
-  CHECK(ember::test::same_bits(a.to_dense(), b.to_dense()));
+  CHECK(ember_test::same_bits(a.to_dense(), b.to_dense()));
 
-  const RowMatrix<TestType> h = ember::test::random_table<TestType>(3, 8, 8);
-  CHECK(ember::test::same_bits(view.logits(h), emb.logits(h)));
-  const RowMatrix<TestType> gl = ember::test::random_table<TestType>(3, 37, 9);
+  const RowMatrix<TestType> h = ember_test::random_table<TestType>(3, 8, 8);
+  CHECK(ember_test::same_bits(view.logits(h), emb.logits(h)));
+  const RowMatrix<TestType> gl = ember_test::random_table<TestType>(3, 37, 9);
   RowMatrix<TestType> gh1(3, 8), gh2(3, 8);
   RowMatrix<TestType> gw1 = RowMatrix<TestType>::Zero(37, 8), gw2 = gw1;
   view.logits_backward(h, gl, gh1, gw1);
   emb.logits_backward(h, gl, gh2, gw2);
-  CHECK(ember::test::same_bits(gh1, gh2));
-  CHECK(ember::test::same_bits(gw1, gw2));
+  CHECK(ember_test::same_bits(gh1, gh2));
+  CHECK(ember_test::same_bits(gw1, gw2));
 
   const ember::SinusoidalEncoding<TestType> pe(12, 8);
   RowMatrix<TestType> f1(24, 8), f2(24, 8);
   ember::embed_with_positions(view, pe.table(), ids, f1, 6, 3);
   ember::embed_with_positions(emb, pe.table(), ids, f2, 6, 3);
-  CHECK(ember::test::same_bits(f1, f2));
+  CHECK(ember_test::same_bits(f1, f2));
 }
 
 TEST_CASE("a view over a block of a larger matrix honours the row stride", "[embedding_view]") {
-  const RowMatrix<float> big = ember::test::random_table<float>(20, 12, 1);
+  const RowMatrix<float> big = ember_test::random_table<float>(20, 12, 1);
   const EmbeddingView<float> view(big.block(2, 3, 15, 5));
   CHECK(view.row_stride() == 12);
   const std::vector<int> ids{0, 14, 7};
   const ember::Embedding<float> copy(RowMatrix<float>(big.block(2, 3, 15, 5)));
-  CHECK(ember::test::same_bits(view.forward(ids), copy.forward(ids)));
-  CHECK(ember::test::same_bits(RowMatrix<float>(view.weight()), copy.weight()));
+  CHECK(ember_test::same_bits(view.forward(ids), copy.forward(ids)));
+  CHECK(ember_test::same_bits(RowMatrix<float>(view.weight()), copy.weight()));
   // the pointer form, with an explicit stride
   const EmbeddingView<float> raw(big.data() + 2 * 12 + 3, 15, 5, 12);
-  CHECK(ember::test::same_bits(raw.forward(ids), copy.forward(ids)));
+  CHECK(ember_test::same_bits(raw.forward(ids), copy.forward(ids)));
   // queries take the view's Map without a copy of the caller's table
   const ember::query::Neighbours<float> nn(view.weight());
   const ember::query::Neighbours<float> nn_copy(copy.weight());
@@ -81,7 +81,7 @@ TEST_CASE("a view over a block of a larger matrix honours the row stride", "[emb
 TEST_CASE("a view of a mapped file is zero-copy and keeps the mapping alive",
           "[embedding_view][io]") {
   ember_test::ScratchDir dir;
-  const RowMatrix<float> t = ember::test::random_table<float>(64, 16, 2);
+  const RowMatrix<float> t = ember_test::random_table<float>(64, 16, 2);
   ember::io::save_npy(dir.file("t.npy"), t);
   std::optional<EmbeddingView<float>> view;
   {
@@ -92,11 +92,11 @@ TEST_CASE("a view of a mapped file is zero-copy and keeps the mapping alive",
   }  // the MappedTable is gone; the view's keep_alive() holds the mapping
   REQUIRE(view->keep_alive() != nullptr);
   const std::vector<int> ids{63, 0, 5};
-  CHECK(ember::test::same_bits(view->forward(ids), ember::Embedding<float>(t).forward(ids)));
+  CHECK(ember_test::same_bits(view->forward(ids), ember::Embedding<float>(t).forward(ids)));
 #if defined(EMBER_TEST_HAVE_IO)
   ember::io::save_safetensors(dir.file("t.safetensors"), "wte", t);
   const auto st = ember::io::SafetensorsFile(dir.file("t.safetensors")).map<float>("wte").view();
-  CHECK(ember::test::same_bits(st.forward(ids), view->forward(ids)));
+  CHECK(ember_test::same_bits(st.forward(ids), view->forward(ids)));
 #endif
 }
 
@@ -108,7 +108,7 @@ TEST_CASE("bad views and bad lookups throw and write nothing", "[embedding_view]
                     Catch::Contains("row_stride 2 is smaller than d_model = 3"));
   const EmbeddingView<float> view(t);
   RowMatrix<float> out = RowMatrix<float>::Constant(2, 3, 7.0f);
-  const auto e = ember::test::catch_as<ember::IndexError>([&] {
+  const auto e = ember_test::catch_as<ember::IndexError>([&] {
     view.forward(std::vector<int>{1, 4}, out);
   });
   REQUIRE(e);
@@ -127,7 +127,7 @@ TEST_CASE("a view checks the width of grad_out before binding an empty gradient"
   const RowMatrix<float> t = RowMatrix<float>::Ones(4, 3);
   const EmbeddingView<float> view(t);
   ember::SparseRowGrad<float> g;
-  ember::test::check_grad_out_width_refused(
+  ember_test::check_grad_out_width_refused(
       [&] {
         view.backward(std::vector<int>{1, 2}, RowMatrix<float>::Ones(2, 5), g);
       },
@@ -139,7 +139,7 @@ TEST_CASE("a view checks the width of grad_out before binding an empty gradient"
 TEST_CASE("a view refuses a negative row stride other than -1 and a misaligned pointer",
           "[embedding_view]") {
   const RowMatrix<double> t = RowMatrix<double>::Ones(4, 3);
-  const auto neg = ember::test::catch_as<ember::ShapeError>(
+  const auto neg = ember_test::catch_as<ember::ShapeError>(
       [&] { (void)EmbeddingView<double>(t.data(), 4, 3, -2); });
   REQUIRE(neg);
   CHECK(std::string(neg->what()) ==
@@ -150,7 +150,7 @@ TEST_CASE("a view refuses a negative row stride other than -1 and a misaligned p
   CHECK(EmbeddingView<double>(t.data(), 4, 3, -1).row_stride() == 3);
   const auto* odd = reinterpret_cast<const double*>(reinterpret_cast<const char*>(t.data()) + 4);
   const auto e =
-      ember::test::catch_as<ember::ValueError>([&] { (void)EmbeddingView<double>(odd, 2, 3); });
+      ember_test::catch_as<ember::ValueError>([&] { (void)EmbeddingView<double>(odd, 2, 3); });
   REQUIRE(e);
   CHECK_THAT(e->what(), Catch::StartsWith("EmbeddingView: data address ") &&
                             Catch::EndsWith(" is not aligned to 8 bytes"));

@@ -28,7 +28,6 @@
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
-namespace test = ember::test;
 
 namespace {
 
@@ -75,7 +74,7 @@ TEMPLATE_TEST_CASE("embed_with_positions equals forward followed by SinusoidalEn
   using T = TestType;
   const Index vocab = 50;
   const Index d = 16;
-  const ember::Embedding<T> emb(test::random_table<T>(vocab, d, 1));
+  const ember::Embedding<T> emb(ember_test::random_table<T>(vocab, d, 1));
   const ember::SinusoidalEncoding<T> pe(64, d);
 
   const Index batch = GENERATE(Index{1}, Index{3});
@@ -83,7 +82,7 @@ TEMPLATE_TEST_CASE("embed_with_positions equals forward followed by SinusoidalEn
   const Index offset = GENERATE(Index{0}, Index{7});
   CAPTURE(batch, seq_len, offset);
   const Index n = batch * seq_len;
-  const auto ids = test::random_ids(n, vocab, 2);
+  const auto ids = ember_test::random_ids(n, vocab, 2);
 
   RowMatrix<T> unfused = emb.forward(ids);
   const RowMatrix<T> products = unfused;
@@ -95,7 +94,7 @@ TEMPLATE_TEST_CASE("embed_with_positions equals forward followed by SinusoidalEn
   check_fma_close(fused, unfused, products, positions);
 
   // And against the loop reference.
-  test::check_close(fused, test::embed_positions_loops<T>(emb.weight(), ids, emb.scale(),
+  ember_test::check_close(fused, ember_test::embed_positions_loops<T>(emb.weight(), ids, emb.scale(),
                                                           pe.table(), seq_len, offset));
 }
 
@@ -118,9 +117,9 @@ TEMPLATE_TEST_CASE(
 #if EMBER_HAS_OPENMP
   omp_set_num_threads(threads);
 #endif
-  const ember::Embedding<T> emb(test::random_table<T>(vocab, d, 41));
+  const ember::Embedding<T> emb(ember_test::random_table<T>(vocab, d, 41));
   const ember::SinusoidalEncoding<T> pe(seq_len + 4, d);
-  const auto ids = test::random_ids(n, vocab, 42);
+  const auto ids = ember_test::random_ids(n, vocab, 42);
 
   RowMatrix<T> unfused = emb.forward(ids);
   pe.add_to(unfused, seq_len, 4);
@@ -141,7 +140,7 @@ TEMPLATE_TEST_CASE(
   // Exact on x86: FMA implies AVX there, and AVX builds round w·s before adding p by
   // construction (detail::AvxRows / AvxStreamRows); other targets may contract into an FMA.
 #if defined(__x86_64__) || defined(__i386__)
-  CHECK(test::same_bits(result, unfused));
+  CHECK(ember_test::same_bits(result, unfused));
 #else
   check_fma_close(result, unfused, emb.forward(ids), expand_positions(pe.table(), n, seq_len, 4));
 #endif
@@ -156,7 +155,7 @@ TEMPLATE_TEST_CASE(
   const Index d = 8;
   const Index seq_len = 4;
   const Index offset = 2;
-  const ember::Embedding<T> emb(test::random_table<T>(vocab, d, 10));
+  const ember::Embedding<T> emb(ember_test::random_table<T>(vocab, d, 10));
   const ember::SinusoidalEncoding<T> pe(16, d);
   const std::vector<TokenId> ids{3, 29, 0, 3, 12, 12, 7, 1};  // B = 2
   const std::vector<std::int32_t> ids32(ids.begin(), ids.end());
@@ -172,35 +171,35 @@ TEMPLATE_TEST_CASE(
   SECTION("int32 ids: same bits as int64 ids") {
     RowMatrix<T> out(n, d);
     ember::embed_with_positions(emb, pe, ids32, out, seq_len, offset);
-    CHECK(test::same_bits(out, expected));
+    CHECK(ember_test::same_bits(out, expected));
   }
   SECTION("the owning overload: same bits as the in-place one") {
-    CHECK(test::same_bits(ember::embed_with_positions(emb, pe, ids, seq_len, offset), expected));
-    CHECK(test::same_bits(ember::embed_with_positions(emb, pe, ids32, seq_len, offset), expected));
+    CHECK(ember_test::same_bits(ember::embed_with_positions(emb, pe, ids, seq_len, offset), expected));
+    CHECK(ember_test::same_bits(ember::embed_with_positions(emb, pe, ids32, seq_len, offset), expected));
     const RowMatrix<T> no_offset = ember::embed_with_positions(emb, pe, ids, seq_len);
     RowMatrix<T> no_offset_ref(n, d);
     ember::embed_with_positions(emb, pe, ids, no_offset_ref, seq_len, 0);
-    CHECK(test::same_bits(no_offset, no_offset_ref));
+    CHECK(ember_test::same_bits(no_offset, no_offset_ref));
   }
   SECTION("the sinusoidal table passed as a plain RowMatrix: same bits") {
     RowMatrix<T> out(n, d);
     ember::embed_with_positions(emb, pe.table(), ids, out, seq_len, offset);
-    CHECK(test::same_bits(out, expected));
+    CHECK(ember_test::same_bits(out, expected));
   }
   SECTION("a learned position table (GPT-2 style): any max_len x d RowMatrix, unscaled") {
-    const ember::Embedding<T> learned(test::random_table<T>(10, d, 11));
+    const ember::Embedding<T> learned(ember_test::random_table<T>(10, d, 11));
     RowMatrix<T> out(n, d);
     ember::embed_with_positions(emb, learned.weight(), ids32, out, seq_len, offset);
     const RowMatrix<T> lookup = emb.forward(ids);
     const RowMatrix<T> positions = expand_positions(learned.weight(), n, seq_len, offset);
-    const RowMatrix<T> reference = test::embed_positions_loops<T>(
+    const RowMatrix<T> reference = ember_test::embed_positions_loops<T>(
         emb.weight(), ids, emb.scale(), learned.weight(), seq_len, offset);
     check_fma_close(out, reference, lookup, positions);
   }
   SECTION("into a block of a larger matrix, the rest untouched") {
     RowMatrix<T> big = RowMatrix<T>::Constant(12, 13, T(7));
     ember::embed_with_positions(emb, pe, ids, big.block(3, 2, n, d), seq_len, offset);
-    CHECK(test::same_bits(big.block(3, 2, n, d), expected));
+    CHECK(ember_test::same_bits(big.block(3, 2, n, d), expected));
     RowMatrix<T> outside = big;
     outside.block(3, 2, n, d).setConstant(T(7));
     CHECK(ember_test::all_equal_to(outside, T(7)));
@@ -213,7 +212,7 @@ TEMPLATE_TEST_CASE(
     ember::embed_with_positions(emb, big_pe.block(1, 3, 16, d),
                                 std::span<const TokenId>(buffer.data() + 1, 8), out, seq_len,
                                 offset);
-    CHECK(test::same_bits(out, expected));
+    CHECK(ember_test::same_bits(out, expected));
   }
   SECTION("no ids: a 0 x d result") {
     const std::vector<TokenId> none;
@@ -229,7 +228,7 @@ TEMPLATE_TEST_CASE(
     "[input_embedding]", float, double) {
   using T = TestType;
   // d = 4: scale 2. Hand-built rows (row i = i + c/1000) and PE(0) = [0, 1, 0, 1].
-  const ember::Embedding<T> emb(test::hand_table<T>(5, 4));
+  const ember::Embedding<T> emb(ember_test::hand_table<T>(5, 4));
   const ember::SinusoidalEncoding<T> pe(8, 4);
   const std::vector<TokenId> ids{3, 1, 4};
   const RowMatrix<T> out = ember::embed_with_positions(emb, pe, ids, 3);
@@ -241,23 +240,23 @@ TEMPLATE_TEST_CASE(
     right.row(i) = w * T(2) + pe.table().row(i);
     wrong.row(i) = (w + pe.table().row(i)) * T(2);
   }
-  test::check_close(out, right);
+  ember_test::check_close(out, right);
   // Position 0's cosine columns are exactly 1, so the wrong order is off by 1 there.
   CHECK_THAT(static_cast<double>(out(0, 1)),
-             Catch::Matchers::WithinRel(2.0 * (3.0 + 0.001) + 1.0, test::rel_tol<T>()));
+             Catch::Matchers::WithinRel(2.0 * (3.0 + 0.001) + 1.0, ember_test::rel_tol<T>()));
   CHECK(std::abs(static_cast<double>(out(0, 1) - wrong(0, 1))) > 0.5);
   CHECK((out - wrong).cwiseAbs().maxCoeff() > T(0.5));
   // The table itself stays unscaled.
-  CHECK(test::same_bits(emb.weight(), test::hand_table<T>(5, 4)));
+  CHECK(ember_test::same_bits(emb.weight(), ember_test::hand_table<T>(5, 4)));
 }
 
 TEST_CASE("the table's gradient through embed_with_positions is backward through the lookup",
           "[input_embedding][gradcheck]") {
   const Index d = 4;
-  const RowMatrix<double> w0 = test::random_table<double>(6, d, 20);
+  const RowMatrix<double> w0 = ember_test::random_table<double>(6, d, 20);
   const ember::SinusoidalEncoding<double> pe(10, d);
   const std::vector<TokenId> ids{5, 0, 5, 2, 2, 1};  // B = 2, seq_len = 3
-  const RowMatrix<double> g = test::random_table<double>(6, d, 21);
+  const RowMatrix<double> g = ember_test::random_table<double>(6, d, 21);
   const auto loss = [&](const RowMatrix<double>& w) {
     const ember::Embedding<double> e(w);
     return ember::embed_with_positions(e, pe, ids, 3, 1).cwiseProduct(g).sum();
@@ -265,14 +264,14 @@ TEST_CASE("the table's gradient through embed_with_positions is backward through
   const ember::Embedding<double> emb(w0);
   ember::SparseRowGrad<double> grad;
   emb.backward(ids, g, grad);
-  test::check_close(grad.to_dense(), test::numerical_gradient(loss, w0), 1e-7, 1e-7);
+  ember_test::check_close(grad.to_dense(), ember_test::numerical_gradient(loss, w0), 1e-7, 1e-7);
 }
 
 // ---- errors ------------------------------------------------------------------------------------
 
 TEST_CASE("embed_with_positions rejects an out-of-range id with IndexError and writes nothing",
           "[input_embedding][errors]") {
-  const RowMatrix<double> table = test::random_table<double>(5, 4, 30);
+  const RowMatrix<double> table = ember_test::random_table<double>(5, 4, 30);
   const ember::Embedding<double> emb(table);
   const ember::SinusoidalEncoding<double> pe(10, 4);
   const TokenId bad =
@@ -283,7 +282,7 @@ TEST_CASE("embed_with_positions rejects an out-of-range id with IndexError and w
   RowMatrix<double> out = RowMatrix<double>::Constant(6, 4, 7.0);
 
   const auto err =
-      test::catch_as<ember::IndexError>([&] { ember::embed_with_positions(emb, pe, ids, out, 3); });
+      ember_test::catch_as<ember::IndexError>([&] { ember::embed_with_positions(emb, pe, ids, out, 3); });
   REQUIRE(err);
   CHECK(err->position() == 3);
   CHECK(err->value() == bad);
@@ -296,7 +295,7 @@ TEST_CASE("embed_with_positions rejects an out-of-range id with IndexError and w
   CHECK_THROWS_AS(ember::embed_with_positions(emb, pe.table(), ids, out, 3), ember::IndexError);
   CHECK_THROWS_AS((void)ember::embed_with_positions(emb, pe, ids, 3), ember::IndexError);
   CHECK(ember_test::all_equal_to(out, 7.0));
-  CHECK(test::same_bits(emb.weight(), table));
+  CHECK(ember_test::same_bits(emb.weight(), table));
 
   const std::vector<std::int32_t> ids32{0, 1, 2, bad < 0 ? -1 : 5, 4, 0};
   CHECK_THROWS_AS(ember::embed_with_positions(emb, pe, ids32, out, 3), ember::IndexError);
@@ -305,7 +304,7 @@ TEST_CASE("embed_with_positions rejects an out-of-range id with IndexError and w
 
 TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the right exception",
           "[input_embedding][errors]") {
-  const RowMatrix<float> table = test::random_table<float>(5, 4, 40);
+  const RowMatrix<float> table = ember_test::random_table<float>(5, 4, 40);
   const ember::Embedding<float> emb(table);
   const ember::SinusoidalEncoding<float> pe(8, 4);  // max_len 8
   const std::vector<TokenId> ids{0, 1, 2, 3, 4, 0};
@@ -313,7 +312,7 @@ TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the 
 
   SECTION("seq_len <= 0 is a ShapeError") {
     const Index seq_len = GENERATE(Index{0}, Index{-3});
-    const auto err = test::catch_as<ember::ShapeError>(
+    const auto err = ember_test::catch_as<ember::ShapeError>(
         [&] { ember::embed_with_positions(emb, pe, ids, out, seq_len); });
     REQUIRE(err);
     CHECK(err->dimension() == -1);
@@ -322,7 +321,7 @@ TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the 
     CHECK_THROWS_AS(ember::embed_with_positions(emb, pe, ids, out, seq_len), std::invalid_argument);
   }
   SECTION("a negative offset is an IndexError") {
-    const auto err = test::catch_as<ember::IndexError>(
+    const auto err = ember_test::catch_as<ember::IndexError>(
         [&] { ember::embed_with_positions(emb, pe, ids, out, 3, -1); });
     REQUIRE(err);
     CHECK(err->value() == -1);
@@ -330,7 +329,7 @@ TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the 
     CHECK_THAT(std::string(err->what()), Catch::Contains("offset -1") && Catch::Contains("[0, 8)"));
   }
   SECTION("offset + seq_len > max_len is an IndexError") {
-    const auto err = test::catch_as<ember::IndexError>(
+    const auto err = ember_test::catch_as<ember::IndexError>(
         [&] { ember::embed_with_positions(emb, pe, ids, out, 3, 6); });
     REQUIRE(err);
     CHECK(err->value() == 8);  // the last position needed, 6 + 3 - 1
@@ -348,7 +347,7 @@ TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the 
     out.setConstant(7.0f);
   }
   SECTION("ids that are not a multiple of seq_len are a ShapeError") {
-    const auto err = test::catch_as<ember::ShapeError>(
+    const auto err = ember_test::catch_as<ember::ShapeError>(
         [&] { ember::embed_with_positions(emb, pe, ids, out, 4); });
     REQUIRE(err);
     CHECK(err->dimension() == 0);
@@ -360,7 +359,7 @@ TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the 
   }
   SECTION("out with the wrong number of rows") {
     RowMatrix<float> short_out = RowMatrix<float>::Constant(5, 4, 7.0f);
-    const auto err = test::catch_as<ember::ShapeError>(
+    const auto err = ember_test::catch_as<ember::ShapeError>(
         [&] { ember::embed_with_positions(emb, pe, ids, short_out, 3); });
     REQUIRE(err);
     CHECK(err->dimension() == 0);
@@ -371,7 +370,7 @@ TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the 
   }
   SECTION("out with the wrong number of columns") {
     RowMatrix<float> wide_out = RowMatrix<float>::Constant(6, 5, 7.0f);
-    const auto err = test::catch_as<ember::ShapeError>(
+    const auto err = ember_test::catch_as<ember::ShapeError>(
         [&] { ember::embed_with_positions(emb, pe, ids, wide_out, 3); });
     REQUIRE(err);
     CHECK(err->dimension() == 1);
@@ -383,7 +382,7 @@ TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the 
   }
   SECTION("a position table of the wrong width") {
     const RowMatrix<float> narrow = RowMatrix<float>::Zero(8, 3);
-    const auto err = test::catch_as<ember::ShapeError>(
+    const auto err = ember_test::catch_as<ember::ShapeError>(
         [&] { ember::embed_with_positions(emb, narrow, ids, out, 3); });
     REQUIRE(err);
     CHECK(err->dimension() == 1);
@@ -394,5 +393,5 @@ TEST_CASE("embed_with_positions rejects bad seq_len, offset and shapes with the 
     CHECK_THROWS_AS(ember::embed_with_positions(emb, pe6, ids, out, 3), ember::ShapeError);
   }
   CHECK(ember_test::all_equal_to(out, 7.0f));
-  CHECK(test::same_bits(emb.weight(), table));
+  CHECK(ember_test::same_bits(emb.weight(), table));
 }

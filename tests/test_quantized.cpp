@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "ember/embedding.hpp"
+#include "ember/input_embedding.hpp"
 #include "ember/io/word2vec.hpp"
 #include "ember/positional.hpp"
 #include "ember/query/similarity.hpp"
@@ -38,15 +39,15 @@ TEST_CASE("rows use FBGEMM's fused layout: d codes, float scale = range/255, flo
   CHECK(q.row_scale(1) == 0.0f);  // constant rows are exact
   CHECK(q.dequantize_row(1).isConstant(2.0f));
   for (Index c = 0; c < 4; ++c)
-    CHECK(ember::test::fused_value(q.bytes(), 4, 0, c) == q.dequantize_row(0)[c]);
+    CHECK(ember_test::fused_value(q.bytes(), 4, 0, c) == q.dequantize_row(0)[c]);
   // adopting the bytes gives the same table
   const std::vector<std::uint8_t> bytes(q.bytes().begin(), q.bytes().end());
   const auto copy = QuantizedEmbedding::from_fused_rows(bytes, 2, 4);
-  CHECK(ember::test::same_bits(copy.dequantize(), q.dequantize()));
+  CHECK(ember_test::same_bits(copy.dequantize(), q.dequantize()));
 }
 
 TEST_CASE("every element is within scale/2 of the float table", "[quantized]") {
-  RowMatrix<float> t = ember::test::random_table<float>(500, 64, 1);
+  RowMatrix<float> t = ember_test::random_table<float>(500, 64, 1);
   t.row(3) *= 100.0f;
   t.row(4) *= 1e-4f;
   t.row(5).setConstant(-0.25f);
@@ -71,27 +72,27 @@ TEST_CASE("every element is within scale/2 of the float table", "[quantized]") {
 
 TEST_CASE("forward, positions and logits equal the dequantized float table's", "[quantized]") {
   const Index v = ember::detail::logits_block_rows + 100;
-  const RowMatrix<float> t = ember::test::random_table<float>(v, 16, 2);
+  const RowMatrix<float> t = ember_test::random_table<float>(v, 16, 2);
   QuantizedEmbedding q(t);
   const RowMatrix<float> deq = q.dequantize();
   const ember::Embedding<float> ref(deq);
-  const auto ids = ember::test::random_ids<int>(40, v, 3);
-  ember::test::check_close(q.forward(ids), ref.forward(ids));
+  const auto ids = ember_test::random_ids<int>(40, v, 3);
+  ember_test::check_close(q.forward(ids), ref.forward(ids));
   RowMatrix<float> big = RowMatrix<float>::Zero(41, 17);
   q.forward(ids, big.block(1, 1, 40, 16));
-  ember::test::check_close(big.block(1, 1, 40, 16).eval(), ref.forward(ids));
+  ember_test::check_close(big.block(1, 1, 40, 16).eval(), ref.forward(ids));
 
   const ember::SinusoidalEncoding<float> pe(10, 16);
   RowMatrix<float> fused(40, 16);
   ember::embed_with_positions(q, pe.table(), ids, fused, 10);
   RowMatrix<float> expected = ref.forward(ids);
   for (Index i = 0; i < 40; ++i) expected.row(i) += pe.table().row(i % 10);
-  ember::test::check_close(fused, expected);
+  ember_test::check_close(fused, expected);
 
-  const RowMatrix<float> h = ember::test::random_table<float>(2, 16, 4);
-  ember::test::check_close(q.logits(h), ref.logits(h));
+  const RowMatrix<float> h = ember_test::random_table<float>(2, 16, 4);
+  ember_test::check_close(q.logits(h), ref.logits(h));
   q.set_float_master(t);
-  CHECK(ember::test::same_bits(q.logits(h), ember::Embedding<float>(t).logits(h)));
+  CHECK(ember_test::same_bits(q.logits(h), ember::Embedding<float>(t).logits(h)));
   const QuantizedEmbedding kept(t, /*keep_float_master=*/true);
   CHECK(kept.float_master() != nullptr);
 }
@@ -105,7 +106,7 @@ TEST_CASE("int8 keeps most nearest neighbours of the word2vec table", "[quantize
   for (Index id = 0; id < exact.vocab_size(); ++id) {
     const auto a = exact.nearest(ember::TokenId{id}, 10);
     const auto b = quant.nearest(ember::TokenId{id}, 10);
-    shared += ember::test::overlap(a, b);
+    shared += ember_test::overlap(a, b);
     total += a.size();
     top1 += a.front().id == b.front().id ? 1u : 0u;
   }
@@ -130,9 +131,9 @@ TEST_CASE("bad input to a quantized table throws and changes nothing", "[quantiz
   CHECK_THROWS_WITH(QuantizedEmbedding::from_fused_rows(bytes, 2, 4),
                     Catch::Contains("row 1 has scale -1"));
 
-  const QuantizedEmbedding q(ember::test::random_table<float>(6, 4, 1));
+  const QuantizedEmbedding q(ember_test::random_table<float>(6, 4, 1));
   RowMatrix<float> out = RowMatrix<float>::Constant(2, 4, 5.0f);
-  const auto e = ember::test::catch_as<ember::IndexError>([&] {
+  const auto e = ember_test::catch_as<ember::IndexError>([&] {
     q.forward(std::vector<int>{0, -1}, out);
   });
   REQUIRE(e);

@@ -43,7 +43,7 @@ double storage_bound(double x) {
 
 TEMPLATE_TEST_CASE("stored values are within the format's rounding bound of the float table",
                    "[reduced]", Eigen::half, Eigen::bfloat16) {
-  RowMatrix<float> t = ember::test::random_table<float>(300, 24, 1);
+  RowMatrix<float> t = ember_test::random_table<float>(300, 24, 1);
   t.row(7) *= 1000.0f;  // large values (half's range ends at 65504)
   t.row(8) *= 1e-3f;    // small normal values
   const auto r = ember::ReducedEmbedding<TestType>::from_float(t);
@@ -62,14 +62,14 @@ TEMPLATE_TEST_CASE("stored values are within the format's rounding bound of the 
 
 TEMPLATE_TEST_CASE("forward is the stored row converted to float times sqrt(d), in float",
                    "[reduced]", Eigen::half, Eigen::bfloat16) {
-  const RowMatrix<float> t = ember::test::random_table<float>(50, 16, 2);
+  const RowMatrix<float> t = ember_test::random_table<float>(50, 16, 2);
   const auto r = ember::ReducedEmbedding<TestType>::from_float(t);
-  const auto ids = ember::test::random_ids<int>(33, 50, 3);
+  const auto ids = ember_test::random_ids<int>(33, 50, 3);
   const RowMatrix<float> x = r.forward(ids);
   const RowMatrix<float> stored = r.to_float();
   RowMatrix<float> expected(33, 16);
   for (Index i = 0; i < 33; ++i) expected.row(i) = stored.row(ids[std::size_t(i)]) * 4.0f;
-  CHECK(ember::test::same_bits(x, expected));
+  CHECK(ember_test::same_bits(x, expected));
   // against the float layer: the storage bound, scaled
   const ember::Embedding<float> f(t);
   const RowMatrix<float> xf = f.forward(ids);
@@ -80,52 +80,52 @@ TEMPLATE_TEST_CASE("forward is the stored row converted to float times sqrt(d), 
   // into a block of a larger float buffer, and into the storage type on request
   RowMatrix<float> big = RowMatrix<float>::Zero(40, 20);
   r.forward(ids, big.block(2, 3, 33, 16));
-  CHECK(ember::test::same_bits(big.block(2, 3, 33, 16).eval(), x));
+  CHECK(ember_test::same_bits(big.block(2, 3, 33, 16).eval(), x));
   RowMatrix<TestType> xs(33, 16);
   r.forward(ids, xs);
-  CHECK(ember::test::same_bits(xs.template cast<float>().eval(),
+  CHECK(ember_test::same_bits(xs.template cast<float>().eval(),
                                x.cast<TestType>().template cast<float>().eval()));
 }
 
 TEMPLATE_TEST_CASE("backward accumulates in float exactly as the float layer's", "[reduced]",
                    Eigen::half, Eigen::bfloat16) {
-  const RowMatrix<float> t = ember::test::random_table<float>(40, 8, 4);
+  const RowMatrix<float> t = ember_test::random_table<float>(40, 8, 4);
   const auto r = ember::ReducedEmbedding<TestType>::from_float(t);
   const ember::Embedding<float> f(t);
-  const auto ids = ember::test::random_ids(25, 40, 5);
-  const RowMatrix<float> g = ember::test::random_table<float>(25, 8, 6);
+  const auto ids = ember_test::random_ids(25, 40, 5);
+  const RowMatrix<float> g = ember_test::random_table<float>(25, 8, 6);
   ember::SparseRowGrad<float> a, b;
   r.backward(ids, g, a);
   f.backward(ids, g, b);
-  CHECK(ember::test::same_bits(a.to_dense(), b.to_dense()));
+  CHECK(ember_test::same_bits(a.to_dense(), b.to_dense()));
 }
 
 TEMPLATE_TEST_CASE("logits decode the table blockwise or use the float master", "[reduced]",
                    Eigen::half, Eigen::bfloat16) {
   // V > logits_block_rows, so several blocks and a partial last block are used.
   const Index v = ember::detail::logits_block_rows + 905;
-  const RowMatrix<float> t = ember::test::random_table<float>(v, 8, 7);
+  const RowMatrix<float> t = ember_test::random_table<float>(v, 8, 7);
   auto r = ember::ReducedEmbedding<TestType>::from_float(t);
-  const RowMatrix<float> h = ember::test::random_table<float>(3, 8, 8);
+  const RowMatrix<float> h = ember_test::random_table<float>(3, 8, 8);
   const RowMatrix<float> stored = r.to_float();
-  ember::test::check_close(r.logits(h), (h * stored.transpose()).eval());
+  ember_test::check_close(r.logits(h), (h * stored.transpose()).eval());
   RowMatrix<float> out(3, v);
   r.logits(h, out);
-  ember::test::check_close(out, (h * stored.transpose()).eval());
+  ember_test::check_close(out, (h * stored.transpose()).eval());
 
   // backward through the decoded table
-  const RowMatrix<float> gl = ember::test::random_table<float>(3, v, 9);
+  const RowMatrix<float> gl = ember_test::random_table<float>(3, v, 9);
   RowMatrix<float> gh(3, 8), gw = RowMatrix<float>::Zero(v, 8);
   r.logits_backward(h, gl, gh, gw);
-  ember::test::check_close(gh, (gl * stored).eval(), 1e-4, 1e-4);
-  ember::test::check_close(gw, (gl.transpose() * h).eval(), 1e-4, 1e-4);
+  ember_test::check_close(gh, (gl * stored).eval(), 1e-4, 1e-4);
+  ember_test::check_close(gw, (gl.transpose() * h).eval(), 1e-4, 1e-4);
 
   // with the master kept, logits are the float layer's exactly
   r.set_float_master(t);
   REQUIRE(r.float_master() != nullptr);
-  CHECK(ember::test::same_bits(r.logits(h), ember::Embedding<float>(t).logits(h)));
+  CHECK(ember_test::same_bits(r.logits(h), ember::Embedding<float>(t).logits(h)));
   const auto kept = ember::ReducedEmbedding<TestType>::from_float(t, /*keep_float_master=*/true);
-  CHECK(ember::test::same_bits(kept.logits(h), r.logits(h)));
+  CHECK(ember_test::same_bits(kept.logits(h), r.logits(h)));
   r.clear_float_master();
   CHECK(r.float_master() == nullptr);
 }
@@ -134,12 +134,12 @@ TEMPLATE_TEST_CASE("embed_with_positions over a reduced table equals forward plu
                    "[reduced]", Eigen::half, Eigen::bfloat16) {
   const auto r = ember::ReducedEmbedding<TestType>(30, 8, /*seed=*/3);
   const ember::SinusoidalEncoding<float> pe(16, 8);
-  const auto ids = ember::test::random_ids(12, 30, 4);  // 3 sequences of 4
+  const auto ids = ember_test::random_ids(12, 30, 4);  // 3 sequences of 4
   RowMatrix<float> out(12, 8);
   ember::embed_with_positions(r, pe.table(), ids, out, 4, 2);
   RowMatrix<float> expected = r.forward(ids);
   for (Index i = 0; i < 12; ++i) expected.row(i) += pe.table().row(2 + i % 4);
-  ember::test::check_close(out, expected);
+  ember_test::check_close(out, expected);
   RowMatrix<float> wrong(11, 8);
   CHECK_THROWS_AS(ember::embed_with_positions(r, pe.table(), ids, wrong, 4), ember::ShapeError);
   CHECK_THROWS_AS(ember::embed_with_positions(r, pe.table(), ids, out, 4, 13), ember::IndexError);
@@ -149,7 +149,7 @@ TEST_CASE("bad input to a reduced table throws and changes nothing", "[reduced]"
   RowMatrix<float> t = RowMatrix<float>::Ones(4, 3);
   t(2, 1) = 70000.0f;
   const auto e =
-      ember::test::catch_as<ember::ValueError>([&] { (void)ember::HalfEmbedding::from_float(t); });
+      ember_test::catch_as<ember::ValueError>([&] { (void)ember::HalfEmbedding::from_float(t); });
   REQUIRE(e);
   CHECK_THAT(e->what(), Catch::Contains("row 2, column 1") && Catch::Contains("overflows half"));
   CHECK_NOTHROW(ember::BFloat16Embedding::from_float(t));  // bfloat16 has float's range
@@ -159,7 +159,7 @@ TEST_CASE("bad input to a reduced table throws and changes nothing", "[reduced]"
   auto r = ember::HalfEmbedding(5, 4, 1);
   const std::vector<int> ids{0, 5};
   RowMatrix<float> out = RowMatrix<float>::Constant(2, 4, 9.0f);
-  const auto ie = ember::test::catch_as<ember::IndexError>([&] { r.forward(ids, out); });
+  const auto ie = ember_test::catch_as<ember::IndexError>([&] { r.forward(ids, out); });
   REQUIRE(ie);
   CHECK(ie->position() == 1);
   CHECK_THAT(ie->what(), Catch::Contains("ReducedEmbedding::forward: id 5 at position 1"));
@@ -211,7 +211,7 @@ TEMPLATE_TEST_CASE("word2vec nearest-neighbour top-10 lists only reorder within 
 #if defined(EMBER_TEST_HAVE_IO)
 TEST_CASE("F16 and BF16 safetensors load into reduced tables byte for byte", "[reduced][io]") {
   ember_test::ScratchDir dir;
-  const RowMatrix<float> t = ember::test::random_table<float>(9, 5, 10);
+  const RowMatrix<float> t = ember_test::random_table<float>(9, 5, 10);
   ember::io::SafetensorsWriter w;
   w.add("h", t, ember::io::SafetensorsDtype::F16)
       .add("b", t, ember::io::SafetensorsDtype::BF16)
@@ -224,10 +224,10 @@ TEST_CASE("F16 and BF16 safetensors load into reduced tables byte for byte", "[r
   const auto bytes = ember_test::read_bytes(dir.file("t.safetensors"));
   const auto& ti = f.info("h");
   CHECK(std::memcmp(h.weight().data(), bytes.data() + f.data_offset() + ti.begin, 9 * 5 * 2) == 0);
-  CHECK(ember::test::same_bits(h.to_float(), ember::HalfEmbedding::from_float(t).to_float()));
-  CHECK(ember::test::same_bits(b.to_float(), ember::BFloat16Embedding::from_float(t).to_float()));
+  CHECK(ember_test::same_bits(h.to_float(), ember::HalfEmbedding::from_float(t).to_float()));
+  CHECK(ember_test::same_bits(b.to_float(), ember::BFloat16Embedding::from_float(t).to_float()));
   // an F32 tensor is rounded once, as from_float does
-  CHECK(ember::test::same_bits(ember::HalfEmbedding(f.load_reduced<Eigen::half>("f")).to_float(),
+  CHECK(ember_test::same_bits(ember::HalfEmbedding(f.load_reduced<Eigen::half>("f")).to_float(),
                                h.to_float()));
   CHECK_THROWS_AS(f.load_reduced<Eigen::half>("nope"), ember::KeyError);
 }
@@ -237,7 +237,7 @@ TEST_CASE("a reduced table checks grad_out's width and refuses doubles beyond fl
           "[reduced]") {
   const auto r = ember::BFloat16Embedding(5, 4, 1);
   ember::SparseRowGrad<float> g;
-  ember::test::check_grad_out_width_refused(
+  ember_test::check_grad_out_width_refused(
       [&] {
         r.backward(std::vector<int>{0, 1}, RowMatrix<float>::Zero(2, 3), g);
       },
@@ -247,7 +247,7 @@ TEST_CASE("a reduced table checks grad_out's width and refuses doubles beyond fl
   // float cast, which would be undefined there)
   RowMatrix<double> big = RowMatrix<double>::Ones(2, 2);
   big(1, 0) = -1e300;
-  const auto v = ember::test::catch_as<ember::ValueError>(
+  const auto v = ember_test::catch_as<ember::ValueError>(
       [&] { (void)ember::BFloat16Embedding::from_float(big); });
   REQUIRE(v);
   CHECK_THAT(v->what(), Catch::StartsWith("ReducedEmbedding::from_float: value -") &&

@@ -23,7 +23,6 @@ using ember::Index;
 using ember::RowMatrix;
 using ember::SparseRowGrad;
 using ember::TokenId;
-namespace test = ember::test;
 
 namespace {
 
@@ -44,7 +43,7 @@ void check_same_grad(const SparseRowGrad<T>& a, const SparseRowGrad<T>& b) {
                              ? 0.0
                              : static_cast<double>((a.values() - b.values()).cwiseAbs().maxCoeff());
   INFO("largest |difference| = " << largest);
-  CHECK(test::same_bits(a.values(), b.values()));
+  CHECK(ember_test::same_bits(a.values(), b.values()));
 }
 
 /// The rows of m selected by positions, in order.
@@ -92,23 +91,24 @@ TEMPLATE_TEST_CASE("accumulate adds scale times each row and keeps rows sorted a
   using T = TestType;
   SparseRowGrad<T> grad;
   const std::vector<TokenId> ids{9, 4, 9, 1, 4, 9};
-  const RowMatrix<T> g = test::random_table<T>(6, 5, 1);
+  const RowMatrix<T> g = ember_test::random_table<T>(6, 5, 1);
   grad.accumulate(ids, g, T(0.5), 12);
   CHECK(rows_of(grad) == std::vector<TokenId>{1, 4, 9});
   CHECK(grad.vocab_size() == 12);
   CHECK(grad.d_model() == 5);
-  test::check_close(grad.to_dense(), test::dense_grad<T>(ids, g, T(0.5), 12));
+  ember_test::check_close(grad.to_dense(), ember_test::dense_grad<T>(ids, g, T(0.5), 12));
 
   // A second call with new rows in between and before the existing ones.
   const std::vector<TokenId> more{0, 5, 9, 11};
-  const RowMatrix<T> g2 = test::random_table<T>(4, 5, 2);
+  const RowMatrix<T> g2 = ember_test::random_table<T>(4, 5, 2);
   grad.accumulate(more, g2, T(2), 12);
   CHECK(rows_of(grad) == std::vector<TokenId>{0, 1, 4, 5, 9, 11});
   const RowMatrix<T> expected =
-      test::dense_grad<T>(ids, g, T(0.5), 12) + test::dense_grad<T>(more, g2, T(2), 12);
-  test::check_close(grad.to_dense(), expected);
+      ember_test::dense_grad<T>(ids, g, T(0.5), 12) + ember_test::dense_grad<T>(more, g2, T(2), 12);
+  ember_test::check_close(grad.to_dense(), expected);
   for (Index k = 0; k < grad.size(); ++k) {
-    test::check_close(grad.values().row(k), expected.row(grad.rows()[static_cast<std::size_t>(k)]));
+    ember_test::check_close(grad.values().row(k),
+                            expected.row(grad.rows()[static_cast<std::size_t>(k)]));
   }
 }
 
@@ -128,8 +128,8 @@ TEMPLATE_TEST_CASE(
   using T = TestType;
   using Options = typename SparseRowGrad<T>::AccumulateOptions;
   const std::vector<TokenId> ids{0, 3, 0, 2, 0, 3};  // counts: 0 -> 3, 2 -> 1, 3 -> 2
-  const RowMatrix<T> g = test::random_table<T>(6, 4, 5);
-  const RowMatrix<T> plain = test::dense_grad<T>(ids, g, T(2), 5);
+  const RowMatrix<T> g = ember_test::random_table<T>(6, 4, 5);
+  const RowMatrix<T> plain = ember_test::dense_grad<T>(ids, g, T(2), 5);
 
   SECTION("skip_row: positions of the padding id contribute nothing and create no row") {
     SparseRowGrad<T> grad;
@@ -139,7 +139,7 @@ TEMPLATE_TEST_CASE(
     CHECK(rows_of(grad) == std::vector<TokenId>{2, 3});
     RowMatrix<T> expected = plain;
     expected.row(0).setZero();
-    test::check_close(grad.to_dense(), expected);
+    ember_test::check_close(grad.to_dense(), expected);
 
     SparseRowGrad<T> only_padding;
     only_padding.accumulate(std::vector<TokenId>{0, 0}, g.topRows(2), T(1), 5, options);
@@ -154,7 +154,7 @@ TEMPLATE_TEST_CASE(
     RowMatrix<T> expected = plain;
     expected.row(0) /= T(3);
     expected.row(3) /= T(2);
-    test::check_close(grad.to_dense(), expected);
+    ember_test::check_close(grad.to_dense(), expected);
   }
 }
 
@@ -164,11 +164,11 @@ TEMPLATE_TEST_CASE(
 TEMPLATE_TEST_CASE("two backward calls give the same bits in either order", "[sparse_grad]", float,
                    double) {
   using T = TestType;
-  const ember::Embedding<T> emb(test::random_table<T>(30, 8, 10));
-  const auto ids_a = test::random_ids(40, 30, 11);
-  const auto ids_b = test::random_ids(25, 30, 12);
-  const RowMatrix<T> ga = test::random_table<T>(40, 8, 13);
-  const RowMatrix<T> gb = test::random_table<T>(25, 8, 14);
+  const ember::Embedding<T> emb(ember_test::random_table<T>(30, 8, 10));
+  const auto ids_a = ember_test::random_ids(40, 30, 11);
+  const auto ids_b = ember_test::random_ids(25, 30, 12);
+  const RowMatrix<T> ga = ember_test::random_table<T>(40, 8, 13);
+  const RowMatrix<T> gb = ember_test::random_table<T>(25, 8, 14);
 
   SparseRowGrad<T> ab;
   emb.backward(ids_a, ga, ab);
@@ -183,13 +183,13 @@ TEMPLATE_TEST_CASE(
     "merge of per-part gradients equals one gradient fed the same calls, bit for bit",
     "[sparse_grad]", float, double) {
   using T = TestType;
-  const ember::Embedding<T> emb(test::random_table<T>(50, 6, 20));
-  const auto ids1 = test::random_ids(30, 50, 21);
-  const auto ids2 = test::random_ids(30, 50, 22);
-  const auto ids3 = test::random_ids(30, 50, 23);
-  const RowMatrix<T> g1 = test::random_table<T>(30, 6, 24);
-  const RowMatrix<T> g2 = test::random_table<T>(30, 6, 25);
-  const RowMatrix<T> g3 = test::random_table<T>(30, 6, 26);
+  const ember::Embedding<T> emb(ember_test::random_table<T>(50, 6, 20));
+  const auto ids1 = ember_test::random_ids(30, 50, 21);
+  const auto ids2 = ember_test::random_ids(30, 50, 22);
+  const auto ids3 = ember_test::random_ids(30, 50, 23);
+  const RowMatrix<T> g1 = ember_test::random_table<T>(30, 6, 24);
+  const RowMatrix<T> g2 = ember_test::random_table<T>(30, 6, 25);
+  const RowMatrix<T> g3 = ember_test::random_table<T>(30, 6, 26);
 
   SparseRowGrad<T> sequential;
   emb.backward(ids1, g1, sequential);
@@ -239,15 +239,16 @@ TEMPLATE_TEST_CASE(
   const Index vocab = 300;
   const Index d = 32;
   const Index n = 2000;
-  const ember::Embedding<T> emb(test::random_table<T>(vocab, d, 30));
-  const auto ids = test::random_ids(n, vocab, 31);
-  const RowMatrix<T> g = test::random_table<T>(n, d, 32);
+  const ember::Embedding<T> emb(ember_test::random_table<T>(vocab, d, 30));
+  const auto ids = ember_test::random_ids(n, vocab, 31);
+  const RowMatrix<T> g = ember_test::random_table<T>(n, d, 32);
 
   SparseRowGrad<T> reference;
   emb.backward(ids, g, reference);
   REQUIRE(reference.size() >= 64);
-  test::check_close(reference.to_dense(), test::dense_grad<T>(ids, g, emb.scale(), vocab),
-                    test::rel_tol<T>() * 10, test::abs_tol<T>() * 10);
+  ember_test::check_close(reference.to_dense(),
+                          ember_test::dense_grad<T>(ids, g, emb.scale(), vocab),
+                          ember_test::rel_tol<T>() * 10, ember_test::abs_tol<T>() * 10);
 
   SECTION("the same call again into a fresh gradient") {
     SparseRowGrad<T> again;
@@ -256,7 +257,8 @@ TEMPLATE_TEST_CASE(
   }
   SECTION("scratch reuse: a gradient cleared and fed the call again") {
     SparseRowGrad<T> reused;
-    emb.backward(test::random_ids(500, vocab, 33), test::random_table<T>(500, d, 34), reused);
+    emb.backward(ember_test::random_ids(500, vocab, 33), ember_test::random_table<T>(500, d, 34),
+                 reused);
     reused.clear();
     emb.backward(ids, g, reused);
     check_same_grad(reused, reference);
@@ -287,7 +289,7 @@ TEMPLATE_TEST_CASE(
       check_same_grad(g_threads, reference);
       RowMatrix<T> out(n, d);
       emb.forward(ids, out);
-      CHECK(test::same_bits(out, emb.forward(ids)));
+      CHECK(ember_test::same_bits(out, emb.forward(ids)));
     }
     omp_set_num_threads(saved);
   }
@@ -302,32 +304,32 @@ TEMPLATE_TEST_CASE("add_to adds the touched rows into a dense matrix and to_dens
   using T = TestType;
   SparseRowGrad<T> grad;
   const std::vector<TokenId> ids{3, 0, 3};
-  const RowMatrix<T> g = test::random_table<T>(3, 4, 40);
+  const RowMatrix<T> g = ember_test::random_table<T>(3, 4, 40);
   grad.accumulate(ids, g, T(1), 6);
 
-  const RowMatrix<T> sparse_dense = test::dense_grad<T>(ids, g, T(1), 6);
+  const RowMatrix<T> sparse_dense = ember_test::dense_grad<T>(ids, g, T(1), 6);
   const RowMatrix<T> dense = grad.to_dense();
-  test::check_close(dense, sparse_dense);
+  ember_test::check_close(dense, sparse_dense);
   for (const Index r : {1, 2, 4, 5}) CHECK((dense.row(r).array() == T(0)).all());
 
-  RowMatrix<T> base = test::random_table<T>(6, 4, 41);
+  RowMatrix<T> base = ember_test::random_table<T>(6, 4, 41);
   const RowMatrix<T> base_before = base;
   grad.add_to(base);
-  test::check_close(base, (base_before + sparse_dense).eval());
-  for (const Index r : {1, 2, 4, 5}) CHECK(test::same_bits(base.row(r), base_before.row(r)));
+  ember_test::check_close(base, (base_before + sparse_dense).eval());
+  for (const Index r : {1, 2, 4, 5}) CHECK(ember_test::same_bits(base.row(r), base_before.row(r)));
 
   SECTION("into a block of a larger matrix") {
     RowMatrix<T> big = RowMatrix<T>::Constant(10, 9, T(7));
     grad.add_to(big.block(2, 3, 6, 4));
     RowMatrix<T> expected_block = RowMatrix<T>::Constant(6, 4, T(7)) + sparse_dense;
-    test::check_close(big.block(2, 3, 6, 4), expected_block);
+    ember_test::check_close(big.block(2, 3, 6, 4), expected_block);
     RowMatrix<T> outside = big;
     outside.block(2, 3, 6, 4).setConstant(T(7));
     CHECK((outside.array() == T(7)).all());
   }
   SECTION("scale_by multiplies every stored row") {
     grad.scale_by(T(-2));
-    test::check_close(grad.to_dense(), (sparse_dense * T(-2)).eval());
+    ember_test::check_close(grad.to_dense(), (sparse_dense * T(-2)).eval());
   }
 }
 
@@ -337,7 +339,7 @@ TEST_CASE("add_to rejects a dense matrix of the wrong shape and leaves it untouc
   grad.accumulate(std::vector<TokenId>{1}, RowMatrix<double>::Ones(1, 4), 1.0, 6);
 
   RowMatrix<double> rows_wrong = RowMatrix<double>::Constant(5, 4, 7.0);
-  const auto err = test::catch_as<ember::ShapeError>([&] { grad.add_to(rows_wrong); });
+  const auto err = ember_test::catch_as<ember::ShapeError>([&] { grad.add_to(rows_wrong); });
   REQUIRE(err);
   CHECK(err->dimension() == 0);
   CHECK(err->expected() == 6);
@@ -364,9 +366,9 @@ TEST_CASE("add_to rejects a dense matrix of the wrong shape and leaves it untouc
 TEMPLATE_TEST_CASE("clear forgets every row but keeps the shape binding", "[sparse_grad]", float,
                    double) {
   using T = TestType;
-  const ember::Embedding<T> emb(test::random_table<T>(8, 3, 50));
+  const ember::Embedding<T> emb(ember_test::random_table<T>(8, 3, 50));
   const std::vector<TokenId> ids{2, 7, 2};
-  const RowMatrix<T> g = test::random_table<T>(3, 3, 51);
+  const RowMatrix<T> g = ember_test::random_table<T>(3, 3, 51);
 
   SparseRowGrad<T> grad;
   emb.backward(ids, g, grad);
@@ -380,7 +382,7 @@ TEMPLATE_TEST_CASE("clear forgets every row but keeps the shape binding", "[spar
   CHECK((grad.to_dense().array() == T(0)).all());
 
   // Still bound: another table shape is rejected...
-  const ember::Embedding<T> other(test::random_table<T>(9, 3, 52));
+  const ember::Embedding<T> other(ember_test::random_table<T>(9, 3, 52));
   CHECK_THROWS_AS(other.backward(ids, g, grad), ember::ShapeError);
   // ...and the same shape gives exactly what a fresh gradient gets.
   emb.backward(ids, g, grad);
@@ -391,17 +393,17 @@ TEMPLATE_TEST_CASE("clear forgets every row but keeps the shape binding", "[spar
 
 TEST_CASE("a gradient bound to one table shape rejects another and stays unchanged",
           "[sparse_grad][errors]") {
-  const ember::Embedding<double> emb(test::random_table<double>(6, 4, 60));
+  const ember::Embedding<double> emb(ember_test::random_table<double>(6, 4, 60));
   const std::vector<TokenId> ids{1, 2};
   SparseRowGrad<double> grad;
-  emb.backward(ids, test::random_table<double>(2, 4, 61), grad);
+  emb.backward(ids, ember_test::random_table<double>(2, 4, 61), grad);
   const std::vector<TokenId> rows_before = rows_of(grad);
   const RowMatrix<double> values_before = grad.values();
 
   SECTION("a taller table") {
-    const ember::Embedding<double> taller(test::random_table<double>(7, 4, 62));
-    const auto err = test::catch_as<ember::ShapeError>(
-        [&] { taller.backward(ids, test::random_table<double>(2, 4, 63), grad); });
+    const ember::Embedding<double> taller(ember_test::random_table<double>(7, 4, 62));
+    const auto err = ember_test::catch_as<ember::ShapeError>(
+        [&] { taller.backward(ids, ember_test::random_table<double>(2, 4, 63), grad); });
     REQUIRE(err);
     CHECK(err->dimension() == 0);
     CHECK(err->expected() == 6);
@@ -409,9 +411,9 @@ TEST_CASE("a gradient bound to one table shape rejects another and stays unchang
     CHECK_THAT(std::string(err->what()), Catch::Contains("7") && Catch::Contains("6"));
   }
   SECTION("a wider table") {
-    const ember::Embedding<double> wider(test::random_table<double>(6, 5, 64));
-    const auto err = test::catch_as<ember::ShapeError>(
-        [&] { wider.backward(ids, test::random_table<double>(2, 5, 65), grad); });
+    const ember::Embedding<double> wider(ember_test::random_table<double>(6, 5, 64));
+    const auto err = ember_test::catch_as<ember::ShapeError>(
+        [&] { wider.backward(ids, ember_test::random_table<double>(2, 5, 65), grad); });
     REQUIRE(err);
     CHECK(err->dimension() == 1);
     CHECK(err->expected() == 4);
@@ -419,15 +421,15 @@ TEST_CASE("a gradient bound to one table shape rejects another and stays unchang
   }
   SECTION("merging a gradient bound to another shape") {
     SparseRowGrad<double> other(6, 5);
-    other.accumulate(ids, test::random_table<double>(2, 5, 66), 1.0, 6);
+    other.accumulate(ids, ember_test::random_table<double>(2, 5, 66), 1.0, 6);
     CHECK_THROWS_AS(grad.merge(other), ember::ShapeError);
   }
   SECTION("accumulate with another vocab_size") {
-    CHECK_THROWS_AS(grad.accumulate(ids, test::random_table<double>(2, 4, 67), 1.0, 5),
+    CHECK_THROWS_AS(grad.accumulate(ids, ember_test::random_table<double>(2, 4, 67), 1.0, 5),
                     ember::ShapeError);
   }
   CHECK(rows_of(grad) == rows_before);
-  CHECK(test::same_bits(grad.values(), values_before));
+  CHECK(ember_test::same_bits(grad.values(), values_before));
   CHECK(grad.vocab_size() == 6);
   CHECK(grad.d_model() == 4);
 }
@@ -438,7 +440,7 @@ TEST_CASE("accumulate rejects bad ids and grad_rows shapes and changes nothing",
   grad.accumulate(std::vector<TokenId>{0}, RowMatrix<float>::Ones(1, 3), 1.0f, 5);
   const RowMatrix<float> values_before = grad.values();
 
-  const auto err = test::catch_as<ember::IndexError>([&] {
+  const auto err = ember_test::catch_as<ember::IndexError>([&] {
     grad.accumulate(std::vector<TokenId>{1, 2, 3, 5}, RowMatrix<float>::Ones(4, 3), 1.0f, 5);
   });
   REQUIRE(err);
@@ -454,7 +456,7 @@ TEST_CASE("accumulate rejects bad ids and grad_rows shapes and changes nothing",
   CHECK_THROWS_AS(grad.accumulate(std::vector<TokenId>{1}, RowMatrix<float>::Ones(1, 3), 1.0f, 0),
                   ember::ShapeError);
   CHECK(rows_of(grad) == std::vector<TokenId>{0});
-  CHECK(test::same_bits(grad.values(), values_before));
+  CHECK(ember_test::same_bits(grad.values(), values_before));
 }
 
 // ---- accumulate_indirect
@@ -518,7 +520,7 @@ TEST_CASE("accumulate_indirect rejects bad ids, src rows and shapes and changes 
   const std::vector<TokenId> ids{1, 2, 3};
   const std::vector<float> coef{1, 2, 3};
 
-  const auto bad_id = test::catch_as<ember::IndexError>([&] {
+  const auto bad_id = ember_test::catch_as<ember::IndexError>([&] {
     grad.accumulate_indirect(std::vector<TokenId>{1, 6, 3}, src, from, coef, 1.0f, 6);
   });
   REQUIRE(bad_id);
@@ -527,7 +529,7 @@ TEST_CASE("accumulate_indirect rejects bad ids, src rows and shapes and changes 
   CHECK_THAT(std::string(bad_id->what()), Catch::Contains("SparseRowGrad::accumulate_indirect") &&
                                               Catch::Contains("position 1"));
 
-  const auto bad_src = test::catch_as<ember::IndexError>([&] {
+  const auto bad_src = ember_test::catch_as<ember::IndexError>([&] {
     grad.accumulate_indirect(ids, src, std::vector<Index>{0, 1, 3}, coef, 1.0f, 6);
   });
   REQUIRE(bad_src);
@@ -538,7 +540,7 @@ TEST_CASE("accumulate_indirect rejects bad ids, src rows and shapes and changes 
   CHECK_THROWS_AS(grad.accumulate_indirect(ids, src, std::vector<int>{0, -1, 0}, coef, 1.0f, 6),
                   ember::IndexError);
 
-  const auto short_from = test::catch_as<ember::ShapeError>([&] {
+  const auto short_from = ember_test::catch_as<ember::ShapeError>([&] {
     grad.accumulate_indirect(ids, src, std::vector<Index>{0, 1}, coef, 1.0f, 6);
   });
   REQUIRE(short_from);
@@ -552,37 +554,40 @@ TEST_CASE("accumulate_indirect rejects bad ids, src rows and shapes and changes 
   CHECK_THROWS_AS(grad.accumulate_indirect(ids, src, from, coef, 1.0f, 7), ember::ShapeError);
 
   CHECK(rows_of(grad) == rows_before);
-  CHECK(test::same_bits(grad.values(), values_before));
+  CHECK(ember_test::same_bits(grad.values(), values_before));
 }
 
-TEMPLATE_TEST_CASE("accumulate_rows_of over a row policy gives accumulate's bits and checks first",
+TEMPLATE_TEST_CASE("the row-policy accumulation gives accumulate's bits and checks first",
                    "[sparse_grad]", float, double) {
   using T = TestType;
-  const RowMatrix<T> rows = test::random_table<T>(7, 5, 11);
+  const RowMatrix<T> rows = ember_test::random_table<T>(7, 5, 11);
   const std::vector<TokenId> ids{4, 1, 4, 0, 1, 4, 2};
   SparseRowGrad<T> direct, expected;
   for (int call = 0; call < 2; ++call) {  // a created row, then rows added to
-    direct.accumulate_rows_of(std::span<const TokenId>(ids),
-                              ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 5,
-                              T(0.5), 9);
+    ember::detail::SparseRowGradAccess::accumulate_rows_of(
+        direct, std::span<const TokenId>(ids),
+        ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 5, T(0.5), 9, {},
+        "SparseRowGrad::accumulate_rows_of");
     expected.accumulate(ids, rows, T(0.5), 9);
   }
   CHECK(rows_of(direct) == rows_of(expected));
-  CHECK(test::same_bits(direct.values(), expected.values()));
+  CHECK(ember_test::same_bits(direct.values(), expected.values()));
 
   const RowMatrix<T> before = direct.values();
   const std::vector<TokenId> bad{1, 9};
-  const auto e = test::catch_as<ember::IndexError>([&] {
-    direct.accumulate_rows_of(std::span<const TokenId>(bad),
-                              ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 5,
-                              T(1), 9, {}, "Caller::backward");
+  const auto e = ember_test::catch_as<ember::IndexError>([&] {
+    ember::detail::SparseRowGradAccess::accumulate_rows_of(
+        direct, std::span<const TokenId>(bad),
+        ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 5, T(1), 9, {},
+        "Caller::backward");
   });
   REQUIRE(e);
   CHECK(std::string(e->what()) == "Caller::backward: id 9 at position 1 is outside [0, 9)");
-  const auto s = test::catch_as<ember::ShapeError>([&] {
-    direct.accumulate_rows_of(std::span<const TokenId>(ids),
-                              ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 4,
-                              T(1), 9, {}, "Caller::backward");
+  const auto s = ember_test::catch_as<ember::ShapeError>([&] {
+    ember::detail::SparseRowGradAccess::accumulate_rows_of(
+        direct, std::span<const TokenId>(ids),
+        ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 4, T(1), 9, {},
+        "Caller::backward");
   });
   REQUIRE(s);
   CHECK_THAT(s->what(), Catch::Matchers::StartsWith("Caller::backward:") &&
@@ -591,5 +596,5 @@ TEMPLATE_TEST_CASE("accumulate_rows_of over a row policy gives accumulate's bits
   CHECK(s->expected() == 5);
   CHECK(s->actual() == 4);
   CHECK(rows_of(direct) == rows_of(expected));
-  CHECK(test::same_bits(direct.values(), before));
+  CHECK(ember_test::same_bits(direct.values(), before));
 }

@@ -22,7 +22,6 @@
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
-namespace test = ember::test;
 
 namespace {
 
@@ -42,37 +41,37 @@ double gemm_abs_tol() {
 
 TEMPLATE_TEST_CASE("logits equal the triple-loop reference", "[tied_logits]", float, double) {
   using T = TestType;
-  const RowMatrix<T> table = test::random_table<T>(23, 12, 1);
-  const RowMatrix<T> hidden = test::random_table<T>(7, 12, 2);
-  const RowMatrix<T> expected = test::logits_loops(table, hidden);
+  const RowMatrix<T> table = ember_test::random_table<T>(23, 12, 1);
+  const RowMatrix<T> hidden = ember_test::random_table<T>(7, 12, 2);
+  const RowMatrix<T> expected = ember_test::logits_loops(table, hidden);
   const ember::Embedding<T> emb(table);
 
   SECTION("member, owning") {
-    test::check_close(emb.logits(hidden), expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+    ember_test::check_close(emb.logits(hidden), expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
   }
   SECTION("member, into out") {
     RowMatrix<T> out(7, 23);
     emb.logits(hidden, out);
-    test::check_close(out, expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+    ember_test::check_close(out, expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
   }
   SECTION("free function on a RowMatrix, owning and into out") {
-    test::check_close(ember::logits(table, hidden), expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+    ember_test::check_close(ember::logits(table, hidden), expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
     RowMatrix<T> out(7, 23);
     ember::logits(table, hidden, out);
-    test::check_close(out, expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+    ember_test::check_close(out, expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
   }
   SECTION("free function on blocks: table, hidden and out all views of larger matrices") {
-    RowMatrix<T> big_table = test::random_table<T>(30, 20, 3);
+    RowMatrix<T> big_table = ember_test::random_table<T>(30, 20, 3);
     big_table.block(4, 5, 23, 12) = table;
-    RowMatrix<T> big_hidden = test::random_table<T>(10, 15, 4);
+    RowMatrix<T> big_hidden = ember_test::random_table<T>(10, 15, 4);
     big_hidden.block(2, 1, 7, 12) = hidden;
     RowMatrix<T> big_out = RowMatrix<T>::Constant(12, 30, T(7));
 
-    test::check_close(ember::logits(big_table.block(4, 5, 23, 12), big_hidden.block(2, 1, 7, 12)),
+    ember_test::check_close(ember::logits(big_table.block(4, 5, 23, 12), big_hidden.block(2, 1, 7, 12)),
                       expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
     ember::logits(big_table.block(4, 5, 23, 12), big_hidden.block(2, 1, 7, 12),
                   big_out.block(3, 6, 7, 23));
-    test::check_close(big_out.block(3, 6, 7, 23), expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+    ember_test::check_close(big_out.block(3, 6, 7, 23), expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
     RowMatrix<T> outside = big_out;
     outside.block(3, 6, 7, 23).setConstant(T(7));
     CHECK(ember_test::all_equal_to(outside, T(7)));
@@ -83,30 +82,30 @@ TEMPLATE_TEST_CASE("logits apply no scale: they use the weight itself, not weigh
                    "[tied_logits]", float, double) {
   using T = TestType;
   // d = 4, so the lookup scale is 2 and a scaled projection would be off by a factor 2.
-  const ember::Embedding<T> emb(test::hand_table<T>(5, 4));
-  const RowMatrix<T> hidden = test::random_table<T>(3, 4, 10);
+  const ember::Embedding<T> emb(ember_test::hand_table<T>(5, 4));
+  const RowMatrix<T> hidden = ember_test::random_table<T>(3, 4, 10);
   const RowMatrix<T> logits = emb.logits(hidden);
-  const RowMatrix<T> unscaled = test::logits_loops(emb.weight(), hidden);
+  const RowMatrix<T> unscaled = ember_test::logits_loops(emb.weight(), hidden);
   const RowMatrix<T> scaled_weight = emb.weight() * emb.scale();
-  const RowMatrix<T> scaled = test::logits_loops(scaled_weight, hidden);
-  test::check_close(logits, unscaled, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+  const RowMatrix<T> scaled = ember_test::logits_loops(scaled_weight, hidden);
+  ember_test::check_close(logits, unscaled, gemm_rel_tol<T>(), gemm_abs_tol<T>());
   // And clearly not the scaled version (the two differ by a factor 2 everywhere).
   CHECK((logits - scaled).cwiseAbs().maxCoeff() > T(0.1));
   // The lookup does apply it: forward(ids) row = 2 * weight row.
-  test::check_close(emb.forward(std::vector<TokenId>{3}), (emb.weight().row(3) * T(2)).eval());
+  ember_test::check_close(emb.forward(std::vector<TokenId>{3}), (emb.weight().row(3) * T(2)).eval());
 }
 
 TEST_CASE("logits equal finite differences: d sum(logits .* G) / d hidden = G · W",
           "[tied_logits][gradcheck]") {
-  const RowMatrix<double> table = test::random_table<double>(6, 4, 20);
-  const RowMatrix<double> hidden = test::random_table<double>(3, 4, 21);
-  const RowMatrix<double> g = test::random_table<double>(3, 6, 22);
+  const RowMatrix<double> table = ember_test::random_table<double>(6, 4, 20);
+  const RowMatrix<double> hidden = ember_test::random_table<double>(3, 4, 21);
+  const RowMatrix<double> g = ember_test::random_table<double>(3, 6, 22);
   // Each logit's derivative w.r.t. hidden(i, c) is W(v, c): the Jacobian of the projection.
-  const RowMatrix<double> numeric = test::numerical_gradient(
+  const RowMatrix<double> numeric = ember_test::numerical_gradient(
       [&](const RowMatrix<double>& h) { return ember::logits(table, h).cwiseProduct(g).sum(); },
       hidden);
   const RowMatrix<double> expected = g * table;
-  test::check_close(numeric, expected, 1e-7, 1e-7);
+  ember_test::check_close(numeric, expected, 1e-7, 1e-7);
 }
 
 // ---- backward ----------------------------------------------------------------------------------
@@ -116,14 +115,14 @@ TEMPLATE_TEST_CASE(
     "grad_weight accumulated",
     "[tied_logits]", float, double) {
   using T = TestType;
-  const RowMatrix<T> table = test::random_table<T>(9, 5, 30);
-  const RowMatrix<T> hidden = test::random_table<T>(4, 5, 31);
-  const RowMatrix<T> grad_logits = test::random_table<T>(4, 9, 32);
+  const RowMatrix<T> table = ember_test::random_table<T>(9, 5, 30);
+  const RowMatrix<T> hidden = ember_test::random_table<T>(4, 5, 31);
+  const RowMatrix<T> grad_logits = ember_test::random_table<T>(4, 9, 32);
   RowMatrix<T> ref_hidden;
   RowMatrix<T> ref_weight;
-  test::logits_backward_loops(table, hidden, grad_logits, ref_hidden, ref_weight);
+  ember_test::logits_backward_loops(table, hidden, grad_logits, ref_hidden, ref_weight);
 
-  const RowMatrix<T> prior = test::random_table<T>(9, 5, 33);
+  const RowMatrix<T> prior = ember_test::random_table<T>(9, 5, 33);
   RowMatrix<T> grad_hidden = RowMatrix<T>::Constant(4, 5, T(7));  // garbage: must be overwritten
   RowMatrix<T> grad_weight = prior;                               // must be added to
 
@@ -134,29 +133,29 @@ TEMPLATE_TEST_CASE(
   SECTION("free function") {
     ember::logits_backward(table, hidden, grad_logits, grad_hidden, grad_weight);
   }
-  test::check_close(grad_hidden, ref_hidden, gemm_rel_tol<T>(), gemm_abs_tol<T>());
-  test::check_close(grad_weight, (prior + ref_weight).eval(), gemm_rel_tol<T>(), gemm_abs_tol<T>());
+  ember_test::check_close(grad_hidden, ref_hidden, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+  ember_test::check_close(grad_weight, (prior + ref_weight).eval(), gemm_rel_tol<T>(), gemm_abs_tol<T>());
 
   // A second call: grad_hidden is the same again (assigned), grad_weight has two contributions.
   ember::logits_backward(table, hidden, grad_logits, grad_hidden, grad_weight);
-  test::check_close(grad_hidden, ref_hidden, gemm_rel_tol<T>(), gemm_abs_tol<T>());
-  test::check_close(grad_weight, (prior + ref_weight + ref_weight).eval(), gemm_rel_tol<T>(),
+  ember_test::check_close(grad_hidden, ref_hidden, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+  ember_test::check_close(grad_weight, (prior + ref_weight + ref_weight).eval(), gemm_rel_tol<T>(),
                     gemm_abs_tol<T>());
 }
 
 TEMPLATE_TEST_CASE("logits_backward works on blocks of larger matrices", "[tied_logits]", float,
                    double) {
   using T = TestType;
-  const RowMatrix<T> table = test::random_table<T>(9, 5, 40);
-  const RowMatrix<T> hidden = test::random_table<T>(4, 5, 41);
-  const RowMatrix<T> grad_logits = test::random_table<T>(4, 9, 42);
+  const RowMatrix<T> table = ember_test::random_table<T>(9, 5, 40);
+  const RowMatrix<T> hidden = ember_test::random_table<T>(4, 5, 41);
+  const RowMatrix<T> grad_logits = ember_test::random_table<T>(4, 9, 42);
   RowMatrix<T> ref_hidden;
   RowMatrix<T> ref_weight;
-  test::logits_backward_loops(table, hidden, grad_logits, ref_hidden, ref_weight);
+  ember_test::logits_backward_loops(table, hidden, grad_logits, ref_hidden, ref_weight);
 
-  RowMatrix<T> big_table = test::random_table<T>(12, 8, 43);
+  RowMatrix<T> big_table = ember_test::random_table<T>(12, 8, 43);
   big_table.block(1, 2, 9, 5) = table;
-  RowMatrix<T> big_in = test::random_table<T>(10, 20, 44);
+  RowMatrix<T> big_in = ember_test::random_table<T>(10, 20, 44);
   big_in.block(0, 0, 4, 5) = hidden;
   big_in.block(5, 10, 4, 9) = grad_logits;
   RowMatrix<T> big_out = RowMatrix<T>::Zero(20, 20);
@@ -165,8 +164,8 @@ TEMPLATE_TEST_CASE("logits_backward works on blocks of larger matrices", "[tied_
   ember::logits_backward(big_table.block(1, 2, 9, 5), big_in.block(0, 0, 4, 5),
                          big_in.block(5, 10, 4, 9), big_out.block(0, 0, 4, 5),
                          big_out.block(8, 7, 9, 5));
-  test::check_close(big_out.block(0, 0, 4, 5), ref_hidden, gemm_rel_tol<T>(), gemm_abs_tol<T>());
-  test::check_close(big_out.block(8, 7, 9, 5), ref_weight, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+  ember_test::check_close(big_out.block(0, 0, 4, 5), ref_hidden, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+  ember_test::check_close(big_out.block(8, 7, 9, 5), ref_weight, gemm_rel_tol<T>(), gemm_abs_tol<T>());
   RowMatrix<T> outside = big_out;
   outside.block(0, 0, 4, 5).setZero();
   outside.block(8, 7, 9, 5).setZero();
@@ -175,29 +174,29 @@ TEMPLATE_TEST_CASE("logits_backward works on blocks of larger matrices", "[tied_
 
 TEST_CASE("logits_backward equals finite differences for grad_hidden and grad_weight",
           "[tied_logits][gradcheck]") {
-  const RowMatrix<double> table = test::random_table<double>(7, 4, 50);
-  const RowMatrix<double> hidden = test::random_table<double>(3, 4, 51);
+  const RowMatrix<double> table = ember_test::random_table<double>(7, 4, 50);
+  const RowMatrix<double> hidden = ember_test::random_table<double>(3, 4, 51);
   const std::vector<TokenId> targets{6, 0, 3};
   // A nonlinear scalar loss of the logits: mean softmax cross-entropy.
   const auto loss_of_hidden = [&](const RowMatrix<double>& h) {
-    return test::cross_entropy(ember::logits(table, h), targets);
+    return ember_test::cross_entropy(ember::logits(table, h), targets);
   };
   const auto loss_of_weight = [&](const RowMatrix<double>& w) {
-    return test::cross_entropy(ember::logits(w, hidden), targets);
+    return ember_test::cross_entropy(ember::logits(w, hidden), targets);
   };
   const RowMatrix<double> grad_logits =
-      test::cross_entropy_grad(ember::logits(table, hidden), targets);
+      ember_test::cross_entropy_grad(ember::logits(table, hidden), targets);
 
   RowMatrix<double> grad_hidden(3, 4);
   RowMatrix<double> grad_weight = RowMatrix<double>::Zero(7, 4);
   ember::logits_backward(table, hidden, grad_logits, grad_hidden, grad_weight);
 
-  const RowMatrix<double> num_hidden = test::numerical_gradient(loss_of_hidden, hidden);
-  const RowMatrix<double> num_weight = test::numerical_gradient(loss_of_weight, table);
-  test::check_close(grad_hidden, num_hidden, 1e-6, 1e-8);
-  test::check_close(grad_weight, num_weight, 1e-6, 1e-8);
-  CHECK(test::max_rel_error(grad_hidden, num_hidden) < 1e-7);
-  CHECK(test::max_rel_error(grad_weight, num_weight) < 1e-7);
+  const RowMatrix<double> num_hidden = ember_test::numerical_gradient(loss_of_hidden, hidden);
+  const RowMatrix<double> num_weight = ember_test::numerical_gradient(loss_of_weight, table);
+  ember_test::check_close(grad_hidden, num_hidden, 1e-6, 1e-8);
+  ember_test::check_close(grad_weight, num_weight, 1e-6, 1e-8);
+  CHECK(ember_test::max_rel_error(grad_hidden, num_hidden) < 1e-7);
+  CHECK(ember_test::max_rel_error(grad_weight, num_weight) < 1e-7);
 }
 
 // ---- a tiny tied model
@@ -214,8 +213,8 @@ double tied_loss_and_grad(const ember::Embedding<T>& emb, const std::vector<Toke
                           const std::vector<TokenId>& targets, RowMatrix<T>& grad_weight) {
   const RowMatrix<T> x = emb.forward(inputs);
   const RowMatrix<T> logits = emb.logits(x);
-  const double loss = test::cross_entropy(logits, targets);
-  const RowMatrix<T> grad_logits = test::cross_entropy_grad(logits, targets);
+  const double loss = ember_test::cross_entropy(logits, targets);
+  const RowMatrix<T> grad_logits = ember_test::cross_entropy_grad(logits, targets);
   RowMatrix<T> grad_x(x.rows(), x.cols());
   grad_weight = RowMatrix<T>::Zero(emb.vocab_size(), emb.d_model());
   emb.logits_backward(x, grad_logits, grad_x, grad_weight);
@@ -233,28 +232,28 @@ TEST_CASE("the combined gradient of a tied model equals finite differences of it
   const std::vector<TokenId> sequence{0, 1, 2, 3, 4, 1};
   const std::vector<TokenId> inputs(sequence.begin(), sequence.end() - 1);
   const std::vector<TokenId> targets(sequence.begin() + 1, sequence.end());
-  const RowMatrix<double> w0 = test::random_table<double>(5, 3, 60) * 0.5;
+  const RowMatrix<double> w0 = ember_test::random_table<double>(5, 3, 60) * 0.5;
   const ember::Embedding<double> emb(w0);
 
   RowMatrix<double> grad;
   const double loss = tied_loss_and_grad(emb, inputs, targets, grad);
   CHECK_THAT(loss,
-             Catch::Matchers::WithinRel(test::tied_loss_reference(w0, inputs, targets), 1e-12));
+             Catch::Matchers::WithinRel(ember_test::tied_loss_reference(w0, inputs, targets), 1e-12));
 
-  const RowMatrix<double> numeric = test::numerical_gradient(
-      [&](const RowMatrix<double>& w) { return test::tied_loss_reference(w, inputs, targets); },
+  const RowMatrix<double> numeric = ember_test::numerical_gradient(
+      [&](const RowMatrix<double>& w) { return ember_test::tied_loss_reference(w, inputs, targets); },
       w0);
-  test::check_close(grad, numeric, 1e-6, 1e-8);
-  CHECK(test::max_rel_error(grad, numeric) < 1e-7);
+  ember_test::check_close(grad, numeric, 1e-6, 1e-8);
+  CHECK(ember_test::max_rel_error(grad, numeric) < 1e-7);
 
   // Both halves matter: the output side alone is not the gradient.
   RowMatrix<double> output_only = RowMatrix<double>::Zero(5, 3);
   {
     const RowMatrix<double> x = emb.forward(inputs);
     RowMatrix<double> gx(x.rows(), 3);
-    emb.logits_backward(x, test::cross_entropy_grad(emb.logits(x), targets), gx, output_only);
+    emb.logits_backward(x, ember_test::cross_entropy_grad(emb.logits(x), targets), gx, output_only);
   }
-  CHECK(test::max_rel_error(output_only, numeric) > 1e-3);
+  CHECK(ember_test::max_rel_error(output_only, numeric) > 1e-3);
 }
 
 TEMPLATE_TEST_CASE("one SGD step on a tiny tied model lowers the loss", "[tied_logits]", float,
@@ -289,17 +288,17 @@ TEMPLATE_TEST_CASE("one SGD step on a tiny tied model lowers the loss", "[tied_l
 
 TEST_CASE("logits reject a hidden with the wrong width or an out of the wrong shape",
           "[tied_logits][errors]") {
-  const RowMatrix<float> table = test::random_table<float>(6, 4, 70);
+  const RowMatrix<float> table = ember_test::random_table<float>(6, 4, 70);
   const ember::Embedding<float> emb(table);
-  const RowMatrix<float> hidden = test::random_table<float>(3, 4, 71);
+  const RowMatrix<float> hidden = ember_test::random_table<float>(3, 4, 71);
 
   SECTION("hidden has the wrong number of columns") {
-    const RowMatrix<float> wide = test::random_table<float>(3, 5, 72);
+    const RowMatrix<float> wide = ember_test::random_table<float>(3, 5, 72);
     CHECK_THROWS_AS(emb.logits(wide), ember::ShapeError);
     CHECK_THROWS_AS(ember::logits(table, wide), std::invalid_argument);
     CHECK_THROWS_WITH(ember::logits(table, wide),
                       Catch::Contains("hidden has 5 columns") && Catch::Contains("d_model = 4"));
-    const auto err = test::catch_as<ember::ShapeError>([&] { (void)emb.logits(wide); });
+    const auto err = ember_test::catch_as<ember::ShapeError>([&] { (void)emb.logits(wide); });
     REQUIRE(err);
     CHECK(err->dimension() == 1);
     CHECK(err->expected() == 4);
@@ -319,22 +318,22 @@ TEST_CASE("logits reject a hidden with the wrong width or an out of the wrong sh
     RowMatrix<float> out = RowMatrix<float>::Constant(3, 5, 7.0f);
     CHECK_THROWS_WITH(emb.logits(hidden, out),
                       Catch::Contains("out has 5 columns") && Catch::Contains("vocab_size = 6"));
-    const auto err = test::catch_as<ember::ShapeError>([&] { ember::logits(table, hidden, out); });
+    const auto err = ember_test::catch_as<ember::ShapeError>([&] { ember::logits(table, hidden, out); });
     REQUIRE(err);
     CHECK(err->dimension() == 1);
     CHECK(err->expected() == 6);
     CHECK(err->actual() == 5);
     CHECK(ember_test::all_equal_to(out, 7.0f));
   }
-  CHECK(test::same_bits(emb.weight(), table));
+  CHECK(ember_test::same_bits(emb.weight(), table));
 }
 
 TEST_CASE("logits_backward rejects each argument of the wrong shape and writes nothing",
           "[tied_logits][errors]") {
   // table 6 x 4, n = 3.
-  const RowMatrix<double> table = test::random_table<double>(6, 4, 80);
-  RowMatrix<double> hidden = test::random_table<double>(3, 4, 81);
-  RowMatrix<double> grad_logits = test::random_table<double>(3, 6, 82);
+  const RowMatrix<double> table = ember_test::random_table<double>(6, 4, 80);
+  RowMatrix<double> hidden = ember_test::random_table<double>(3, 4, 81);
+  RowMatrix<double> grad_logits = ember_test::random_table<double>(3, 6, 82);
   RowMatrix<double> grad_hidden = RowMatrix<double>::Constant(3, 4, 7.0);
   RowMatrix<double> grad_weight = RowMatrix<double>::Constant(6, 4, 7.0);
 
@@ -364,7 +363,7 @@ TEST_CASE("logits_backward rejects each argument of the wrong shape and writes n
   if (name == "grad_hidden") reshape(grad_hidden, 7.0);
   if (name == "grad_weight") reshape(grad_weight, 7.0);
 
-  const auto err = test::catch_as<ember::ShapeError>(
+  const auto err = ember_test::catch_as<ember::ShapeError>(
       [&] { ember::logits_backward(table, hidden, grad_logits, grad_hidden, grad_weight); });
   REQUIRE(err);
   CHECK(err->dimension() == c.dimension);

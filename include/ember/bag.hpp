@@ -3,30 +3,54 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <Eigen/Core>
 
+#include "ember/config.hpp"
 #include "ember/detail/bag_pool.hpp"
-#include "ember/detail/lookup.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/detail/scatter.hpp"
 #include "ember/detail/table_ref.hpp"
-#include "ember/detail/validate.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/sparse_grad.hpp"
+#include "ember/table.hpp"
 #include "ember/types.hpp"
 
-namespace ember {
+namespace ember::inline EMBER_ISA {
+
+/// The pooling of an EmbeddingBag: sum (optionally weighted per sample), mean or element-wise max.
+enum class BagMode { sum, mean, max };
+
+/// Per bag and column, the id whose row gave the max (-1 for a bag with no pooled id): what
+/// EmbeddingBag's max-mode forward records and its backward needs (PyTorch's max_indices).
+using BagArgmax = Eigen::Matrix<TokenId, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 /// The name of a pooling mode as PyTorch spells it ("sum", "mean", "max").
 [[nodiscard]] constexpr const char* to_string(BagMode mode) noexcept {
   return mode == BagMode::sum ? "sum" : mode == BagMode::mean ? "mean" : "max";
 }
+
+/// The table an EmbeddingBag<X> pools over: Embedding<X> for a scalar X (float, double), else X
+/// itself (any ember table: HalfEmbedding, QuantizedEmbedding, a view, ...).
+template <class X>
+struct bag_table {
+  using type = X;
+};
+template <class X>
+  requires Scalar<X>
+struct bag_table<X> {
+  using type = Embedding<X>;
+};
+template <class X>
+using bag_table_t = typename bag_table<X>::type;
 
 /// Options of one EmbeddingBag call.
 template <class T>
@@ -39,7 +63,11 @@ struct BagOptions {
 };
 
 /// Pooled embedding lookups, as torch.nn.EmbeddingBag and FBGEMM's pooled lookups:
-/// out[b] = pool over the ids of bag b of weight().row(id).
+/// out[b] = pool over the ids of bag b of row(id), over any table: EmbeddingBag<float> and
+/// EmbeddingBag<double> pool a trainable Embedding; EmbeddingBag<HalfEmbedding>,
+/// EmbeddingBag<QuantizedEmbedding>, EmbeddingBag<EmbeddingView<float>>, ... pool the rows of that
+/// table, decoded to float (each row decoded once, then pooled exactly as a float table holding
+/// the decoded values would be).
 ///
 /// Bags: `offsets` (PyTorch): bag b is ids[offsets[b] .. offsets[b+1]) and the last bag runs to the
 /// end of ids (or to offsets[B] with include_last_offset); `lengths` (Caffe2 / FBGEMM): bag b has
@@ -47,13 +75,13 @@ struct BagOptions {
 ///
 /// Modes: sum (optionally × per_sample_weights), mean (over the pooled ids), max (element-wise;
 /// the first maximum wins ties; forward can record the argmax ids, which the backward needs).
-/// Ids equal to the embedding's padding row (Embedding::set_padding_idx) are left out of the
+/// Ids equal to a trainable table's padding row (Embedding::set_padding_idx) are left out of the
 /// pooling and of the mean's count, as PyTorch's padding_idx; a bag of only padding gives zeros.
 ///
 /// Scale: no √d_model here. Bags pool the unscaled rows, as torch.nn.EmbeddingBag (the √d scale
 /// is a convention of transformer inputs, which use Embedding::forward).
 ///
-/// The table is an Embedding<T> (embedding()): its optimizers, padding row, freezing and I/O all
+/// The table is embedding(): for an Embedding its optimizers, padding row, freezing and I/O all
 /// apply. Ids, offsets and lengths are any contiguous ranges of integers.
 ///
 /// Thread safety: const members may run concurrently. With OpenMP, bags are split across threads;
@@ -65,27 +93,36 @@ struct BagOptions {
 /// std::vector<int> ids{4, 8, 15, 16, 23, 42}, offsets{0, 2, 2};   // bags {4, 8}, {}, {15 .. 42}
 /// ember::RowMatrix<float> pooled = bag.forward(ids, offsets);     // 3 x 64, row 1 is zeros
 /// ```
-template <class T>
+template <class X>
 class EmbeddingBag {
-  static_assert(Scalar<T>, "ember::EmbeddingBag<T>: T must be float or double");
+ public:
+  /// The table pooled over.
+  using Table = bag_table_t<X>;
+  static_assert(EmbeddingTable<Table>,
+                "ember::EmbeddingBag<X>: X must be float, double or an ember table type");
+  /// The value type of the pooled rows (float for every reduced or quantized table).
+  using Scalar = typename Table::Value;
+
+ private:
+  using T = Scalar;
 
  public:
-  using Scalar = T;
-
-  /// A vocab_size x d_model table initialised as Embedding's default (N(0, 1/d_model)).
+  /// A vocab_size x d_model table initialised as the table type's seeded constructor does
+  /// (Embedding's default: N(0, 1/d_model)).
   /// Throws: ShapeError if a size is not positive.
   EmbeddingBag(Index vocab_size, Index d_model, BagMode mode, std::uint64_t seed = 0)
+    requires std::constructible_from<Table, Index, Index, std::uint64_t>
       : emb_(vocab_size, d_model, seed), mode_(mode) {}
 
-  /// Pools over an existing embedding (moved in; its padding row and flags are kept).
-  EmbeddingBag(Embedding<T> embedding, BagMode mode) : emb_(std::move(embedding)), mode_(mode) {}
+  /// Pools over an existing table (moved in; an Embedding keeps its padding row and flags).
+  EmbeddingBag(Table table, BagMode mode) : emb_(std::move(table)), mode_(mode) {}
 
   /// The pooling mode.
   [[nodiscard]] BagMode mode() const noexcept { return mode_; }
   /// The underlying table (for optimizers, padding row, I/O).
-  [[nodiscard]] const Embedding<T>& embedding() const noexcept { return emb_; }
+  [[nodiscard]] const Table& embedding() const noexcept { return emb_; }
   /// The underlying table, writable.
-  [[nodiscard]] Embedding<T>& embedding() noexcept { return emb_; }
+  [[nodiscard]] Table& embedding() noexcept { return emb_; }
   /// Number of rows V.
   [[nodiscard]] Index vocab_size() const noexcept { return emb_.vocab_size(); }
   /// Row width d_model.
@@ -287,8 +324,20 @@ class EmbeddingBag {
     }
   }
 
-  [[nodiscard]] TokenId skip_row() const noexcept {
-    return emb_.padding_idx() ? static_cast<TokenId>(*emb_.padding_idx()) : TokenId{-1};
+  /// The training options of the table: an Embedding's padding row and frequency scaling, none
+  /// for other tables.
+  [[nodiscard]] AccumulateOptions table_options() const noexcept {
+    if constexpr (requires { emb_.accumulate_options(); }) {
+      return emb_.accumulate_options();
+    } else {
+      return {};
+    }
+  }
+  [[nodiscard]] TokenId skip_row() const noexcept { return table_options().skip_row; }
+  [[nodiscard]] detail::Pool pool() const noexcept {
+    return mode_ == BagMode::sum ? detail::Pool::sum
+           : mode_ == BagMode::mean ? detail::Pool::mean
+                                    : detail::Pool::max;
   }
 
   template <class R>
@@ -308,8 +357,8 @@ class EmbeddingBag {
       }
       detail::check_ids(span, vocab_size(), where);
       if (argmax != nullptr) argmax->resize(bags, d_model());
-      detail::bag_pool(detail::const_table(emb_.weight()), span, std::span<const Index>(bounds),
-                       mode_, weights_ptr(options), skip_row(), detail::mutable_table(out),
+      detail::bag_pool(detail::rows_of(emb_), span, std::span<const Index>(bounds), pool(),
+                       weights_ptr(options), skip_row(), detail::mutable_table(out),
                        argmax != nullptr ? argmax->data() : nullptr);
     });
   }
@@ -337,7 +386,7 @@ class EmbeddingBag {
           throw StateError(std::string(where) +
                            ": mode='max' needs the argmax recorded by forward(..., &argmax)");
         }
-        if (emb_.scale_grad_by_freq()) {
+        if (table_options().scale_grad_by_freq) {
           throw StateError(std::string(where) +
                            ": max mode does not support scaling the gradient by the frequency");
         }
@@ -364,19 +413,18 @@ class EmbeddingBag {
         // set_padding_idx (or built by hand) may name it: it still gets nothing.
         acc.skip_row = skip_row();
         // Throws (before any change) only if grad is bound to another table shape.
-        grad.accumulate_rows_of(std::span<const TokenId>(winners), rows, d, T(1), vocab_size(), acc,
-                                where);
+        detail::SparseRowGradAccess::accumulate_rows_of(
+            grad, std::span<const TokenId>(winners), rows, d, T(1), vocab_size(), acc, where);
       } else {
         // Position i contributes coef_i · grad_out[bag of i], gathered by the accumulation itself
         // (no n x d matrix of scaled rows): the same products, summed in the same order.
         std::vector<Index> bag_of;
         std::vector<T> mean_coef;
-        detail::bag_grad_sources(std::span<const Index>(bounds), mode_, span, skip_row(), bag_of,
+        detail::bag_grad_sources(std::span<const Index>(bounds), pool(), span, skip_row(), bag_of,
                                  mean_coef);
         const std::span<const T> coef =
             mode_ == BagMode::mean ? std::span<const T>(mean_coef) : options.per_sample_weights;
-        acc.scale_grad_by_freq = emb_.scale_grad_by_freq();
-        acc.skip_row = skip_row();
+        acc = table_options();
         // Throws (before any change) only if grad is bound to another table shape.
         grad.accumulate_indirect(span, grad_out, bag_of, coef, T(1), vocab_size(), acc, where);
       }
@@ -387,13 +435,17 @@ class EmbeddingBag {
   template <class Id>
   void fill_weight_grads(std::span<const Id> ids, const std::vector<Index>& bounds,
                          const Eigen::Ref<const RowMatrix<T>>& grad_out, std::span<T> out) const {
+    const auto rows = detail::rows_of(emb_);
+    RowVector<T> row(d_model());
     for (std::size_t b = 0; b + 1 < bounds.size(); ++b) {
       for (Index i = bounds[b]; i < bounds[b + 1]; ++i) {
         const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
-        out[static_cast<std::size_t>(i)] =
-            id == skip_row() ? T(0)
-                             : grad_out.row(static_cast<Index>(b))
-                                   .dot(emb_.weight().row(static_cast<Index>(id)));
+        if (id == skip_row()) {
+          out[static_cast<std::size_t>(i)] = T(0);
+          continue;
+        }
+        rows.decode(static_cast<Index>(id), T(1), row.data());
+        out[static_cast<std::size_t>(i)] = grad_out.row(static_cast<Index>(b)).dot(row);
       }
     }
   }
@@ -402,8 +454,8 @@ class EmbeddingBag {
     return options.per_sample_weights.empty() ? nullptr : options.per_sample_weights.data();
   }
 
-  Embedding<T> emb_;
+  Table emb_;
   BagMode mode_;
 };
 
-}  // namespace ember
+}  // namespace ember::inline EMBER_ISA

@@ -12,11 +12,12 @@
 
 #include <Eigen/Core>
 
+#include "ember/config.hpp"
 #include "ember/errors.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
-namespace ember {
+namespace ember::inline EMBER_ISA {
 
 /// Where a non-finite value was found: its row and column, and the value itself.
 struct NonFinite {
@@ -82,4 +83,4 @@ template <class T>
   return !find_non_finite(grad.values()).has_value();
 }
 
-}  // namespace ember
+}  // namespace ember::inline EMBER_ISA

@@ -1,29 +1,27 @@
-/// Embedding<T>: an owning V x d_model row-major token embedding table with lookup scaled by the
-/// fixed constant sqrt(d_model), sparse-row backward and tied-transpose logits.
+/// Embedding<T>: the trainable token embedding table, an owning V x d_model row-major table of T
+/// (Table<codec::Plain<T>, Owned>) with its training state: padding row, frequency scaling,
+/// freezing, renormalisation and resizing.
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <algorithm>
 #include <cmath>
-#include <concepts>
 #include <cstdint>
-#include <limits>
 #include <optional>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "ember/detail/lookup.hpp"
-#include "ember/detail/table_ref.hpp"
-#include "ember/detail/validate.hpp"
+#include "ember/codec/plain.hpp"
+#include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
 #include "ember/init.hpp"
 #include "ember/sparse_grad.hpp"
-#include "ember/tied_logits.hpp"
+#include "ember/table.hpp"
 #include "ember/types.hpp"
 
-namespace ember {
+namespace ember::inline EMBER_ISA {
 
 /// How Embedding::resize initialises the rows it adds.
 enum class ResizeInit {
@@ -61,147 +59,44 @@ enum class ResizeInit {
 /// ember::RowMatrix<float> x = emb.forward(ids);   // 3 x 768, rows scaled by sqrt(768)
 /// ```
 template <class T>
-class Embedding {
-  static_assert(Scalar<T>, "ember::Embedding<T>: T must be float or double");
+class Embedding : public Table<codec::Plain<T>, Owned> {
+  static_assert(ember::Scalar<T>, "ember::Embedding<T>: T must be float or double");
+  using Base = Table<codec::Plain<T>, Owned>;
 
  public:
-  using Scalar = T;
-
-  /// A vocab_size x d_model table initialised N(0, 1/d_model) (std = 1/√d_model) from `seed`.
-  ///
-  /// With this default, a scaled lookup has unit variance per element (√d · 1/√d = 1).
-  /// Throws: ShapeError if vocab_size or d_model is not positive.
-  Embedding(Index vocab_size, Index d_model, std::uint64_t seed = 0)
-      : Embedding(vocab_size, d_model, Init::normal(), seed) {}
-
-  /// A vocab_size x d_model table filled by `init` from `seed`.
-  /// Throws: ShapeError if a size is not positive; ValueError if `init` is invalid.
-  Embedding(Index vocab_size, Index d_model, const Init& init, std::uint64_t seed = 0)
-      : table_(checked_size(vocab_size, "vocab_size"), checked_size(d_model, "d_model")) {
-    init.fill(table_, seed);
-  }
-
-  /// Adopts a pretrained vocab_size x d_model table (moved in, not copied when an rvalue).
-  /// Throws: ShapeError if the table has no rows or no columns.
-  explicit Embedding(RowMatrix<T> table) : table_(std::move(table)) {
-    detail::check_positive_size("Embedding", "vocab_size (table rows)", table_.rows());
-    detail::check_positive_size("Embedding", "d_model (table columns)", table_.cols());
-  }
-
-  /// Number of rows V.
-  [[nodiscard]] Index vocab_size() const noexcept { return table_.rows(); }
-  /// Row width d_model.
-  [[nodiscard]] Index d_model() const noexcept { return table_.cols(); }
-  /// The lookup scale √d_model: a constant derived from d_model, never learned.
-  [[nodiscard]] T scale() const noexcept { return detail::lookup_scale<T>(table_.cols()); }
-
-  /// The unscaled table, V x d_model.
-  [[nodiscard]] const RowMatrix<T>& weight() const noexcept { return table_; }
-  /// The unscaled table for in-place updates (optimizer steps, loading). Re-shaping it re-shapes
-  /// the layer: vocab_size(), d_model() and scale() always follow the table.
-  [[nodiscard]] RowMatrix<T>& weight() noexcept { return table_; }
-
-  // ---- lookup ---------------------------------------------------------------------------------
-
-  /// Returns weight().row(ids[i]) · scale() for each i.
-  ///
-  /// Shapes:  ids[n] -> out[n, d].
-  /// Throws:  IndexError if some ids[i] is outside [0, vocab_size()).
-  /// Complexity: O(n·d); ids are checked once before any copy.
-  [[nodiscard]] RowMatrix<T> forward(std::span<const TokenId> ids) const {
-    return detail::scaled_lookup(forward_name, detail::const_table(table_), scale(), ids);
-  }
-
-  /// Writes weight().row(ids[i]) · scale() into out.row(i); out may be a block of a larger matrix.
-  ///
-  /// Shapes:  ids[n] -> out[n, d].
-  /// Throws:  IndexError if some ids[i] is outside [0, vocab_size()); ShapeError if out is not
-  ///          n x d. `out` is untouched when it throws.
-  /// Complexity: O(n·d).
-  void forward(std::span<const TokenId> ids, Eigen::Ref<RowMatrix<T>> out) const {
-    detail::scaled_lookup(forward_name, detail::const_table(table_), scale(), ids, out);
-  }
-
-  /// forward(ids) for any other contiguous range of integer ids.
-  template <class R>
-  requires(!std::convertible_to<const R&, std::span<const TokenId>>)
-      [[nodiscard]] RowMatrix<T> forward(const R& ids) const {
-    if constexpr (IdRange<R>) {
-      return detail::scaled_lookup(forward_name, detail::const_table(table_), scale(),
-                                   detail::as_id_span(ids));
-    } else {
-      static_assert(detail::always_false<R>, EMBER_ID_RANGE_MESSAGE);
-      return {};
-    }
-  }
-
-  /// forward(ids, out) for any other contiguous range of integer ids.
-  template <class R>
-  requires(!std::convertible_to<const R&, std::span<const TokenId>>) void forward(
-      const R& ids, Eigen::Ref<RowMatrix<T>> out) const {
-    if constexpr (IdRange<R>) {
-      detail::scaled_lookup(forward_name, detail::const_table(table_), scale(),
-                            detail::as_id_span(ids), out);
-    } else {
-      static_assert(detail::always_false<R>, EMBER_ID_RANGE_MESSAGE);
-    }
-  }
-
-  // ---- backward -------------------------------------------------------------------------------
+  // Construction (as Table's owning constructors, all with an optional trailing LookupScale):
+  //   Embedding(vocab_size, d_model, seed = 0)        N(0, 1/d_model) from seed
+  //   Embedding(vocab_size, d_model, init, seed = 0)  filled by an Init
+  //   Embedding(RowMatrix<T> table)                   adopts a pretrained table
+  // Throws: ShapeError if a size is not positive (or the table is empty); ValueError if `init`
+  // is invalid.
+  using Base::Base;
+  using Base::d_model;
+  using Base::vocab_size;
 
   /// Accumulates the table gradient of forward: grad[t] += scale() · Σ_{i : ids[i] = t}
-  /// grad_out[i].
+  /// grad_out[i], honouring the training state: the padding row gets nothing (its entry is never
+  /// created) and, with scale_grad_by_freq(), each row's sum is divided by its count in ids.
   ///
   /// Only rows present in ids are touched (row-sparse); repeated ids accumulate. The result is
   /// bit-identical for any thread count (see SparseRowGrad).
   /// Shapes:  ids[n], grad_out[n, d] -> grad (V x d, row-sparse).
   /// Throws:  IndexError for an id outside [0, vocab_size()); ShapeError if grad_out is not n x d
   ///          or grad is bound to another table shape. grad is unchanged when it throws.
-  /// Complexity: O(n log n + n·d); memory O(touched rows · d).
-  void backward(std::span<const TokenId> ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
-                SparseRowGrad<T>& grad) const {
-    backward_impl(ids, grad_out, grad);
-  }
-
-  /// backward for any other contiguous range of integer ids.
+  /// Complexity: O(n + u log u + n·d) for u distinct ids; memory O(touched rows · d).
   template <class R>
-  requires(!std::convertible_to<const R&, std::span<const TokenId>>) void backward(
-      const R& ids, const Eigen::Ref<const RowMatrix<T>>& grad_out, SparseRowGrad<T>& grad) const {
-    if constexpr (IdRange<R>) {
-      backward_impl(detail::as_id_span(ids), grad_out, grad);
-    } else {
-      static_assert(detail::always_false<R>, EMBER_ID_RANGE_MESSAGE);
-    }
+  void backward(const R& ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                SparseRowGrad<T>& grad) const {
+    this->backward_with(ids, grad_out, grad, accumulate_options());
   }
 
-  // ---- tied logits ----------------------------------------------------------------------------
-
-  /// hidden · weight()ᵀ, the tied output projection. No scale is applied.
-  ///
-  /// Shapes:  hidden[n, d] -> logits[n, V].
-  /// Throws:  ShapeError if hidden has not d_model() columns.
-  /// Complexity: one GEMM, 2·n·V·d flops.
-  [[nodiscard]] RowMatrix<T> logits(const Eigen::Ref<const RowMatrix<T>>& hidden) const {
-    return ember::logits(table_, hidden);
-  }
-
-  /// Writes hidden · weight()ᵀ into out (n x V), which must not overlap hidden or the table.
-  /// Throws: ShapeError on a shape mismatch; out is untouched then.
-  void logits(const Eigen::Ref<const RowMatrix<T>>& hidden, Eigen::Ref<RowMatrix<T>> out) const {
-    ember::logits(table_, hidden, out);
-  }
-
-  /// Backward of logits(): grad_hidden = grad_logits · weight() (assigned) and
-  /// grad_weight += grad_logitsᵀ · hidden (accumulated). For a tied model, add the input side's
-  /// gradient into the same matrix with `SparseRowGrad::add_to(grad_weight)`.
-  ///
-  /// Shapes:  hidden[n, d], grad_logits[n, V] -> grad_hidden[n, d], grad_weight[V, d].
-  /// Throws:  ShapeError on any mismatch; nothing is written then.
-  void logits_backward(const Eigen::Ref<const RowMatrix<T>>& hidden,
-                       const Eigen::Ref<const RowMatrix<T>>& grad_logits,
-                       Eigen::Ref<RowMatrix<T>> grad_hidden,
-                       Eigen::Ref<RowMatrix<T>> grad_weight) const {
-    ember::logits_backward(table_, hidden, grad_logits, grad_hidden, grad_weight);
+  /// The accumulation options of this table's gradients: its padding row and frequency scaling
+  /// (what backward, EmbeddingBag and InputStem pass to SparseRowGrad).
+  [[nodiscard]] AccumulateOptions accumulate_options() const noexcept {
+    AccumulateOptions o;
+    o.scale_grad_by_freq = scale_grad_by_freq_;
+    o.skip_row = padding_idx_ ? static_cast<TokenId>(*padding_idx_) : TokenId{-1};
+    return o;
   }
 
   // ---- training state: padding row, frequency scaling, freezing ------------------------------
@@ -221,7 +116,7 @@ class Embedding {
     }
     const Index row = normalise_padding_idx(*padding_idx, "Embedding::set_padding_idx");
     padding_idx_ = row;
-    if (zero_row) table_.row(row).setZero();
+    if (zero_row) this->storage_.row(row).setZero();
   }
   /// The padding row, already normalised to [0, vocab_size()), or std::nullopt.
   [[nodiscard]] std::optional<Index> padding_idx() const noexcept { return padding_idx_; }
@@ -278,9 +173,8 @@ class Embedding {
   /// Complexity: O(n log n + u·d) for u distinct ids.
   template <class R>
   Index renorm_rows(const R& ids, double max_norm, double p = 2.0) {
-    if constexpr (IdRange<R>) {
+    return detail::with_ids(ids, [&](auto span) {
       constexpr const char* where = "Embedding::renorm_rows";
-      const auto span = detail::as_id_span(ids);
       check_not_frozen(where);
       detail::check_positive_finite(where, "max_norm", max_norm);
       if (!(p > 0.0)) {  // also rejects NaN; +infinity is the max norm
@@ -293,7 +187,7 @@ class Embedding {
       Index rescaled = 0;
       for (const Index r : rows) {
         if (padding_idx_ && r == *padding_idx_) continue;
-        auto row = table_.row(r);
+        auto row = this->storage_.row(r);
         const double norm = row_norm(row, p);
         if (norm > max_norm) {
           const double factor = max_norm / (norm + 1e-7);
@@ -302,10 +196,7 @@ class Embedding {
         }
       }
       return rescaled;
-    } else {
-      static_assert(detail::always_false<R>, EMBER_ID_RANGE_MESSAGE);
-      return 0;
-    }
+    });
   }
 
   // ---- resizing -------------------------------------------------------------------------------
@@ -333,7 +224,7 @@ class Embedding {
     const Index d = d_model();
     const Index kept = std::min(old_v, new_vocab_size);
     RowMatrix<T> grown(new_vocab_size, d);
-    grown.topRows(kept) = table_.topRows(kept);
+    grown.topRows(kept) = this->storage_.topRows(kept);
     const Index added = new_vocab_size - kept;
     if (added > 0) {
       switch (init) {
@@ -345,36 +236,18 @@ class Embedding {
           break;
         case ResizeInit::mean: {
           const RowVector<T> mean =
-              (table_.template cast<double>().colwise().sum() / static_cast<double>(old_v))
+              (this->storage_.template cast<double>().colwise().sum() /
+               static_cast<double>(old_v))
                   .template cast<T>();
           grown.bottomRows(added).rowwise() = mean;
           break;
         }
       }
     }
-    table_ = std::move(grown);
+    this->storage_ = std::move(grown);
   }
 
  private:
-  static constexpr const char* forward_name = "Embedding::forward";
-
-  static Index checked_size(Index value, const char* name) {
-    detail::check_positive_size("Embedding", name, value);
-    return value;
-  }
-
-  template <class Id>
-  void backward_impl(std::span<const Id> ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
-                     SparseRowGrad<T>& grad) const {
-    constexpr const char* where = "Embedding::backward";
-    detail::check_backward_grad_out(where, static_cast<Index>(ids.size()), d_model(),
-                                    grad_out.rows(), grad_out.cols());
-    typename SparseRowGrad<T>::AccumulateOptions options;
-    options.scale_grad_by_freq = scale_grad_by_freq_;
-    options.skip_row = padding_idx_ ? static_cast<TokenId>(*padding_idx_) : TokenId{-1};
-    grad.accumulate(ids, grad_out, scale(), vocab_size(), options, where);
-  }
-
   void check_not_frozen(const char* where) const {
     if (frozen_)
       throw StateError(std::string(where) + ": the table is frozen; unfreeze() it first");
@@ -398,10 +271,9 @@ class Embedding {
     return std::pow(row.template cast<double>().cwiseAbs().array().pow(p).sum(), 1.0 / p);
   }
 
-  RowMatrix<T> table_;
   std::optional<Index> padding_idx_;
   bool scale_grad_by_freq_ = false;
   bool frozen_ = false;
 };
 
-}  // namespace ember
+}  // namespace ember::inline EMBER_ISA

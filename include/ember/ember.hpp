@@ -5,7 +5,6 @@
 
 #include "ember/bag.hpp"
 #include "ember/check.hpp"
-#include "ember/clip.hpp"
 #include "ember/config.hpp"
 #include "ember/embedding.hpp"
 #include "ember/embedding_view.hpp"
@@ -20,5 +19,6 @@
 #include "ember/reduced.hpp"
 #include "ember/reduced_view.hpp"
 #include "ember/sparse_grad.hpp"
+#include "ember/table.hpp"
 #include "ember/tied_logits.hpp"
 #include "ember/types.hpp"

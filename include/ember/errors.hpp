@@ -9,9 +9,10 @@
 #include <string>
 #include <utility>
 
+#include "ember/config.hpp"
 #include "ember/types.hpp"
 
-namespace ember {
+namespace ember::inline EMBER_ISA {
 
 /// Common base of every ember exception, so callers can catch them all at once.
 /// It is a mix-in: each concrete type also derives from the matching std exception.
@@ -119,4 +120,4 @@ class KeyError : public std::out_of_range, public Error {
   std::string key_;
 };
 
-}  // namespace ember
+}  // namespace ember::inline EMBER_ISA

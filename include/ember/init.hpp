@@ -7,12 +7,13 @@
 #include <cstdint>
 #include <string>
 
-#include "ember/detail/validate.hpp"
+#include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
 #include "ember/random.hpp"
 #include "ember/types.hpp"
 
-namespace ember {
+namespace ember::inline EMBER_ISA {
 
 /// An initialisation rule for a V x d table. Build one with the named factories, then `fill` a
 /// table with it. Values are drawn in row-major order from one `Random(seed)`, computed in double
@@ -123,4 +124,4 @@ struct Init {
   }
 };
 
-}  // namespace ember
+}  // namespace ember::inline EMBER_ISA

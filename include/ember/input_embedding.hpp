@@ -1,47 +1,28 @@
-/// The fused input pipeline: token lookup × √d_model + positional encoding, in one pass over the
-/// output (each table row and each position row read once, each output row written once).
+/// The fused input pipeline over any table: token lookup × scale + positional encoding, in one
+/// pass over the output (each table row and each position row read once, each output row written
+/// once).
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <type_traits>
+#include <iterator>
 
-#include "ember/detail/gather.hpp"
-#include "ember/detail/lookup.hpp"
-#include "ember/detail/table_ref.hpp"
-#include "ember/detail/validate.hpp"
-#include "ember/embedding.hpp"
-#include "ember/embedding_view.hpp"
+#include "ember/config.hpp"
 #include "ember/positional.hpp"
+#include "ember/table.hpp"
 #include "ember/types.hpp"
 
-namespace ember {
+namespace ember::inline EMBER_ISA {
 
-namespace detail {
-/// The validated door of every embed_with_positions overload over a float/double table.
-template <class T, class R>
-void embed_with_positions_impl(ConstTableRef<T> table, T scale,
-                               const Eigen::Ref<const RowMatrix<T>>& positions, const R& ids,
-                               Eigen::Ref<RowMatrix<T>> out, Index seq_len, Index offset) {
-  with_ids(ids, [&](auto span) {
-    constexpr const char* where = "ember::embed_with_positions";
-    check_fused(where, static_cast<Index>(span.size()), table.cols, positions.rows(),
-                positions.cols(), out.rows(), out.cols(), seq_len, offset);
-    check_ids(span, table.rows, where);
-    gather_scaled_add(table, span, scale, const_table(positions), seq_len, offset,
-                      mutable_table(out));
-  });
-}
-}  // namespace detail
-
-/// out.row(i) = tokens.weight().row(ids[i]) · tokens.scale() + positions.row(offset + i % seq_len).
+/// out.row(i) = decode(tokens row ids[i]) · tokens.scale() + positions.row(offset + i % seq_len),
+/// for any table (Embedding, EmbeddingView, ReducedEmbedding, QuantizedEmbedding, their views).
 ///
-/// Equals `tokens.forward(ids, out)` followed by `add_to(out, seq_len, offset)`, in one pass:
-/// bit-equal on x86 (the product is rounded before the sum in every build); elsewhere up to the
-/// rounding of one fused multiply-add if the compiler contracts `w·s + p`. Built for AVX, an
-/// output of 2 MiB or more is written with non-temporal stores: it skips the read-for-ownership
-/// of each output line, and leaves the output out of the caches (docs/performance.md). The scale is
-/// applied before positions are added, never to them. `positions` is any max_len x d table:
-/// SinusoidalEncoding::table(), or a learned position Embedding's weight() (GPT-2 style, unscaled).
+/// Equals `tokens.forward(ids, out)` followed by `add_to(out, seq_len, offset)`, in one pass and
+/// bit for bit (the product is rounded before the sum in every build). On a float/double table
+/// built for AVX, an output of 2 MiB or more is written with non-temporal stores: it skips the
+/// read-for-ownership of each output line and leaves the output out of the caches
+/// (docs/performance.md). The scale is applied before positions are added, never to them.
+/// `positions` is any max_len x d table of the table's value type: SinusoidalEncoding::table(), or
+/// a learned position table (GPT-2 style, unscaled).
 ///
 /// Backward: positions are constants here, so the gradient of the tokens' table is exactly
 /// `tokens.backward(ids, grad_out, grad)`.
@@ -51,42 +32,31 @@ void embed_with_positions_impl(ConstTableRef<T> table, T scale,
 ///          ShapeError if seq_len <= 0, ids.size() is not a multiple of seq_len, out is not n x d,
 ///          or positions has not d columns. `out` is untouched when it throws.
 /// Complexity: O(n·d), one pass.
-template <class T, class R>
-void embed_with_positions(const Embedding<T>& tokens,
-                          const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& positions,
-                          const R& ids, Eigen::Ref<RowMatrix<std::type_identity_t<T>>> out,
+template <EmbeddingTable Tab, class R>
+void embed_with_positions(const Tab& tokens,
+                          const Eigen::Ref<const RowMatrix<typename Tab::Value>>& positions,
+                          const R& ids, Eigen::Ref<RowMatrix<typename Tab::Value>> out,
                           Index seq_len, Index offset = 0) {
-  detail::embed_with_positions_impl(detail::const_table(tokens.weight()), tokens.scale(), positions,
-                                    ids, out, seq_len, offset);
-}
-
-/// embed_with_positions over a table viewed in foreign memory (EmbeddingView): same result,
-/// same kernel, no copy of the table.
-template <class T, class R>
-void embed_with_positions(const EmbeddingView<T>& tokens,
-                          const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& positions,
-                          const R& ids, Eigen::Ref<RowMatrix<std::type_identity_t<T>>> out,
-                          Index seq_len, Index offset = 0) {
-  detail::embed_with_positions_impl(tokens.table(), tokens.scale(), positions, ids, out, seq_len,
-                                    offset);
+  tokens.embed_with_positions(positions, ids, out, seq_len, offset);
 }
 
 /// embed_with_positions over a sinusoidal encoding.
-template <class T, class R>
-void embed_with_positions(const Embedding<T>& tokens, const SinusoidalEncoding<T>& positions,
-                          const R& ids, Eigen::Ref<RowMatrix<std::type_identity_t<T>>> out,
-                          Index seq_len, Index offset = 0) {
-  embed_with_positions(tokens, positions.table(), ids, out, seq_len, offset);
+template <EmbeddingTable Tab, class R>
+void embed_with_positions(const Tab& tokens,
+                          const SinusoidalEncoding<typename Tab::Value>& positions, const R& ids,
+                          Eigen::Ref<RowMatrix<typename Tab::Value>> out, Index seq_len,
+                          Index offset = 0) {
+  tokens.embed_with_positions(positions.table(), ids, out, seq_len, offset);
 }
 
 /// Owning form: returns the n x d result of embed_with_positions over a sinusoidal encoding.
-template <class T, class R>
-[[nodiscard]] RowMatrix<T> embed_with_positions(const Embedding<T>& tokens,
-                                                const SinusoidalEncoding<T>& positions,
-                                                const R& ids, Index seq_len, Index offset = 0) {
-  RowMatrix<T> out(static_cast<Index>(std::size(ids)), tokens.d_model());
-  embed_with_positions(tokens, positions.table(), ids, out, seq_len, offset);
+template <EmbeddingTable Tab, class R>
+[[nodiscard]] RowMatrix<typename Tab::Value> embed_with_positions(
+    const Tab& tokens, const SinusoidalEncoding<typename Tab::Value>& positions, const R& ids,
+    Index seq_len, Index offset = 0) {
+  RowMatrix<typename Tab::Value> out(static_cast<Index>(std::size(ids)), tokens.d_model());
+  tokens.embed_with_positions(positions.table(), ids, out, seq_len, offset);
   return out;
 }
 
-}  // namespace ember
+}  // namespace ember::inline EMBER_ISA

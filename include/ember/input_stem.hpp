@@ -12,10 +12,11 @@
 #include <utility>
 #include <vector>
 
-#include "ember/detail/lookup.hpp"
-#include "ember/detail/stem.hpp"
+#include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
+#include "ember/detail/dropout.hpp"
+#include "ember/detail/gather.hpp"
 #include "ember/detail/table_ref.hpp"
-#include "ember/detail/validate.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/init.hpp"
@@ -24,7 +25,7 @@
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
-namespace ember {
+namespace ember::inline EMBER_ISA {
 
 /// Where an InputStem's position rows come from.
 enum class PositionKind {
@@ -58,6 +59,28 @@ struct InputStemGrads {
   }
 };
 
+/// The dropout mask one InputStem forward drew: what its backward needs to route the gradient.
+/// Empty (active() false) when the forward applied no dropout (eval mode or p = 0).
+template <class T>
+class DropoutMask {
+ public:
+  /// True when the forward dropped elements (the backward must apply the mask).
+  [[nodiscard]] bool active() const noexcept { return !keep_.empty(); }
+  /// Rows of the forward's output (ids of the batch).
+  [[nodiscard]] Index rows() const noexcept { return rows_; }
+  /// 1 / (1 - p): the factor of the kept elements.
+  [[nodiscard]] T scale() const noexcept { return scale_; }
+  /// keep[i·d + c] != 0 when element (i, c) was kept.
+  [[nodiscard]] std::span<const std::uint8_t> keep() const noexcept { return keep_; }
+
+ private:
+  template <class>
+  friend class InputStem;
+  std::vector<std::uint8_t> keep_;
+  Index rows_ = 0;
+  T scale_ = T(1);
+};
+
 /// The input stem:
 ///
 ///   out[i] = dropout( tokens.weight()[ids[i]] · √d  +  P[offset + i % seq_len]  +  S[seg[i]] )
@@ -71,23 +94,26 @@ struct InputStemGrads {
 ///   Random(dropout_seed), one uniform per output element in row-major order, element kept iff
 ///   uniform() >= p; so a seed fixes every mask of a run. eval() (or p = 0) makes dropout the
 ///   identity and draws nothing. set_dropout_seed() restarts the stream.
-/// - backward applies the mask of the most recent forward, then gives each table its row-sparse
-///   gradient: tokens (scaled by √d, honouring its padding_idx and scale_grad_by_freq), learned
-///   positions (one row per position used), segments. The tables are ordinary Embedding objects:
+/// - forward into an output returns the DropoutMask it drew; backward takes it, applies it, then
+///   gives each table its row-sparse gradient: tokens (scaled by √d, honouring its padding_idx
+///   and scale_grad_by_freq), learned positions (one row per position used), segments. The stem
+///   keeps no state of a forward for its backward. The tables are ordinary Embedding objects:
 ///   train them with ember::optim, freeze them, give them padding rows.
 ///
-/// Forward is one fused pass over the output (each output row written once: token, position,
-/// segment and mask in the same loop); the mask is drawn serially before it, so results are
-/// identical for any thread count.
+/// Forward is one pass over the output with the lookup kernel of every table (each output row
+/// written once: token, position, segment and mask), bit-identical to a lookup followed by the
+/// separate adds; the mask is drawn serially before it, so results are identical for any thread
+/// count.
 ///
 /// Example:
 /// ```cpp
 /// ember::InputStem<float> stem(30522, 768, {.max_len = 512, .positions =
 ///                              ember::PositionKind::learned, .type_vocab_size = 2, .dropout =
 ///                              0.1});
-/// ember::RowMatrix<float> x = stem.forward(ids, segment_ids, /*seq_len=*/128);
+/// ember::RowMatrix<float> x(ids.size(), 768);
+/// auto mask = stem.forward(ids, segment_ids, /*seq_len=*/128, x);
 /// ember::InputStemGrads<float> grads;
-/// stem.backward(ids, segment_ids, 128, grad_x, grads);
+/// stem.backward(ids, segment_ids, 128, grad_x, grads, mask);
 /// ```
 template <class T>
 class InputStem {
@@ -177,69 +203,110 @@ class InputStem {
 
   // ---- forward --------------------------------------------------------------------------------
 
-  /// The stem's output for ids (all rows in segment 0 if the stem has segments), into out.
+  /// The stem's output for ids (all rows in segment 0 if the stem has segments), into out;
+  /// returns the dropout mask it drew, for backward.
   ///
   /// Shapes:  ids[B·seq_len] -> out[B·seq_len, d].
   /// Throws:  IndexError for an id outside [0, vocab_size()) or positions outside [0, max_len());
   ///          ShapeError if seq_len <= 0, ids are not a multiple of seq_len, or out is not n x d.
   ///          out is untouched and no dropout draw is consumed when it throws.
   /// Complexity: O(n·d), one fused pass (+ n·d uniform draws with dropout).
-  template <IdRange R>
-  void forward(const R& ids, Index seq_len, Eigen::Ref<RowMatrix<T>> out, Index offset = 0) {
-    forward_impl(detail::as_id_span(ids), std::span<const TokenId>{}, false, seq_len, out, offset);
+  template <class R>
+  DropoutMask<T> forward(const R& ids, Index seq_len, Eigen::Ref<RowMatrix<T>> out,
+                         Index offset = 0) {
+    return detail::with_ids(ids, [&](auto span) {
+      return forward_impl(span, std::span<const TokenId>{}, false, seq_len, out, offset);
+    });
   }
 
-  /// The stem's output with explicit segment ids (one per id).
+  /// The stem's output with explicit segment ids (one per id); returns the dropout mask.
   /// Throws:  as above, plus StateError if the stem has no segment table, ShapeError if
   ///          segment_ids.size() != ids.size(), IndexError for a segment id out of range.
-  template <IdRange R, IdRange S>
-  void forward(const R& ids, const S& segment_ids, Index seq_len, Eigen::Ref<RowMatrix<T>> out,
-               Index offset = 0) {
-    forward_impl(detail::as_id_span(ids), detail::as_id_span(segment_ids), true, seq_len, out,
-                 offset);
+  template <class R, class S>
+    requires(!std::is_arithmetic_v<S>)
+  DropoutMask<T> forward(const R& ids, const S& segment_ids, Index seq_len,
+                         Eigen::Ref<RowMatrix<T>> out, Index offset = 0) {
+    return detail::with_ids(ids, [&](auto span) {
+      return detail::with_ids(segment_ids, [&](auto segs) {
+        return forward_impl(span, segs, true, seq_len, out, offset);
+      });
+    });
   }
 
-  /// Owning form of forward(ids, seq_len, out, offset).
-  template <IdRange R>
+  /// Owning form of forward(ids, seq_len, out, offset), for inference (or training without
+  /// dropout: the mask is not returned).
+  template <class R>
   [[nodiscard]] RowMatrix<T> forward(const R& ids, Index seq_len, Index offset = 0) {
     RowMatrix<T> out(static_cast<Index>(std::size(ids)), d_model());
-    forward(ids, seq_len, out, offset);
+    static_cast<void>(forward(ids, seq_len, out, offset));
     return out;
   }
 
   /// Owning form of forward(ids, segment_ids, seq_len, out, offset).
-  template <IdRange R, IdRange S>
+  template <class R, class S>
+    requires(!std::is_arithmetic_v<S>)
   [[nodiscard]] RowMatrix<T> forward(const R& ids, const S& segment_ids, Index seq_len,
                                      Index offset = 0) {
     RowMatrix<T> out(static_cast<Index>(std::size(ids)), d_model());
-    forward(ids, segment_ids, seq_len, out, offset);
+    static_cast<void>(forward(ids, segment_ids, seq_len, out, offset));
     return out;
   }
 
   // ---- backward -------------------------------------------------------------------------------
 
-  /// Accumulates into grads the gradient of the most recent forward(ids, seq_len, ...).
+  /// Accumulates into grads the gradient of the forward(ids, seq_len, ...) that returned `mask`.
   ///
   /// Shapes:  ids[n], grad_out[n, d] -> grads.tokens (V x d), grads.positions (max_len x d,
   ///          learned only), grads.segments (type_vocab x d, with segments), all row-sparse.
   /// Throws:  as forward for ids and positions; ShapeError if grad_out is not n x d or a gradient
-  ///          in grads is bound to another shape; StateError if the last forward drew a dropout
-  ///          mask for a different number of rows. Nothing changes when it throws.
+  ///          in grads is bound to another shape; StateError if the mask was drawn for a
+  ///          different number of rows. Nothing changes when it throws.
   /// Complexity: O(n log n + n·d) per table.
-  template <IdRange R>
+  template <class R>
   void backward(const R& ids, Index seq_len, const Eigen::Ref<const RowMatrix<T>>& grad_out,
-                InputStemGrads<T>& grads, Index offset = 0) {
-    backward_impl(detail::as_id_span(ids), std::span<const TokenId>{}, false, seq_len, grad_out,
-                  grads, offset);
+                InputStemGrads<T>& grads, const DropoutMask<T>& mask, Index offset = 0) {
+    detail::with_ids(ids, [&](auto span) {
+      backward_impl(span, std::span<const TokenId>{}, false, seq_len, grad_out, grads, &mask,
+                    offset);
+    });
   }
 
   /// backward with explicit segment ids (as passed to forward).
-  template <IdRange R, IdRange S>
+  template <class R, class S>
+    requires(!std::is_arithmetic_v<S>)
+  void backward(const R& ids, const S& segment_ids, Index seq_len,
+                const Eigen::Ref<const RowMatrix<T>>& grad_out, InputStemGrads<T>& grads,
+                const DropoutMask<T>& mask, Index offset = 0) {
+    detail::with_ids(ids, [&](auto span) {
+      detail::with_ids(segment_ids, [&](auto segs) {
+        backward_impl(span, segs, true, seq_len, grad_out, grads, &mask, offset);
+      });
+    });
+  }
+
+  /// backward of a forward that applied no dropout (eval mode or p = 0), without a mask.
+  /// Throws:  as backward with a mask, and StateError if the stem is in training mode with
+  ///          p > 0 (its forward drew a mask: pass it).
+  template <class R>
+  void backward(const R& ids, Index seq_len, const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                InputStemGrads<T>& grads, Index offset = 0) {
+    detail::with_ids(ids, [&](auto span) {
+      backward_impl(span, std::span<const TokenId>{}, false, seq_len, grad_out, grads, nullptr,
+                    offset);
+    });
+  }
+
+  /// backward with explicit segment ids, of a forward that applied no dropout.
+  template <class R, class S>
+    requires(!std::is_arithmetic_v<S>)
   void backward(const R& ids, const S& segment_ids, Index seq_len,
                 const Eigen::Ref<const RowMatrix<T>>& grad_out, InputStemGrads<T>& grads,
                 Index offset = 0) {
-    backward_impl(detail::as_id_span(ids), detail::as_id_span(segment_ids), true, seq_len, grad_out,
-                  grads, offset);
+    detail::with_ids(ids, [&](auto span) {
+      detail::with_ids(segment_ids, [&](auto segs) {
+        backward_impl(span, segs, true, seq_len, grad_out, grads, nullptr, offset);
+      });
+    });
   }
 
  private:
@@ -255,11 +322,7 @@ class InputStem {
                    bool with_segments, Index seq_len, Index offset) const {
     const auto n = static_cast<Index>(ids.size());
     detail::check_positions(where, seq_len, offset, max_len());
-    if (n % seq_len != 0) {
-      throw ShapeError(std::string(where) + ": " + std::to_string(n) +
-                           " ids are not a multiple of seq_len = " + std::to_string(seq_len),
-                       0, (n / seq_len + 1) * seq_len, n);
-    }
+    detail::check_whole_sequences(where, "ids are", n, seq_len);
     detail::check_ids(ids, vocab_size(), where);
     if (with_segments) {
       if (!segments_) {
@@ -274,26 +337,34 @@ class InputStem {
   }
 
   template <class Id, class SegId>
-  void forward_impl(std::span<const Id> ids, std::span<const SegId> seg_ids, bool with_segments,
-                    Index seq_len, Eigen::Ref<RowMatrix<T>> out, Index offset) {
+  DropoutMask<T> forward_impl(std::span<const Id> ids, std::span<const SegId> seg_ids,
+                              bool with_segments, Index seq_len, Eigen::Ref<RowMatrix<T>> out,
+                              Index offset) {
     constexpr const char* where = "InputStem::forward";
     const auto n = static_cast<Index>(ids.size());
     check_batch(where, ids, seg_ids, with_segments, seq_len, offset);
-    detail::check_extent(where, "out", 0, n, out.rows(), "the number of ids");
-    detail::check_extent(where, "out", 1, d_model(), out.cols(), "d_model");
-    const bool drop = training_ && dropout_ > 0.0;
-    if (drop) {
-      detail::draw_keep_mask(rng_, dropout_, static_cast<std::size_t>(n * d_model()), keep_);
+    detail::check_lookup_out(where, n, d_model(), out.rows(), out.cols());
+    DropoutMask<T> mask;
+    mask.rows_ = n;
+    if (training_ && dropout_ > 0.0) {
+      detail::draw_keep_mask(rng_, dropout_, static_cast<std::size_t>(n * d_model()), mask.keep_);
+      mask.scale_ = static_cast<T>(1.0 / (1.0 - dropout_));
     }
-    mask_active_ = drop;
-    mask_rows_ = n;
-    mask_scale_ = drop ? static_cast<T>(1.0 / (1.0 - dropout_)) : T(1);
-    const detail::ConstTableRef<T> seg =
-        segments_ ? detail::const_table(segments_->weight())
-                  : detail::ConstTableRef<T>{nullptr, 0, d_model(), d_model()};
-    detail::stem_forward(detail::const_table(tokens_.weight()), ids, tokens_.scale(),
-                         detail::const_table(position_table()), seq_len, offset, seg, seg_ids,
-                         drop ? keep_.data() : nullptr, mask_scale_, detail::mutable_table(out));
+    detail::RowAddends<T, SegId> add;
+    add.positions = detail::const_table(position_table());
+    add.seq_len = seq_len;
+    add.offset = offset;
+    if (segments_) {
+      add.segments = detail::const_table(segments_->weight());
+      add.segment_ids = seg_ids;
+    }
+    if (mask.active()) {
+      add.keep = mask.keep_.data();
+      add.keep_scale = mask.scale_;
+    }
+    detail::gather<T>(detail::rows_of(tokens_), ids, tokens_.scale(), add,
+                      detail::mutable_table(out));
+    return mask;
   }
 
   static void check_bound(const char* where, const char* name, const SparseRowGrad<T>& g,
@@ -306,53 +377,52 @@ class InputStem {
                          "the table's d_model");
   }
 
-  static typename SparseRowGrad<T>::AccumulateOptions options_of(const Embedding<T>& table) {
-    typename SparseRowGrad<T>::AccumulateOptions o;
-    o.scale_grad_by_freq = table.scale_grad_by_freq();
-    o.skip_row = table.padding_idx() ? static_cast<TokenId>(*table.padding_idx()) : TokenId{-1};
-    return o;
-  }
-
   template <class Id, class SegId>
   void backward_impl(std::span<const Id> ids, std::span<const SegId> seg_ids, bool with_segments,
                      Index seq_len, const Eigen::Ref<const RowMatrix<T>>& grad_out,
-                     InputStemGrads<T>& grads, Index offset) {
+                     InputStemGrads<T>& grads, const DropoutMask<T>* mask, Index offset) {
     constexpr const char* where = "InputStem::backward";
     const auto n = static_cast<Index>(ids.size());
     check_batch(where, ids, seg_ids, with_segments, seq_len, offset);
     detail::check_backward_grad_out(where, n, d_model(), grad_out.rows(), grad_out.cols());
-    if (mask_active_ && mask_rows_ != n) {
-      throw StateError(std::string(where) + ": the last forward drew a dropout mask for " +
-                       std::to_string(mask_rows_) + " rows, but grad_out has " + std::to_string(n) +
-                       "; call backward right after its forward");
-    }
     check_bound(where, "tokens", grads.tokens, tokens_);
     if (learned_positions_) check_bound(where, "positions", grads.positions, *learned_positions_);
     if (segments_) check_bound(where, "segments", grads.segments, *segments_);
+    if (mask == nullptr && training_ && dropout_ > 0.0) {
+      throw StateError(std::string(where) +
+                       ": the stem applies dropout; pass the DropoutMask its forward returned");
+    }
+    if (mask != nullptr && mask->active() && mask->rows() != n) {
+      throw StateError(std::string(where) + ": the dropout mask was drawn for " +
+                       std::to_string(mask->rows()) + " rows, but grad_out has " +
+                       std::to_string(n) + "; pass the mask of this batch's forward");
+    }
 
     // Everything validated: from here on nothing throws.
     detail::ConstTableRef<T> g = detail::const_table(grad_out);
-    if (mask_active_) {
-      masked_.resize(n, d_model());
-      detail::apply_keep_mask(g, keep_.data(), mask_scale_, detail::mutable_table(masked_));
-      g = detail::const_table(masked_);
+    RowMatrix<T> masked;
+    if (mask != nullptr && mask->active()) {
+      masked.resize(n, d_model());
+      detail::apply_keep_mask(g, mask->keep_.data(), mask->scale_, detail::mutable_table(masked));
+      g = detail::const_table(masked);
     }
-    grads.tokens.accumulate(ids, map(g), tokens_.scale(), vocab_size(), options_of(tokens_), where);
+    grads.tokens.accumulate(ids, map(g), tokens_.scale(), vocab_size(),
+                            tokens_.accumulate_options(), where);
+    std::vector<TokenId> rows;
     if (learned_positions_) {
-      position_ids_.resize(static_cast<std::size_t>(n));
-      for (Index i = 0; i < n; ++i)
-        position_ids_[static_cast<std::size_t>(i)] = offset + i % seq_len;
-      grads.positions.accumulate(position_ids_, map(g), T(1), max_len(),
-                                 options_of(*learned_positions_), where);
+      rows.resize(static_cast<std::size_t>(n));
+      for (Index i = 0; i < n; ++i) rows[static_cast<std::size_t>(i)] = offset + i % seq_len;
+      grads.positions.accumulate(rows, map(g), T(1), max_len(),
+                                 learned_positions_->accumulate_options(), where);
     }
     if (segments_) {
       if (with_segments) {
         grads.segments.accumulate(seg_ids, map(g), T(1), segments_->vocab_size(),
-                                  options_of(*segments_), where);
+                                  segments_->accumulate_options(), where);
       } else {
-        position_ids_.assign(static_cast<std::size_t>(n), 0);
-        grads.segments.accumulate(position_ids_, map(g), T(1), segments_->vocab_size(),
-                                  options_of(*segments_), where);
+        rows.assign(static_cast<std::size_t>(n), 0);
+        grads.segments.accumulate(rows, map(g), T(1), segments_->vocab_size(),
+                                  segments_->accumulate_options(), where);
       }
     }
   }
@@ -368,12 +438,6 @@ class InputStem {
   double dropout_ = 0.0;
   bool training_ = true;
   Random rng_;
-  std::vector<std::uint8_t> keep_;
-  bool mask_active_ = false;
-  Index mask_rows_ = 0;
-  T mask_scale_ = T(1);
-  RowMatrix<T> masked_;
-  std::vector<TokenId> position_ids_;
 };
 
-}  // namespace ember
+}  // namespace ember::inline EMBER_ISA

@@ -6,30 +6,12 @@
 #include <cmath>
 #include <string>
 
-#include "ember/detail/validate.hpp"
+#include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
 
-namespace ember {
-
-namespace detail {
-/// Throws unless seq_len > 0, offset >= 0 and offset + seq_len <= max_len.
-inline void check_positions(const char* where, Index seq_len, Index offset, Index max_len) {
-  check_positive_size(where, "seq_len", seq_len);
-  if (offset < 0) {
-    throw IndexError(std::string(where) + ": offset " + std::to_string(offset) +
-                         " is outside [0, " + std::to_string(max_len) + ")",
-                     -1, offset, max_len);
-  }
-  if (seq_len > max_len - offset) {
-    const Index last = offset + seq_len - 1;
-    throw IndexError(std::string(where) + ": position " + std::to_string(last) + " (offset " +
-                         std::to_string(offset) + " + seq_len " + std::to_string(seq_len) +
-                         " - 1) is outside [0, " + std::to_string(max_len) + ") = max_len",
-                     seq_len - 1, last, max_len);
-  }
-}
-}  // namespace detail
+namespace ember::inline EMBER_ISA {
 
 /// The fixed sinusoidal position table of "Attention Is All You Need":
 ///
@@ -91,11 +73,7 @@ class SinusoidalEncoding {
     constexpr const char* where = "SinusoidalEncoding::add_to";
     detail::check_positions(where, seq_len, offset, max_len());
     detail::check_extent(where, "x", 1, d_model(), x.cols(), "d_model");
-    if (x.rows() % seq_len != 0) {
-      throw ShapeError(std::string(where) + ": x has " + std::to_string(x.rows()) +
-                           " rows, not a multiple of seq_len = " + std::to_string(seq_len),
-                       0, (x.rows() / seq_len + 1) * seq_len, x.rows());
-    }
+    detail::check_whole_sequences(where, "rows of x are", x.rows(), seq_len);
     const Index batches = x.rows() / seq_len;
     for (Index b = 0; b < batches; ++b) {
       x.middleRows(b * seq_len, seq_len) += table_.middleRows(offset, seq_len);
@@ -107,4 +85,4 @@ class SinusoidalEncoding {
   T base_;
 };
 
-}  // namespace ember
+}  // namespace ember::inline EMBER_ISA

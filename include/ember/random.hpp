@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdint>
 
-namespace ember {
+#include "ember/config.hpp"
+
+namespace ember::inline EMBER_ISA {
 
 /// Seeded pseudo-random generator: xoshiro256** (Blackman & Vigna), seeded through SplitMix64.
 ///
@@ -118,4 +120,4 @@ class Random {
   bool has_spare_ = false;
 };
 
-}  // namespace ember
+}  // namespace ember::inline EMBER_ISA

@@ -6,18 +6,38 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <ranges>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/detail/scatter.hpp"
 #include "ember/detail/table_ref.hpp"
-#include "ember/detail/validate.hpp"
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
 
-namespace ember {
+namespace ember::inline EMBER_ISA {
+
+/// Options of one accumulation into a SparseRowGrad (PyTorch's nn.Embedding flags, on the sparse
+/// path). A trainable table (Embedding) hands its own as accumulate_options().
+struct AccumulateOptions {
+  /// Multiply each row's summed contribution by 1 / (number of times its id occurs in this
+  /// call), as PyTorch's scale_grad_by_freq (which PyTorch refuses on sparse gradients).
+  bool scale_grad_by_freq = false;
+  /// Positions whose id equals this row contribute nothing and the row is not created
+  /// (padding_idx); -1 disables it.
+  TokenId skip_row = -1;
+};
+
+template <class T>
+class SparseRowGrad;
+
+namespace detail {
+struct SparseRowGradAccess;
+}  // namespace detail
 
 /// The rows of dL/dW touched so far and their accumulated gradients: a row-sparse V x d matrix.
 ///
@@ -31,6 +51,10 @@ namespace ember {
 ///
 /// A default-constructed gradient binds to the table shape (vocab_size, d_model) of the first
 /// accumulate call; later calls with another shape throw ShapeError.
+///
+/// A gradient is a value: its rows and their values, nothing else (the grouping scratch of the
+/// accumulation is kept per thread, see detail/scatter.hpp), so copies are cheap to reason about
+/// and two gradients compare by their rows and values.
 ///
 /// Thread safety: const members may be called concurrently; accumulate/merge/clear may not.
 /// Per-thread gradients can be combined with merge().
@@ -69,15 +93,8 @@ class SparseRowGrad {
     values_.resize(0, d_model_);
   }
 
-  /// Options of one accumulate call (PyTorch's nn.Embedding flags, on the sparse path).
-  struct AccumulateOptions {
-    /// Multiply each row's summed contribution by 1 / (number of times its id occurs in this
-    /// call), as PyTorch's scale_grad_by_freq (which PyTorch refuses on sparse gradients).
-    bool scale_grad_by_freq = false;
-    /// Positions whose id equals this row contribute nothing and the row is not created
-    /// (padding_idx); -1 disables it.
-    TokenId skip_row = -1;
-  };
+  /// The options of an accumulation (also spelled ember::AccumulateOptions).
+  using AccumulateOptions = ember::AccumulateOptions;
 
   /// grad[ids[i]] += scale * grad_rows[i] for each i (repeated ids accumulate).
   ///
@@ -91,14 +108,15 @@ class SparseRowGrad {
   template <IdRange R>
   void accumulate(const R& ids, const Eigen::Ref<const RowMatrix<T>>& grad_rows, T scale,
                   Index vocab_size, AccumulateOptions options = {},
-                  const char* where = "SparseRowGrad::accumulate") {
+                  detail::Where where = "SparseRowGrad::accumulate") {
     const auto span = detail::as_id_span(ids);
     check_shape(where, vocab_size, grad_rows.cols());
     detail::check_extent(where, "grad_rows", 0, static_cast<Index>(span.size()), grad_rows.rows(),
                          "the number of ids");
     detail::check_ids(span, vocab_size, where);
     bind(vocab_size, grad_rows.cols());
-    accumulate_unchecked(span, detail::const_table(grad_rows), scale, options);
+    accumulate_rows(span, detail::DirectRows<T>{detail::const_table(grad_rows)}, false, scale,
+                    options);
   }
 
   /// this += other, row by row (merge of sorted row lists).
@@ -108,7 +126,9 @@ class SparseRowGrad {
     check_shape("SparseRowGrad::merge", other.vocab_size_, other.d_model_);
     bind(other.vocab_size_, other.d_model_);
     std::vector<Index> slot_of_other(other.rows_.size());
-    grow_to_include(other.rows_, slot_of_other);
+    detail::grow_to_include(detail::SparseRowsRef<T>{rows_, values_, d_model_}, other.rows_,
+                            std::span<Index>(slot_of_other), nullptr,
+                            detail::grad_workspace().merged);
     const auto k = static_cast<Index>(other.rows_.size());
     for (Index j = 0; j < k; ++j)
       values_.row(slot_of_other[static_cast<std::size_t>(j)]) += other.values_.row(j);
@@ -156,7 +176,7 @@ class SparseRowGrad {
   void accumulate_indirect(const R& ids, const Eigen::Ref<const RowMatrix<T>>& src,
                            const S& src_rows, std::span<const T> coef, T scale, Index vocab_size,
                            AccumulateOptions options = {},
-                           const char* where = "SparseRowGrad::accumulate_indirect") {
+                           detail::Where where = "SparseRowGrad::accumulate_indirect") {
     const auto span = detail::as_id_span(ids);
     const auto from = detail::as_id_span(src_rows);
     const auto n = static_cast<Index>(span.size());
@@ -172,100 +192,39 @@ class SparseRowGrad {
       const auto r = from[static_cast<std::size_t>(i)];
       if (std::cmp_less(r, 0) || std::cmp_greater_equal(r, src.rows())) [[unlikely]] {
         const auto value = static_cast<std::int64_t>(r);
-        throw IndexError(std::string(where) + ": src_rows[" + std::to_string(i) +
+        throw IndexError(where.str() + ": src_rows[" + std::to_string(i) +
                              "] = " + std::to_string(value) + " is outside [0, " +
                              std::to_string(src.rows()) + ")",
                          i, value, src.rows());
       }
     }
     bind(vocab_size, src.cols());
-    accumulate_indirect_unchecked(span, detail::const_table(src), from.data(),
-                                  coef.empty() ? nullptr : coef.data(), scale, options);
+    using SrcId = std::remove_cv_t<std::ranges::range_value_t<S>>;
+    const T* c = coef.empty() ? nullptr : coef.data();
+    accumulate_rows(span, detail::GatheredRows<T, SrcId>{detail::const_table(src), from.data(), c},
+                    c != nullptr, scale, options);
   }
 
-  /// grad[ids[i]] += scale * (what `rows` says position i contributes). Internal: for ember's own
-  /// kernels, not the user API (users call accumulate / accumulate_indirect). `rows` is a row
-  /// policy of detail/scatter.hpp (EmbeddingBag's max backward passes detail::MaxBagRows) whose
-  /// contribution(i, scratch) returns d values for every i < n: a precondition on the caller,
-  /// which this call cannot check. Same grouping, order of sums, threads and strong guarantee
-  /// as accumulate.
-  ///
-  /// Throws:  IndexError if some id is outside [0, vocab_size); ShapeError if (vocab_size, d)
-  ///          differs from the bound shape. Nothing changes when it throws.
-  /// Complexity: as accumulate, O(n + u log u + n·d) plus the policy's own work per position.
-  template <class Id, class Rows>
-  void accumulate_rows_of(std::span<const Id> ids, const Rows& rows, Index d, T scale,
-                          Index vocab_size, AccumulateOptions options = {},
-                          const char* where = "SparseRowGrad::accumulate_rows_of") {
-    check_shape(where, vocab_size, d);
-    detail::check_ids(ids, vocab_size, where);
-    bind(vocab_size, d);
-    accumulate_rows(ids, rows, true, scale, options);
-  }
-
-  /// Accumulate without validation. Precondition (checked by the public callers, e.g.
-  /// Embedding::backward): the gradient is bound to (V, d), ids are in [0, V), grad_rows is n x d.
-  template <class Id>
-  void accumulate_unchecked(std::span<const Id> ids, detail::ConstTableRef<T> grad_rows, T scale,
-                            AccumulateOptions options = {}) {
-    EMBER_ASSERT(grad_rows.rows == static_cast<Index>(ids.size()) && grad_rows.cols == d_model_);
-    accumulate_rows(ids, detail::DirectRows<T>{grad_rows}, false, scale, options);
-  }
-
-  /// accumulate_indirect without validation. Precondition (checked by accumulate_indirect): the
-  /// gradient is bound to (V, d), ids are in [0, V), src is m x d, src_rows[n] are in [0, m),
-  /// coef is null or has n entries.
-  template <class Id, class SrcId>
-  void accumulate_indirect_unchecked(std::span<const Id> ids, detail::ConstTableRef<T> src,
-                                     const SrcId* src_rows, const T* coef, T scale,
-                                     AccumulateOptions options = {}) {
-    EMBER_ASSERT(src.cols == d_model_);
-    accumulate_rows(ids, detail::GatheredRows<T, SrcId>{src, src_rows, coef}, coef != nullptr,
-                    scale, options);
+  [[nodiscard]] friend bool operator==(const SparseRowGrad& a, const SparseRowGrad& b) noexcept {
+    return a.vocab_size_ == b.vocab_size_ && a.d_model_ == b.d_model_ && a.rows_ == b.rows_ &&
+           a.values_.rows() == b.values_.rows() && a.values_.cols() == b.values_.cols() &&
+           a.values_ == b.values_;
   }
 
  private:
-  // The one accumulation kernel: `rows` says what position p contributes (its own row of an
-  // n x d matrix, or a gathered and scaled one); `needs_scratch` if it writes a product per row.
+  friend struct detail::SparseRowGradAccess;
+
+  // Accumulation without validation, through the one kernel of detail/scatter.hpp: `rows` says
+  // what position p contributes; `needs_scratch` if it writes a product per row.
   template <class Id, class Rows>
   void accumulate_rows(std::span<const Id> ids, const Rows& rows, bool needs_scratch, T scale,
                        AccumulateOptions options) {
-    const auto n = static_cast<Index>(ids.size());
-    if (n == 0) return;
-    // Distinct ids (ascending) and each one's positions (ascending), without sorting positions.
-    grouper_.group(ids, vocab_size_, options.skip_row);
-    const auto batch_rows = grouper_.rows();
-    if (batch_rows.empty()) return;
-    const auto u = static_cast<Index>(batch_rows.size());
-    const Index d = d_model_;
-    // All scratch is sized before grow_to_include changes the layout, so an allocation failure
-    // leaves the gradient as it was.
-    batch_slots_.resize(batch_rows.size());
-    batch_fresh_.resize(batch_rows.size());
-    const int threads = detail::kernel_threads(n * d);
-    sums_.resize(threads, d);
-    if (needs_scratch) products_.resize(threads, d);
-    grow_to_include(batch_rows, batch_slots_, batch_fresh_.data());
-
-    const bool freq = options.scale_grad_by_freq;
-    detail::parallel_rows(u, n * d, [&](Index begin, Index end, int worker) {
-      T* sum = sums_.row(worker).data();
-      T* product = needs_scratch ? products_.row(worker).data() : nullptr;
-      for (Index j = begin; j < end; ++j) {
-        const auto uj = static_cast<std::size_t>(j);
-        if (j + 1 < end) {
-          // Groups visit the rows in id order, i.e. at random positions: fetch the next ahead.
-          detail::prefetch_row(rows.source_row(grouper_.positions(uj + 1)[0]), d, d);
-        }
-        const auto positions = grouper_.positions(uj);
-        const T row_scale = freq ? scale / static_cast<T>(positions.size()) : scale;
-        detail::add_row_sum(rows, d, positions, row_scale, batch_fresh_[uj] != 0,
-                            values_.row(batch_slots_[uj]).data(), sum, product);
-      }
-    });
+    detail::accumulate_rows(detail::SparseRowsRef<T>{rows_, values_, d_model_}, vocab_size_, ids,
+                            rows, needs_scratch, scale, options.scale_grad_by_freq,
+                            options.skip_row);
   }
 
-  void check_shape(const char* where, Index vocab_size, Index d_model) const {
+  void check_shape(detail::Where where, Index vocab_size, Index d_model) const {
     detail::check_positive_size(where, "vocab_size", vocab_size);
     detail::check_positive_size(where, "d_model", d_model);
     if (vocab_size_ != 0) {
@@ -284,63 +243,66 @@ class SparseRowGrad {
     }
   }
 
-  // Makes rows_ the sorted union of rows_ and `incoming` (sorted, unique), moving existing values
-  // to their new slots; writes the slot of each incoming row. New rows are zeroed, unless `fresh`
-  // is given: then they are left unwritten and fresh[b] says whether incoming[b] is new (the
-  // caller assigns those rows instead of adding to them).
-  void grow_to_include(std::span<const TokenId> incoming, std::span<Index> slot_of,
-                       unsigned char* fresh = nullptr) {
-    const std::size_t k = rows_.size();
-    merged_.clear();
-    merged_.reserve(k + incoming.size());
-    std::size_t a = 0;
-    std::size_t b = 0;
-    while (a < k || b < incoming.size()) {
-      if (b == incoming.size() || (a < k && rows_[a] < incoming[b])) {
-        merged_.push_back(rows_[a++]);
-      } else {
-        const bool existing = a < k && rows_[a] == incoming[b];
-        if (existing) ++a;
-        if (fresh != nullptr) fresh[b] = existing ? 0 : 1;
-        slot_of[b] = static_cast<Index>(merged_.size());
-        merged_.push_back(incoming[b++]);
-      }
-    }
-    if (merged_.size() == k) return;  // no new rows: slots index the existing layout
-    const auto grown_rows = static_cast<Index>(merged_.size());
-    if (k == 0) {
-      // First rows since clear(): nothing to move.
-      values_.resize(grown_rows, d_model_);
-      if (fresh == nullptr) values_.setZero();
-    } else {
-      RowMatrix<T> grown(grown_rows, d_model_);
-      std::size_t m = 0;
-      for (std::size_t r = 0; r < k; ++r) {
-        while (merged_[m] != rows_[r]) {
-          if (fresh == nullptr) grown.row(static_cast<Index>(m)).setZero();
-          ++m;
-        }
-        grown.row(static_cast<Index>(m++)) = values_.row(static_cast<Index>(r));
-      }
-      if (fresh == nullptr) {
-        grown.bottomRows(grown_rows - static_cast<Index>(m)).setZero();
-      }
-      values_ = std::move(grown);
-    }
-    rows_.swap(merged_);
-  }
-
   Index vocab_size_ = 0;
   Index d_model_ = 0;
   std::vector<TokenId> rows_;
   RowMatrix<T> values_;
-  // Scratch reused across calls so steady-state accumulation does not allocate them again.
-  detail::RowGrouper grouper_;
-  std::vector<Index> batch_slots_;
-  std::vector<unsigned char> batch_fresh_;
-  RowMatrix<T> sums_;      // one row of running sums per worker thread
-  RowMatrix<T> products_;  // one row of coef · src row per worker thread (accumulate_indirect)
-  std::vector<TokenId> merged_;
 };
 
-}  // namespace ember
+namespace detail {
+
+/// ember's own kernels' door into a SparseRowGrad (not for users, who call accumulate and
+/// accumulate_indirect): accumulation with a row policy of detail/scatter.hpp, and the
+/// unchecked forms behind the public calls.
+struct SparseRowGradAccess {
+  /// grad[ids[i]] += scale * (what `rows` says position i contributes). `rows` is a row policy
+  /// (EmbeddingBag's max backward passes MaxBagRows) whose contribution(i, scratch) returns d
+  /// values for every i < n: a precondition on the caller, which this call cannot check. Same
+  /// grouping, order of sums, threads and strong guarantee as accumulate.
+  /// Throws:  IndexError if some id is outside [0, vocab_size); ShapeError if (vocab_size, d)
+  ///          differs from the bound shape. Nothing changes when it throws.
+  template <class T, class Id, class Rows>
+  static void accumulate_rows_of(SparseRowGrad<T>& grad, std::span<const Id> ids, const Rows& rows,
+                                 Index d, T scale, Index vocab_size, AccumulateOptions options,
+                                 Where where) {
+    grad.check_shape(where, vocab_size, d);
+    check_ids(ids, vocab_size, where);
+    grad.bind(vocab_size, d);
+    grad.accumulate_rows(ids, rows, true, scale, options);
+  }
+
+  /// Accumulate without validation. Precondition (checked by the public callers): the gradient is
+  /// bound to (V, d), ids are in [0, V), grad_rows is n x d.
+  template <class T, class Id>
+  static void accumulate_unchecked(SparseRowGrad<T>& grad, std::span<const Id> ids,
+                                   ConstTableRef<T> grad_rows, std::type_identity_t<T> scale,
+                                   AccumulateOptions options = {}) {
+    EMBER_ASSERT(grad_rows.rows == static_cast<Index>(ids.size()) &&
+                 grad_rows.cols == grad.d_model_);
+    grad.accumulate_rows(ids, DirectRows<T>{grad_rows}, false, scale, options);
+  }
+
+  /// accumulate_indirect without validation. Precondition (checked by accumulate_indirect): the
+  /// gradient is bound to (V, d), ids are in [0, V), src is m x d, src_rows[n] are in [0, m),
+  /// coef is null or has n entries.
+  template <class T, class Id, class SrcId>
+  static void accumulate_indirect_unchecked(SparseRowGrad<T>& grad, std::span<const Id> ids,
+                                            ConstTableRef<T> src, const SrcId* src_rows,
+                                            const std::type_identity_t<T>* coef,
+                                            std::type_identity_t<T> scale,
+                                            AccumulateOptions options = {}) {
+    EMBER_ASSERT(src.cols == grad.d_model_);
+    grad.accumulate_rows(ids, GatheredRows<T, SrcId>{src, src_rows, coef}, coef != nullptr, scale,
+                         options);
+  }
+
+  /// Binds an unbound gradient to (V, d) after the caller validated that it may.
+  template <class T>
+  static void bind(SparseRowGrad<T>& grad, Index vocab_size, Index d) {
+    grad.bind(vocab_size, d);
+  }
+};
+
+}  // namespace detail
+
+}  // namespace ember::inline EMBER_ISA

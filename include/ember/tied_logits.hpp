@@ -1,29 +1,25 @@
-/// Tied-transpose output logits over an embedding table: logits = H · Wᵀ, and their backward.
+/// Tied-transpose output logits over any row-major table: logits = H · Wᵀ, and their backward
+/// (the same kernels as the tables' own logits).
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <type_traits>
 
-#include "ember/detail/validate.hpp"
+#include <Eigen/Core>
+
+#include "ember/codec/plain.hpp"
+#include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
+#include "ember/detail/logits.hpp"
+#include "ember/detail/table_ref.hpp"
 #include "ember/types.hpp"
 
-namespace ember {
+namespace ember::inline EMBER_ISA {
 
-namespace detail {
-/// The table argument of the tied-logits functions: any row-major Eigen object, viewed without a
-/// copy.
+/// The scalar type of a table argument of the free tied-logits functions: any row-major Eigen
+/// object of float or double, viewed without a copy.
 template <class Derived>
-[[nodiscard]] Eigen::Ref<const RowMatrix<typename Derived::Scalar>> table_ref(
-    const Eigen::MatrixBase<Derived>& table) {
-  static_assert(Scalar<typename Derived::Scalar>, "ember: tables must hold float or double");
-  static_assert(static_cast<bool>(Derived::IsRowMajor),
-                "ember: the table must be row-major (ember::RowMatrix); a column-major table "
-                "would be copied on every call");
-  return Eigen::Ref<const RowMatrix<typename Derived::Scalar>>(table.derived());
-}
-template <class Derived>
-using scalar_of = typename Derived::Scalar;
-}  // namespace detail
+using table_scalar_t = typename Derived::Scalar;
 
 /// out = hidden · tableᵀ: the output projection of a model whose input and output embeddings are
 /// tied. No √d scale is applied here: the scale belongs to the lookup only.
@@ -32,27 +28,32 @@ using scalar_of = typename Derived::Scalar;
 /// Throws:  ShapeError if hidden has not d columns or out is not n x V; out is untouched then.
 /// Precondition: out overlaps neither hidden nor table (the product is computed with noalias()).
 /// Complexity: one GEMM, 2·n·V·d flops (Eigen's, or a BLAS when EIGEN_USE_BLAS is defined).
-template <class Derived, class T = detail::scalar_of<Derived>>
-void logits(const Eigen::MatrixBase<Derived>& table_in,
+template <class Derived, class T = table_scalar_t<Derived>>
+void logits(const Eigen::MatrixBase<Derived>& table,
             const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& hidden,
             Eigen::Ref<RowMatrix<std::type_identity_t<T>>> out) {
+  static_assert(Scalar<T>, "ember: tables must hold float or double");
+  static_assert(static_cast<bool>(Derived::IsRowMajor),
+                "ember: the table must be row-major (ember::RowMatrix); a column-major table "
+                "would be copied on every call");
   constexpr const char* where = "ember::logits";
-  const auto table = detail::table_ref(table_in);
-  detail::check_extent(where, "hidden", 1, table.cols(), hidden.cols(), "d_model");
-  detail::check_extent(where, "out", 0, hidden.rows(), out.rows(), "hidden's rows");
-  detail::check_extent(where, "out", 1, table.rows(), out.cols(), "vocab_size");
-  out.noalias() = hidden * table.transpose();
+  detail::check_logits(where, table.rows(), table.cols(), hidden.rows(), hidden.cols(), out.rows(),
+                       out.cols());
+  // A Ref views a matrix, block or Map without a copy (and evaluates an expression once).
+  const Eigen::Ref<const RowMatrix<T>> ref(table.derived());
+  const auto t = detail::const_table(ref);
+  detail::logits(detail::LogitsTable<codec::Plain<T>>{{{}, t.data, t.rows, t.cols, t.stride}},
+                 hidden, out);
 }
 
 /// Owning form of logits(table, hidden, out): returns the n x V logits.
-template <class Derived, class T = detail::scalar_of<Derived>>
+template <class Derived, class T = table_scalar_t<Derived>>
 [[nodiscard]] RowMatrix<T> logits(
-    const Eigen::MatrixBase<Derived>& table_in,
+    const Eigen::MatrixBase<Derived>& table,
     const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& hidden) {
-  const auto table = detail::table_ref(table_in);
-  detail::check_extent("ember::logits", "hidden", 1, table.cols(), hidden.cols(), "d_model");
+  detail::check_logits("ember::logits", table.rows(), table.cols(), hidden.rows(), hidden.cols());
   RowMatrix<T> out(hidden.rows(), table.rows());
-  out.noalias() = hidden * table.transpose();
+  logits(table, hidden, out);
   return out;
 }
 
@@ -65,24 +66,23 @@ template <class Derived, class T = detail::scalar_of<Derived>>
 /// Throws:  ShapeError on any mismatch; nothing is written then.
 /// Precondition: the outputs overlap neither each other nor the inputs.
 /// Complexity: two GEMMs, 4·n·V·d flops.
-template <class Derived, class T = detail::scalar_of<Derived>>
-void logits_backward(const Eigen::MatrixBase<Derived>& table_in,
+template <class Derived, class T = table_scalar_t<Derived>>
+void logits_backward(const Eigen::MatrixBase<Derived>& table,
                      const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& hidden,
                      const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& grad_logits,
                      Eigen::Ref<RowMatrix<std::type_identity_t<T>>> grad_hidden,
                      Eigen::Ref<RowMatrix<std::type_identity_t<T>>> grad_weight) {
-  constexpr const char* where = "ember::logits_backward";
-  const auto table = detail::table_ref(table_in);
-  const Index n = hidden.rows();
-  detail::check_extent(where, "hidden", 1, table.cols(), hidden.cols(), "d_model");
-  detail::check_extent(where, "grad_logits", 0, n, grad_logits.rows(), "hidden's rows");
-  detail::check_extent(where, "grad_logits", 1, table.rows(), grad_logits.cols(), "vocab_size");
-  detail::check_extent(where, "grad_hidden", 0, n, grad_hidden.rows(), "hidden's rows");
-  detail::check_extent(where, "grad_hidden", 1, table.cols(), grad_hidden.cols(), "d_model");
-  detail::check_extent(where, "grad_weight", 0, table.rows(), grad_weight.rows(), "vocab_size");
-  detail::check_extent(where, "grad_weight", 1, table.cols(), grad_weight.cols(), "d_model");
-  grad_hidden.noalias() = grad_logits * table;
-  grad_weight.noalias() += grad_logits.transpose() * hidden;
+  static_assert(Scalar<T>, "ember: tables must hold float or double");
+  static_assert(static_cast<bool>(Derived::IsRowMajor),
+                "ember: the table must be row-major (ember::RowMatrix); a column-major table "
+                "would be copied on every call");
+  detail::check_logits_backward("ember::logits_backward", table.rows(), table.cols(), hidden,
+                                grad_logits, grad_hidden, grad_weight);
+  const Eigen::Ref<const RowMatrix<T>> ref(table.derived());
+  const auto t = detail::const_table(ref);
+  detail::logits_backward(
+      detail::LogitsTable<codec::Plain<T>>{{{}, t.data, t.rows, t.cols, t.stride}}, hidden,
+      grad_logits, grad_hidden, grad_weight);
 }
 
-}  // namespace ember
+}  // namespace ember::inline EMBER_ISA

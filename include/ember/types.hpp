@@ -10,7 +10,9 @@
 
 #include <Eigen/Core>
 
-namespace ember {
+#include "ember/config.hpp"
+
+namespace ember::inline EMBER_ISA {
 
 /// Signed size and index type, identical to Eigen's, so loops over Eigen sizes need no casts.
 using Index = Eigen::Index;
@@ -67,4 +69,4 @@ inline constexpr bool always_false = false;
   "std::span<const std::int32_t>); floating-point, bool, char and std::uint64_t ids are "     \
   "rejected"
 
-}  // namespace ember
+}  // namespace ember::inline EMBER_ISA

@@ -35,7 +35,7 @@ TEST_CASE("the int8 decode built for this machine stays within float rounding of
   // values must still be those FBGEMM's layout stands for, to a few ulps of the terms
   // q · scale · s and bias · s (which may cancel).
   for (const Index d : {1, 7, 8, 9, 15, 16, 17, 24, 31, 64, 100, 128, 131, 768}) {
-    RowMatrix<float> t = ember::test::random_table<float>(6, d, static_cast<std::uint64_t>(d));
+    RowMatrix<float> t = ember_test::random_table<float>(6, d, static_cast<std::uint64_t>(d));
     t.row(2) *= 1000.0f;
     t.row(3).setConstant(0.25f);  // scale 0
     const ember::QuantizedEmbedding q(t);
@@ -48,20 +48,20 @@ TEST_CASE("the int8 decode built for this machine stays within float rounding of
         const float terms =
             255.0f * std::abs(rows.row_scale(r) * s) + std::abs(rows.row_bias(r) * s);
         for (Index c = 0; c < d; ++c) {
-          const float v = ember::test::fused_value(q.bytes(), d, r, c) * s;
+          const float v = ember_test::fused_value(q.bytes(), d, r, c) * s;
           CHECK(std::abs(fast[static_cast<std::size_t>(c)] - v) <= 4e-7f * terms + 1e-30f);
         }
       }
     }
     // the whole lookup, through the prefetching gather, decodes the same way
-    const auto ids = ember::test::random_ids<int>(40, 6, 3);
+    const auto ids = ember_test::random_ids<int>(40, 6, 3);
     const RowMatrix<float> x = q.forward(ids);
     for (Index i = 0; i < 40; ++i) {
       const Index r = ids[static_cast<std::size_t>(i)];
       const float terms =
           255.0f * std::abs(rows.row_scale(r) * q.scale()) + std::abs(rows.row_bias(r) * q.scale());
       for (Index c = 0; c < d; ++c) {
-        const float v = ember::test::fused_value(q.bytes(), d, r, c) * q.scale();
+        const float v = ember_test::fused_value(q.bytes(), d, r, c) * q.scale();
         CHECK(std::abs(x(i, c) - v) <= 4e-7f * terms + 1e-30f);
       }
     }
@@ -72,7 +72,7 @@ TEST_CASE("the half conversion equals Eigen's element conversion bit for bit",
           "[reduced][kernels][native]") {
   for (const Index d : {1, 7, 8, 15, 16, 17, 33, 128, 769}) {
     const RowMatrix<Eigen::half> t =
-        ember::test::random_table<float>(1, d, static_cast<std::uint64_t>(d)).cast<Eigen::half>();
+        ember_test::random_table<float>(1, d, static_cast<std::uint64_t>(d)).cast<Eigen::half>();
     std::vector<float> fast(static_cast<std::size_t>(d));
     ember::detail::convert_scaled(t.data(), d, 3.0f, fast.data());
     for (Index c = 0; c < d; ++c) {
@@ -111,7 +111,7 @@ TEST_CASE("the bag backward built for this machine gives the materialised-rows r
                                                 opt.per_sample_weights);
     }
     REQUIRE(grad.size() == expected.size());
-    CHECK(ember::test::same_bits(grad.values(), expected.values()));
+    CHECK(ember_test::same_bits(grad.values(), expected.values()));
   }
 }
 
@@ -121,11 +121,11 @@ TEST_CASE("the register-tiled bag sum built for this machine adds the reference'
     for (const bool mean : {false, true}) {
       const auto mode = mean ? ember::BagMode::mean : ember::BagMode::sum;
       ember::EmbeddingBag<float> bag(
-          ember::Embedding<float>(ember::test::random_table<float>(30, d, 5)), mode);
+          ember::Embedding<float>(ember_test::random_table<float>(30, d, 5)), mode);
       const auto c = ember_test::make_bag_grad_case<float>(20, 10, 30, d, -1, 23);
       const RowMatrix<float> out = bag.forward(c.ids, c.offsets);
-      CHECK(ember::test::same_bits(
-          out, ember::test::bag_reference<float>(bag.embedding().weight(), c.ids, c.bounds,
+      CHECK(ember_test::same_bits(
+          out, ember_test::bag_reference<float>(bag.embedding().weight(), c.ids, c.bounds,
                                                  mean ? 1 : 0)));
     }
   }

@@ -160,7 +160,7 @@ void check_same_gradient(const ember::SparseRowGrad<T>& actual,
                          const ember::SparseRowGrad<T>& expected) {
   CHECK(std::vector<ember::TokenId>(actual.rows().begin(), actual.rows().end()) ==
         std::vector<ember::TokenId>(expected.rows().begin(), expected.rows().end()));
-  CHECK(ember::test::same_bits(actual.values(), expected.values()));
+  CHECK(ember_test::same_bits(actual.values(), expected.values()));
 }
 
 }  // namespace ember_test

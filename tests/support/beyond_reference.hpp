@@ -15,7 +15,12 @@
 
 #include "ember/types.hpp"
 
-namespace ember::test {
+namespace ember_test {
+
+using ember::Index;
+using ember::RowMatrix;
+using ember::RowVector;
+using ember::TokenId;
 
 /// Bag b is positions [bounds[b], bounds[b+1]). mode 0 = sum, 1 = mean, 2 = max. Each row is
 /// fetched with a one-id lookup loop (table.row(id)), padding ids skipped, empty bags zero.
@@ -71,4 +76,4 @@ std::size_t overlap(const A& a, const B& b) {
   return n;
 }
 
-}  // namespace ember::test
+}  // namespace ember_test

@@ -11,7 +11,12 @@
 
 #include "ember/types.hpp"
 
-namespace ember::test {
+namespace ember_test {
+
+using ember::Index;
+using ember::RowMatrix;
+using ember::RowVector;
+using ember::TokenId;
 
 /// Default step of the central differences. With a smooth loss of order one, the truncation error
 /// is O(eps^2) ~ 1e-12 and the rounding error O(1e-16 / eps) ~ 1e-10, so 1e-6 is a good compromise.
@@ -56,4 +61,4 @@ double max_rel_error(const Eigen::MatrixBase<A>& a, const Eigen::MatrixBase<B>& 
   return worst;
 }
 
-}  // namespace ember::test
+}  // namespace ember_test

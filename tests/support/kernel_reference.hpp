@@ -11,7 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include <ember/codec/plain.hpp>
 #include <ember/config.hpp>
+#include <ember/detail/table_ref.hpp>
 #include <ember/types.hpp>
 
 namespace ember_test {
@@ -19,6 +21,12 @@ namespace ember_test {
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
+
+/// A plain float/double matrix as the kernels take a stored table.
+template <class T>
+ember::detail::CodecRows<ember::codec::Plain<T>> plain_rows(const RowMatrix<T>& table) {
+  return {{}, table.data(), table.rows(), table.cols(), table.cols()};
+}
 
 /// Distinct ids (ascending, skip_row excluded) and the ascending positions of each.
 inline std::vector<std::pair<TokenId, std::vector<Index>>> sorted_groups(

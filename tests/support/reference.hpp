@@ -23,7 +23,13 @@
 #include "ember/random.hpp"
 #include "ember/types.hpp"
 
-namespace ember::test {
+namespace ember_test {
+
+using ember::Index;
+using ember::Random;
+using ember::RowMatrix;
+using ember::RowVector;
+using ember::TokenId;
 
 // ---- tolerances ---------------------------------------------------------------------------------
 
@@ -326,4 +332,4 @@ double tied_loss_reference(const RowMatrix<T>& table, std::span<const TokenId> i
   return cross_entropy(logits_loops(table, hidden), targets);
 }
 
-}  // namespace ember::test
+}  // namespace ember_test

@@ -15,7 +15,12 @@
 
 #include "ember/types.hpp"
 
-namespace ember::test {
+namespace ember_test {
+
+using ember::Index;
+using ember::RowMatrix;
+using ember::RowVector;
+using ember::TokenId;
 
 /// The float value of a 16-bit storage element, decoded from its bits by the IEEE rules (half)
 /// or as the top half of a float (bfloat16): independent of the kernels' conversion.
@@ -62,4 +67,4 @@ inline bool lies_within(const void* p, std::size_t bytes, const void* base, std:
   return a >= b && a + bytes <= b + size;
 }
 
-}  // namespace ember::test
+}  // namespace ember_test

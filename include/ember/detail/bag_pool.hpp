@@ -1,6 +1,6 @@
-/// EmbeddingBag kernels: pool the rows of each bag (sum, weighted sum, mean, max with argmax) in
-/// one pass per bag, and describe where the backward's per-position gradients come from. Inputs
-/// were validated by EmbeddingBag's public calls.
+/// EmbeddingBag kernels: pool the rows of each bag (sum, weighted sum, mean, max with argmax) of
+/// a table of any codec in one pass per bag, and describe where the backward's per-position
+/// gradients come from. Inputs were validated by EmbeddingBag's public calls.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -12,32 +12,25 @@
 #include <Eigen/Core>
 
 #include "ember/config.hpp"
+#include "ember/detail/parallel.hpp"
+#include "ember/detail/prefetch.hpp"
+#include "ember/detail/simd.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/types.hpp"
 
-namespace ember {
+namespace ember::inline EMBER_ISA::detail {
 
-/// The pooling of an EmbeddingBag: sum (optionally weighted per sample), mean or element-wise max.
-enum class BagMode { sum, mean, max };
-
-/// Per bag and column, the id whose row gave the max (-1 for a bag with no pooled id): what
-/// EmbeddingBag's max-mode forward records and its backward needs (PyTorch's max_indices).
-using BagArgmax = Eigen::Matrix<TokenId, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-}  // namespace ember
-
-namespace ember::detail {
-
-/// Positions ahead whose table row bag_pool prefetches (rows of ~20-id bags are random).
-inline constexpr Index kBagPrefetchIds = 8;
+/// The pooling of a bag kernel (EmbeddingBag's BagMode, as numbers the kernels need not know).
+enum class Pool { sum, mean, max };
 
 /// Columns [c0, c0 + width) of one sum bag: out[c] = Σ_i w_i · table[ids[i], c] over the
 /// positions of [begin, end) whose id is not skip_row, summed in position order from zero. The
 /// running sums stay in registers for the whole bag (W·sizeof(T) = 256 bytes: 4 AVX-512 or 8 AVX
 /// registers), as FBGEMM's generated kernels keep them, instead of a load and a store of the
 /// output row per id. W is the fixed tile width, or Eigen::Dynamic for the last columns (fewer
-/// than MaxW, kept on the stack). `prefetch`: ask for the rows kBagPrefetchIds positions ahead
-/// (done by the first tile of a row only). Returns the number of pooled ids.
+/// than MaxW, kept on the stack). `prefetch`: ask for the rows prefetch_distance() positions ahead
+/// (done by the first tile of a row only). A weighted row's product is rounded before it is
+/// summed. Returns the number of pooled ids.
 template <Index W, Index MaxW, class T, class Id>
 Index bag_sum_columns(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
                       const T* weights, TokenId skip_row, Index c0, Index width, bool prefetch,
@@ -46,18 +39,21 @@ Index bag_sum_columns(ConstTableRef<T> table, std::span<const Id> ids, Index beg
   const auto n = static_cast<Index>(ids.size());
   Tile acc = Tile::Zero(width);
   Index count = 0;
+  const Index row_bytes = table.cols * static_cast<Index>(sizeof(T));
+  const Index ahead = prefetch_distance(row_bytes);
   for (Index i = begin; i < end; ++i) {
-    if (prefetch && i + kBagPrefetchIds < n) {
-      prefetch_row(
-          table.row(static_cast<Index>(ids[static_cast<std::size_t>(i + kBagPrefetchIds)])),
-          table.cols);
+    if (prefetch && i + ahead < n) {
+      prefetch_row(table.row(static_cast<Index>(ids[static_cast<std::size_t>(i + ahead)])),
+                   row_bytes);
     }
     const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
     EMBER_ASSERT(id >= 0 && id < table.rows);
     if (id == skip_row) continue;
     const Eigen::Map<const Tile> row(table.row(static_cast<Index>(id)) + c0, width);
     if (weights != nullptr) {
-      acc += weights[i] * row;
+      Tile product = weights[i] * row;
+      round_in_memory(product);
+      acc += product;
     } else {
       acc += row;
     }
@@ -86,60 +82,119 @@ Index bag_sum(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Inde
                                                 d - tiled, tiled == 0, out);
 }
 
-/// bags [bounds[b], bounds[b+1]) of ids[n], table[V, d] -> out[B, d]; positions whose id is
-/// skip_row (the padding row, or -1) are left out of the pooling and of the mean's count; a bag
-/// with nothing pooled gives zeros (and argmax -1). weights (sum mode only) may be null.
+/// One max bag over rows given by `row_of(i)` (the stored row for a plain table, the decoded one
+/// otherwise): out[c] = max over the pooled positions, the first maximum winning ties; am (if not
+/// null) receives the winning id of each column. Returns the number of pooled ids.
+template <class T, class Id, class RowOf>
+Index bag_max(std::span<const Id> ids, Index begin, Index end, Index d, TokenId skip_row,
+              RowOf&& row_of, T* out, TokenId* am) {
+  Eigen::Map<RowVector<T>> o(out, d);
+  o.setZero();
+  if (am != nullptr) std::fill(am, am + d, TokenId{-1});
+  Index count = 0;
+  for (Index i = begin; i < end; ++i) {
+    const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
+    if (id == skip_row) continue;
+    const Eigen::Map<const RowVector<T>> row(row_of(i, id), d);
+    if (count == 0) {
+      o = row;
+      if (am != nullptr) std::fill(am, am + d, id);
+    } else if (am != nullptr) {
+      for (Index c = 0; c < d; ++c) {
+        if (row[c] > o[c]) {  // strict: the first maximum wins ties, as PyTorch
+          o[c] = row[c];
+          am[c] = id;
+        }
+      }
+    } else {
+      // The same strict comparison as a select, which compilers turn into vmaxps (whose NaN and
+      // ±0 rules are exactly "row > o ? row : o").
+      for (Index c = 0; c < d; ++c) o[c] = row[c] > o[c] ? row[c] : o[c];
+    }
+    ++count;
+  }
+  return count;
+}
+
+/// bags [bounds[b], bounds[b+1]) of ids[n], table[V, d] (any codec) -> out[B, d]; positions whose
+/// id is skip_row (the padding row, or -1) are left out of the pooling and of the mean's count; a
+/// bag with nothing pooled gives zeros (and argmax -1). weights (sum only) may be null.
+/// A plain table is pooled from its stored rows (sums in registers, bag_sum); any other codec
+/// decodes each row once (scale 1) and pools the decoded values exactly as a float table holding
+/// them would be pooled.
 /// Validated by EmbeddingBag::forward (bounds non-decreasing from 0 to n, ids in range).
-template <class T, class Id>
-void bag_pool(ConstTableRef<T> table, std::span<const Id> ids, std::span<const Index> bounds,
-              BagMode mode, const T* weights, TokenId skip_row, TableRef<T> out, TokenId* argmax) {
+template <class Codec, class Id>
+void bag_pool(const CodecRows<Codec>& table, std::span<const Id> ids,
+              std::span<const Index> bounds, Pool pool, const typename Codec::Value* weights,
+              TokenId skip_row, TableRef<typename Codec::Value> out, TokenId* argmax) {
+  using T = typename Codec::Value;
   const auto bags = static_cast<Index>(bounds.size()) - 1;
   const auto n = static_cast<Index>(ids.size());
-  const Index d = table.cols;
+  const Index d = table.d;
   EMBER_ASSERT(out.rows == bags && out.cols == d);
-  EMBER_ASSERT(mode == BagMode::max || argmax == nullptr);
-  EMBER_OMP_FOR(bags)
-  for (Index b = 0; b < bags; ++b) {
-    const Index begin = bounds[static_cast<std::size_t>(b)];
-    const Index end = bounds[static_cast<std::size_t>(b + 1)];
-    Eigen::Map<RowVector<T>> o(out.row(b), d);
-    if (mode != BagMode::max) {
-      const Index count = bag_sum(table, ids, begin, end, weights, skip_row, out.row(b));
-      if (mode == BagMode::mean && count > 0) o /= static_cast<T>(count);
-      continue;
-    }
-    TokenId* am = argmax != nullptr ? argmax + b * d : nullptr;
-    o.setZero();
-    if (am != nullptr) std::fill(am, am + d, TokenId{-1});
-    Index count = 0;
-    for (Index i = begin; i < end; ++i) {
-      // Rows are random: ask for the row kBagPrefetchIds positions ahead (across bag ends).
-      if (i + kBagPrefetchIds < n) {
-        prefetch_row(
-            table.row(static_cast<Index>(ids[static_cast<std::size_t>(i + kBagPrefetchIds)])), d);
-      }
-      const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
-      EMBER_ASSERT(id >= 0 && id < table.rows);
-      if (id == skip_row) continue;
-      const Eigen::Map<const RowVector<T>> row(table.row(static_cast<Index>(id)), d);
-      if (count == 0) {
-        o = row;
-        if (am != nullptr) std::fill(am, am + d, id);
-      } else if (am != nullptr) {
-        for (Index c = 0; c < d; ++c) {
-          if (row[c] > o[c]) {  // strict: the first maximum wins ties, as PyTorch
-            o[c] = row[c];
-            am[c] = id;
-          }
+  EMBER_ASSERT(pool == Pool::max || argmax == nullptr);
+  const Index row_bytes = table.row_bytes();
+  const Index ahead = prefetch_distance(row_bytes);
+  parallel_rows(bags, n * d, [&](Index b_begin, Index b_end, int /*worker*/) {
+    RowVector<T> decoded;
+    if constexpr (!Codec::is_plain) decoded.resize(d);
+    for (Index b = b_begin; b < b_end; ++b) {
+      const Index begin = bounds[static_cast<std::size_t>(b)];
+      const Index end = bounds[static_cast<std::size_t>(b + 1)];
+      Eigen::Map<RowVector<T>> o(out.row(b), d);
+      if constexpr (Codec::is_plain) {
+        const ConstTableRef<T> plain{table.data, table.rows, d, table.stride};
+        if (pool != Pool::max) {
+          const Index count = bag_sum(plain, ids, begin, end, weights, skip_row, out.row(b));
+          if (pool == Pool::mean && count > 0) o /= static_cast<T>(count);
+          continue;
         }
+        bag_max<T>(
+            ids, begin, end, d, skip_row,
+            [&](Index i, TokenId id) {
+              // Rows are random: ask for the row `ahead` positions on (across bag ends).
+              if (i + ahead < n) {
+                prefetch_row(
+                    plain.row(static_cast<Index>(ids[static_cast<std::size_t>(i + ahead)])),
+                    row_bytes);
+              }
+              EMBER_ASSERT(id >= 0 && id < table.rows);
+              return plain.row(static_cast<Index>(id));
+            },
+            out.row(b), argmax != nullptr ? argmax + b * d : nullptr);
       } else {
-        // The same strict comparison as a select, which compilers turn into vmaxps (whose
-        // NaN and ±0 rules are exactly "row > o ? row : o"): 3-5x faster than the branch.
-        for (Index c = 0; c < d; ++c) o[c] = row[c] > o[c] ? row[c] : o[c];
+        const auto decode = [&](Index i, TokenId id) {
+          if (i + ahead < n) {
+            prefetch_row(table.row(static_cast<Index>(ids[static_cast<std::size_t>(i + ahead)])),
+                         row_bytes);
+          }
+          EMBER_ASSERT(id >= 0 && id < table.rows);
+          table.decode(static_cast<Index>(id), T(1), decoded.data());
+          return decoded.data();
+        };
+        if (pool == Pool::max) {
+          bag_max<T>(ids, begin, end, d, skip_row, decode, out.row(b),
+                     argmax != nullptr ? argmax + b * d : nullptr);
+          continue;
+        }
+        o.setZero();
+        Index count = 0;
+        for (Index i = begin; i < end; ++i) {
+          const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
+          if (id == skip_row) continue;
+          const Eigen::Map<const RowVector<T>> row(decode(i, id), d);
+          if (weights != nullptr) {
+            decoded *= weights[i];  // the product in a pass of its own, then summed
+            o += decoded;
+          } else {
+            o += row;
+          }
+          ++count;
+        }
+        if (pool == Pool::mean && count > 0) o /= static_cast<T>(count);
       }
-      ++count;
     }
-  }
+  });
 }
 
 /// Where each position's gradient comes from in a sum/mean bag backward: bag_of[i] = the bag of
@@ -147,17 +202,17 @@ void bag_pool(ConstTableRef<T> table, std::span<const Id> ids, std::span<const I
 /// otherwise); positions whose id is skip_row get a coefficient too but are skipped by the
 /// accumulation. Validated by EmbeddingBag::backward.
 template <class T, class Id>
-void bag_grad_sources(std::span<const Index> bounds, BagMode mode, std::span<const Id> ids,
+void bag_grad_sources(std::span<const Index> bounds, Pool pool, std::span<const Id> ids,
                       TokenId skip_row, std::vector<Index>& bag_of, std::vector<T>& mean_coef) {
   const auto bags = static_cast<Index>(bounds.size()) - 1;
   bag_of.resize(ids.size());
-  mean_coef.resize(mode == BagMode::mean ? ids.size() : 0);
+  mean_coef.resize(pool == Pool::mean ? ids.size() : 0);
   for (Index b = 0; b < bags; ++b) {
     const auto begin = static_cast<std::size_t>(bounds[static_cast<std::size_t>(b)]);
     const auto end = static_cast<std::size_t>(bounds[static_cast<std::size_t>(b + 1)]);
     std::fill(bag_of.begin() + static_cast<std::ptrdiff_t>(begin),
               bag_of.begin() + static_cast<std::ptrdiff_t>(end), b);
-    if (mode != BagMode::mean) continue;
+    if (pool != Pool::mean) continue;
     Index count = 0;
     for (std::size_t i = begin; i < end; ++i)
       if (static_cast<TokenId>(ids[i]) != skip_row) ++count;
@@ -178,8 +233,7 @@ inline constexpr std::size_t kMaxWinnersLinear = 64;
 ///
 /// A bag has at most as many winners as ids (~20 in a recommendation bag) while d runs to
 /// thousands, so the distinct winners are collected by a linear search of the few found so far
-/// (runs of one id skipped) instead of sorting all d entries of every bag: the whole max backward
-/// became 1.45-1.6x faster on bench_bag's GPT-2 bags (1.2-1.35x at d = 64). A bag whose winners
+/// (runs of one id skipped) instead of sorting all d entries of every bag. A bag whose winners
 /// pass kMaxWinnersLinear falls back to sorting its d entries.
 inline void bag_max_winners(const TokenId* argmax, Index bags, Index d,
                             std::vector<TokenId>& ids_out, std::vector<Index>& bag_out) {
@@ -217,4 +271,4 @@ inline void bag_max_winners(const TokenId* argmax, Index bags, Index d,
   }
 }
 
-}  // namespace ember::detail
+}  // namespace ember::inline EMBER_ISA::detail

@@ -1,6 +1,7 @@
 /// Scatter-side kernels of the sparse backward: grouping a batch's positions by id with a slot
-/// map (no comparison sort of the n positions), and the per-row ordered sums. Inputs were
-/// validated by the public caller (SparseRowGrad::accumulate, Embedding::backward).
+/// map (no comparison sort of the n positions), the per-row ordered sums, and the accumulation
+/// of those sums into a row-sparse gradient's (rows, values). Inputs were validated by the public
+/// caller (SparseRowGrad::accumulate, the tables' backward).
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -12,27 +13,29 @@
 #include <vector>
 
 #include "ember/config.hpp"
+#include "ember/detail/parallel.hpp"
+#include "ember/detail/prefetch.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/types.hpp"
 
-namespace ember::detail {
+namespace ember::inline EMBER_ISA::detail {
 
 /// Groups the positions of a batch of ids by id.
 ///
 /// After group(ids, V, skip_row): rows() holds the distinct ids except skip_row, ascending, and
 /// positions(j) the positions i with ids[i] == rows()[j], ascending. Cost O(n) plus sorting the u
 /// distinct ids (radix sort from 512 of them, std::sort below), plus a V-entry int32 slot map
-/// allocated on first use and reset sparsely (only the u touched entries) at the end of every call,
-/// so memory is O(V + n) ints, never O(V·d). Scratch is kept between calls: steady-state grouping
-/// does not allocate.
+/// grown to the largest V seen and reset sparsely (only the u touched entries) at the end of every
+/// call, so memory is O(V + n) ints, never O(V·d). Scratch is kept between calls: steady-state
+/// grouping does not allocate, even when one grouper serves tables of different sizes.
 class RowGrouper {
  public:
   /// Precondition: every id is in [0, vocab_size).
   template <class Id>
   void group(std::span<const Id> ids, Index vocab_size, TokenId skip_row) {
     const auto n = static_cast<Index>(ids.size());
-    if (static_cast<Index>(slot_.size()) != vocab_size) {
-      slot_.assign(static_cast<std::size_t>(vocab_size), -1);
+    if (static_cast<Index>(slot_.size()) < vocab_size) {
+      slot_.resize(static_cast<std::size_t>(vocab_size), -1);
     }
     // Every buffer is sized before the slot map is dirtied, so nothing below can throw while
     // slot_ holds entries of this call.
@@ -134,7 +137,7 @@ class RowGrouper {
     if (src != keys.data()) std::copy_n(src, u, keys.data());
   }
 
-  std::vector<std::int32_t> slot_;  // V entries; -1 outside group()
+  std::vector<std::int32_t> slot_;  // at least V entries; -1 outside group()
   std::vector<std::int32_t> local_;
   std::vector<TokenId> first_seen_;
   std::vector<Index> count_;
@@ -235,4 +238,136 @@ void add_row_sum(const Rows& rows, Index d, std::span<const Index> positions, T 
   out += acc;
 }
 
-}  // namespace ember::detail
+/// The scratch of the sparse backward, one per thread and reused by every call on that thread, so
+/// a gradient is a plain value (rows and values) and steady-state accumulation does not allocate.
+struct GradWorkspace {
+  RowGrouper grouper;
+  std::vector<Index> slots;
+  std::vector<unsigned char> fresh;
+  std::vector<TokenId> merged;
+};
+
+/// The calling thread's workspace.
+inline GradWorkspace& grad_workspace() {
+  thread_local GradWorkspace workspace;
+  return workspace;
+}
+
+/// Per-worker scratch rows of value type T: one running sum and one product row per thread.
+template <class T>
+struct RowScratch {
+  RowMatrix<T> sums;
+  RowMatrix<T> products;
+};
+
+/// The calling thread's row scratch for values of type T.
+template <class T>
+RowScratch<T>& row_scratch() {
+  thread_local RowScratch<T> scratch;
+  return scratch;
+}
+
+/// The storage of a row-sparse gradient (SparseRowGrad's), as the accumulation grows and fills
+/// it: `rows` sorted and unique, values.row(k) the gradient of rows[k], d values per row.
+template <class T>
+struct SparseRowsRef {
+  std::vector<TokenId>& rows;
+  RowMatrix<T>& values;
+  Index d;
+};
+
+/// Makes g.rows the sorted union of g.rows and `incoming` (sorted, unique), moving existing values
+/// to their new slots; writes the slot of each incoming row. New rows are zeroed, unless `fresh`
+/// is given: then they are left unwritten and fresh[b] says whether incoming[b] is new (the
+/// caller assigns those rows instead of adding to them). `merged` is scratch.
+template <class T>
+void grow_to_include(SparseRowsRef<T> g, std::span<const TokenId> incoming,
+                     std::span<Index> slot_of, unsigned char* fresh,
+                     std::vector<TokenId>& merged) {
+  const std::size_t k = g.rows.size();
+  merged.clear();
+  merged.reserve(k + incoming.size());
+  std::size_t a = 0;
+  std::size_t b = 0;
+  while (a < k || b < incoming.size()) {
+    if (b == incoming.size() || (a < k && g.rows[a] < incoming[b])) {
+      merged.push_back(g.rows[a++]);
+    } else {
+      const bool existing = a < k && g.rows[a] == incoming[b];
+      if (existing) ++a;
+      if (fresh != nullptr) fresh[b] = existing ? 0 : 1;
+      slot_of[b] = static_cast<Index>(merged.size());
+      merged.push_back(incoming[b++]);
+    }
+  }
+  if (merged.size() == k) return;  // no new rows: slots index the existing layout
+  const auto grown_rows = static_cast<Index>(merged.size());
+  if (k == 0) {
+    // First rows since clear(): nothing to move.
+    g.values.resize(grown_rows, g.d);
+    if (fresh == nullptr) g.values.setZero();
+  } else {
+    RowMatrix<T> grown(grown_rows, g.d);
+    std::size_t m = 0;
+    for (std::size_t r = 0; r < k; ++r) {
+      while (merged[m] != g.rows[r]) {
+        if (fresh == nullptr) grown.row(static_cast<Index>(m)).setZero();
+        ++m;
+      }
+      grown.row(static_cast<Index>(m++)) = g.values.row(static_cast<Index>(r));
+    }
+    if (fresh == nullptr) grown.bottomRows(grown_rows - static_cast<Index>(m)).setZero();
+    g.values = std::move(grown);
+  }
+  g.rows.swap(merged);
+}
+
+/// The one accumulation kernel of the sparse backward: g[ids[p]] += scale · (what `rows` says
+/// position p contributes), each distinct id's contributions summed in position order, then
+/// scaled (by scale / count with `freq`) and added to the row's running value (or assigned to a
+/// row this call creates). Positions whose id is skip_row contribute nothing. `needs_scratch`:
+/// the row policy writes a product per position. Threads split the distinct rows, never a sum.
+/// Validated by SparseRowGrad's public calls (ids in [0, vocab_size), the policy's rows d wide).
+/// Strong guarantee: all scratch is sized before the gradient's layout changes.
+template <class T, class Id, class Rows>
+void accumulate_rows(SparseRowsRef<T> g, Index vocab_size, std::span<const Id> ids,
+                     const Rows& rows, bool needs_scratch, T scale, bool freq, TokenId skip_row) {
+  const auto n = static_cast<Index>(ids.size());
+  if (n == 0) return;
+  GradWorkspace& ws = grad_workspace();
+  // Distinct ids (ascending) and each one's positions (ascending), without sorting positions.
+  ws.grouper.group(ids, vocab_size, skip_row);
+  const auto batch_rows = ws.grouper.rows();
+  if (batch_rows.empty()) return;
+  const auto u = static_cast<Index>(batch_rows.size());
+  const Index d = g.d;
+  ws.slots.resize(batch_rows.size());
+  ws.fresh.resize(batch_rows.size());
+  const int threads = kernel_threads(n * d);
+  RowScratch<T>& scratch = row_scratch<T>();
+  if (scratch.sums.rows() < threads || scratch.sums.cols() != d) scratch.sums.resize(threads, d);
+  if (needs_scratch && (scratch.products.rows() < threads || scratch.products.cols() != d)) {
+    scratch.products.resize(threads, d);
+  }
+  grow_to_include(g, batch_rows, std::span<Index>(ws.slots), ws.fresh.data(), ws.merged);
+
+  const RowGrouper& grouper = ws.grouper;
+  parallel_rows(u, n * d, [&](Index begin, Index end, int worker) {
+    T* sum = scratch.sums.row(worker).data();
+    T* product = needs_scratch ? scratch.products.row(worker).data() : nullptr;
+    for (Index j = begin; j < end; ++j) {
+      const auto uj = static_cast<std::size_t>(j);
+      if (j + 1 < end) {
+        // Groups visit the rows in id order, i.e. at random positions: fetch the next ahead.
+        prefetch_row(rows.source_row(grouper.positions(uj + 1)[0]),
+                     d * static_cast<Index>(sizeof(T)));
+      }
+      const auto positions = grouper.positions(uj);
+      const T row_scale = freq ? scale / static_cast<T>(positions.size()) : scale;
+      add_row_sum(rows, d, positions, row_scale, ws.fresh[uj] != 0,
+                  g.values.row(ws.slots[uj]).data(), sum, product);
+    }
+  });
+}
+
+}  // namespace ember::inline EMBER_ISA::detail

@@ -1,24 +1,13 @@
-/// A plain (pointer, rows, cols, row stride) view of a row-major table, the one shape every
-/// ember kernel takes so owning tables, views and blocks share the same code.
+/// The plain views of tables that ember's kernels take: (pointer, rows, cols, row stride) for
+/// matrices of values, and (codec, pointer, rows, d_model, row stride) for stored tables of any
+/// codec, so owning tables, views and blocks share the same kernels.
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "ember/config.hpp"
 #include "ember/types.hpp"
 
-// Forced inlining of the per-row helpers of the gather loops: as out-of-line calls they cut the
-// number of rows in flight and halved int8 lookup throughput in bench_reduced.
-// A helper whose only statements are prefetches needs it most: GCC may delete an out-of-line
-// call to it as having no side effect, and with it every prefetch (seen while reworking the
-// gathers: a plain-inline prefetch helper made the reduced-precision lookups 2.5x slower).
-#ifndef EMBER_DETAIL_ALWAYS_INLINE
-#if defined(__GNUC__) || defined(__clang__)
-#define EMBER_DETAIL_ALWAYS_INLINE __attribute__((always_inline)) inline
-#else
-#define EMBER_DETAIL_ALWAYS_INLINE inline
-#endif
-#endif
-
-namespace ember::detail {
+namespace ember::inline EMBER_ISA::detail {
 
 /// Read-only row-major table: element (r, c) is data[r * stride + c].
 template <class T>
@@ -57,22 +46,26 @@ template <class Derived>
   return TableRef<T>{m.derived().data(), m.rows(), m.cols(), m.derived().outerStride()};
 }
 
-/// Asks for the cache lines of the first `reach` elements (at most d) of `row` ahead of use. A
-/// hint only: no effect on results, and nothing at all on compilers without __builtin_prefetch.
-/// The default reach of 4 lines lets the streaming prefetcher pick up the rest of a long row.
-template <class T>
-EMBER_DETAIL_ALWAYS_INLINE void prefetch_row(const T* row, Index d,
-                                             Index reach = static_cast<Index>(256 /
-                                                                              sizeof(T))) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-  constexpr Index line = 64 / static_cast<Index>(sizeof(T));
-  const Index last = d < reach ? d : reach;
-  for (Index c = 0; c < last; c += line) __builtin_prefetch(row + c, 0, 3);
-#else
-  static_cast<void>(row);
-  static_cast<void>(d);
-  static_cast<void>(reach);
-#endif
-}
+/// A stored table as the kernels take it: `rows` rows of `d` values, each encoded by `codec` in
+/// Codec::units_per_row(d) units of type Codec::Unit, rows `stride` units apart.
+template <class Codec>
+struct CodecRows {
+  using Unit = typename Codec::Unit;
+  using Value = typename Codec::Value;
+  Codec codec;
+  const Unit* data;
+  Index rows;
+  Index d;
+  Index stride;
+  [[nodiscard]] const Unit* row(Index r) const noexcept { return data + r * stride; }
+  /// Bytes of one encoded row (what a lookup reads).
+  [[nodiscard]] Index row_bytes() const noexcept {
+    return codec.units_per_row(d) * static_cast<Index>(sizeof(Unit));
+  }
+  /// decoded(row r) · s into dst[d].
+  EMBER_ALWAYS_INLINE void decode(Index r, Value s, Value* dst) const {
+    codec.decode_row(row(r), d, s, dst);
+  }
+};
 
-}  // namespace ember::detail
+}  // namespace ember::inline EMBER_ISA::detail

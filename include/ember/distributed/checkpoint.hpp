@@ -14,6 +14,7 @@
 #include <string_view>
 #include <utility>
 
+#include "ember/config.hpp"
 #include "ember/distributed/detail/mpi.hpp"
 #include "ember/distributed/row_partition.hpp"
 #include "ember/distributed/sharded_embedding.hpp"
@@ -21,7 +22,7 @@
 #include "ember/io/safetensors.hpp"
 #include "ember/types.hpp"
 
-namespace ember::distributed {
+namespace ember::inline EMBER_ISA::distributed {
 
 /// The file rank `rank` of `world_size` writes:
 /// `<prefix>.shard-<rank>-of-<world_size>.safetensors`.
@@ -184,4 +185,4 @@ template <class T>
   return ShardedEmbedding<T>(comm, vocab, std::move(shard), options);
 }
 
-}  // namespace ember::distributed
+}  // namespace ember::inline EMBER_ISA::distributed

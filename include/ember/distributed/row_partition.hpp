@@ -8,11 +8,11 @@
 #include <string>
 
 #include "ember/config.hpp"
-#include "ember/detail/validate.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
 
-namespace ember::distributed {
+namespace ember::inline EMBER_ISA::distributed {
 
 /// Contiguous, balanced row ranges: rank r owns rows [row_begin(r), row_end(r)).
 ///
@@ -84,4 +84,4 @@ class RowPartition {
   Index extra_ = 0;
 };
 
-}  // namespace ember::distributed
+}  // namespace ember::inline EMBER_ISA::distributed

@@ -14,9 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/detail/gather.hpp"
 #include "ember/detail/table_ref.hpp"
-#include "ember/detail/validate.hpp"
 #include "ember/distributed/detail/mpi.hpp"
 #include "ember/distributed/row_partition.hpp"
 #include "ember/embedding.hpp"
@@ -26,7 +27,7 @@
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
-namespace ember::distributed {
+namespace ember::inline EMBER_ISA::distributed {
 
 /// Traffic of the last forward/backward call on this rank. "Remote" means to or from another
 /// rank; the rows a rank serves to itself are copied locally and are not counted as bytes.
@@ -295,10 +296,7 @@ class ShardedEmbedding {
   [[nodiscard]] RowMatrix<T> logits(const Eigen::Ref<const RowMatrix<T>>& hidden) {
     constexpr const char* name = "ShardedEmbedding::logits";
     detail::validate_collectively(comm_, [&] { check_hidden(where(name), hidden); });
-    const RowMatrix<T> all = gather_hidden(hidden);
-    RowMatrix<T> out(all.rows(), local_rows());
-    out.noalias() = all * shard_.weight().transpose();
-    return out;
+    return shard_.logits(gather_hidden(hidden));
   }
 
   /// Collective. Backward of logits(): with grad_logits the N x local_rows() block this rank's
@@ -339,8 +337,8 @@ class ShardedEmbedding {
                                   "the hidden rows of all ranks");
     });
     const RowMatrix<T> all = gather_hidden(hidden, counts, displs);
-    grad_weight.noalias() += grad_logits.transpose() * all;
-    const RowMatrix<T> partial = grad_logits * shard_.weight();  // N x d
+    RowMatrix<T> partial(total, d);  // grad_logits · W of this shard's rows, for every rank's rows
+    shard_.logits_backward(all, grad_logits, partial, grad_weight);
     const int p = world_size();
     std::vector<int> recv_counts(static_cast<std::size_t>(p), static_cast<int>(n));
     std::vector<int> recv_displs(static_cast<std::size_t>(p));
@@ -608,15 +606,10 @@ class ShardedEmbedding {
       const std::string w = where(name);
       check_count(w, n, "ids");
       if (positions != nullptr) {
-        ember::detail::check_positions(w.c_str(), seq_len, offset, positions->rows());
-        ember::detail::check_extent(w.c_str(), "positions", 1, d, positions->cols(), "d_model");
-      }
-      ember::detail::check_extent(w.c_str(), "out", 0, n, out.rows(), "the number of ids");
-      ember::detail::check_extent(w.c_str(), "out", 1, d, out.cols(), "d_model");
-      if (positions != nullptr && n % seq_len != 0) {
-        throw ShapeError(w + ": " + std::to_string(n) +
-                             " ids are not a multiple of seq_len = " + std::to_string(seq_len),
-                         0, (n / seq_len + 1) * seq_len, n);
+        ember::detail::check_fused(w.c_str(), n, d, positions->rows(), positions->cols(),
+                                   out.rows(), out.cols(), seq_len, offset);
+      } else {
+        ember::detail::check_lookup_out(w.c_str(), n, d, out.rows(), out.cols());
       }
       ember::detail::check_ids(ids, vocab_size(), w.c_str());
     });
@@ -624,9 +617,9 @@ class ShardedEmbedding {
     exchange_ids();
     // Owner side: gather and scale the requested rows, exactly as Embedding::forward does.
     reply_.resize(static_cast<Index>(plan_.recv_local.size()), d);
-    ember::detail::gather_scaled(ember::detail::const_table(shard_.weight()),
-                                 std::span<const TokenId>(plan_.recv_local), scale(),
-                                 ember::detail::mutable_table(reply_));
+    ember::detail::gather<T>(ember::detail::rows_of(shard_),
+                             std::span<const TokenId>(plan_.recv_local), scale(),
+                             ember::detail::RowAddends<T>{}, ember::detail::mutable_table(reply_));
     rows_.resize(static_cast<Index>(plan_.send_ids.size()), d);
     detail::check_mpi(
         MPI_Alltoallv(reply_.data(), plan_.recv_counts.data(), plan_.recv_displs.data(),
@@ -651,9 +644,7 @@ class ShardedEmbedding {
     detail::validate_collectively(comm_, [&] {
       const std::string w = where(name);
       check_count(w, n, "ids");
-      ember::detail::check_extent(w.c_str(), "grad_out", 0, n, grad_out.rows(),
-                                  "the number of ids");
-      ember::detail::check_extent(w.c_str(), "grad_out", 1, d, grad_out.cols(), "d_model");
+      ember::detail::check_backward_grad_out(w.c_str(), n, d, grad_out.rows(), grad_out.cols());
       if (grad.vocab_size() != 0) {
         ember::detail::check_extent(w.c_str(), "grad", 0, local_rows(), grad.vocab_size(),
                                     "the rows this rank owns");
@@ -726,4 +717,4 @@ void embed_with_positions(ShardedEmbedding<T>& tokens,
   tokens.forward_with_positions(ids, positions, out, seq_len, offset);
 }
 
-}  // namespace ember::distributed
+}  // namespace ember::inline EMBER_ISA::distributed

@@ -11,12 +11,13 @@
 
 #include <Eigen/Core>
 
+#include "ember/config.hpp"
 #include "ember/embedding_view.hpp"
 #include "ember/io/detail/mapped_file.hpp"
 #include "ember/reduced_view.hpp"
 #include "ember/types.hpp"
 
-namespace ember::io {
+namespace ember::inline EMBER_ISA::io {
 
 /// A read-only row-major table[V, d] loaded from a file by map_npy() or
 /// SafetensorsFile::map<T>().
@@ -89,4 +90,4 @@ class MappedTable {
   Index cols_ = 0;
 };
 
-}  // namespace ember::io
+}  // namespace ember::inline EMBER_ISA::io

@@ -18,6 +18,7 @@
 
 #include <Eigen/Core>
 
+#include "ember/config.hpp"
 #include "ember/errors.hpp"
 #include "ember/io/detail/atomic_write.hpp"
 #include "ember/io/detail/byteorder.hpp"
@@ -27,7 +28,7 @@
 #include "ember/io/mapped_table.hpp"
 #include "ember/types.hpp"
 
-namespace ember::io {
+namespace ember::inline EMBER_ISA::io {
 
 /// Element types ember reads from and writes to .npy files: IEEE binary16, binary32, binary64.
 enum class NpyDtype { f2, f4, f8 };
@@ -408,4 +409,4 @@ void save_npy(const std::string& path, const Eigen::MatrixBase<Derived>& table,
   out.commit();
 }
 
-}  // namespace ember::io
+}  // namespace ember::inline EMBER_ISA::io

@@ -22,6 +22,7 @@
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
+#include "ember/config.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/errors.hpp"
 #include "ember/io/detail/atomic_write.hpp"
@@ -32,7 +33,7 @@
 #include "ember/io/mapped_table.hpp"
 #include "ember/types.hpp"
 
-namespace ember::io {
+namespace ember::inline EMBER_ISA::io {
 
 /// The dtypes of the safetensors specification. Any of them may appear in a file ember opens;
 /// only F16, BF16, F32 and F64 can be loaded as (or saved from) a float/double table, or loaded as
@@ -628,4 +629,4 @@ void save_safetensors(const std::string& path, const std::string& name,
   w.save(path);
 }
 
-}  // namespace ember::io
+}  // namespace ember::inline EMBER_ISA::io

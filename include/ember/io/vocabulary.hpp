@@ -14,13 +14,14 @@
 #include <utility>
 #include <vector>
 
+#include "ember/config.hpp"
 #include "ember/errors.hpp"
 #include "ember/io/detail/atomic_write.hpp"
 #include "ember/io/detail/checks.hpp"
 #include "ember/io/detail/mapped_file.hpp"
 #include "ember/types.hpp"
 
-namespace ember::io {
+namespace ember::inline EMBER_ISA::io {
 
 /// A bijection between V distinct tokens and the ids 0 .. V-1 (id = row of the table).
 ///
@@ -214,4 +215,4 @@ inline void save_vocabulary(const std::string& path, const Vocabulary& vocab) {
   out.commit();
 }
 
-}  // namespace ember::io
+}  // namespace ember::inline EMBER_ISA::io

@@ -20,6 +20,7 @@
 
 #include <Eigen/Core>
 
+#include "ember/config.hpp"
 #include "ember/errors.hpp"
 #include "ember/io/detail/atomic_write.hpp"
 #include "ember/io/detail/byteorder.hpp"
@@ -28,7 +29,7 @@
 #include "ember/io/vocabulary.hpp"
 #include "ember/types.hpp"
 
-namespace ember::io {
+namespace ember::inline EMBER_ISA::io {
 
 /// Word-vector file formats.
 ///
@@ -436,4 +437,4 @@ void save_glove(const std::string& path, const Vocabulary& vocab,
   save_word_vectors(path, WordFormat::glove, vocab, table);
 }
 
-}  // namespace ember::io
+}  // namespace ember::inline EMBER_ISA::io

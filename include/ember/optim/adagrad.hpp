@@ -7,13 +7,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ember/config.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
-#include "ember/optim/detail/row_state.hpp"
+#include "ember/optim/row_optimizer.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
-namespace ember::optim {
+namespace ember::inline EMBER_ISA::optim {
 
 /// Hyper-parameters of RowwiseAdagrad (FBGEMM's defaults for eps).
 struct AdagradOptions {
@@ -41,8 +42,8 @@ struct AdagradOptions {
 /// State: one T per row ever updated plus a V-sized int32 slot map: V·4 + k·sizeof(T) bytes,
 /// instead of V·d·sizeof(T) for element-wise Adagrad.
 template <class T>
-class RowwiseAdagrad : public detail::RowOptimizer<RowwiseAdagrad<T>, T> {
-  using Base = detail::RowOptimizer<RowwiseAdagrad<T>, T>;
+class RowwiseAdagrad : public RowOptimizer<RowwiseAdagrad<T>, T> {
+  using Base = RowOptimizer<RowwiseAdagrad<T>, T>;
   friend Base;
   using Base::scratch_;
   using Base::state_;
@@ -73,8 +74,8 @@ class RowwiseAdagrad : public detail::RowOptimizer<RowwiseAdagrad<T>, T> {
     constexpr const char* where = "RowwiseAdagrad";
     detail::check_lr(where, o.lr);
     ember::detail::check_positive_finite(where, "eps", o.eps);
-    detail::check_non_negative(where, "weight_decay", o.weight_decay);
-    detail::check_non_negative(where, "initial_accumulator_value", o.initial_accumulator_value);
+    ember::detail::check_non_negative(where, "weight_decay", o.weight_decay);
+    ember::detail::check_non_negative(where, "initial_accumulator_value", o.initial_accumulator_value);
     return o;
   }
 
@@ -90,7 +91,7 @@ class RowwiseAdagrad : public detail::RowOptimizer<RowwiseAdagrad<T>, T> {
     const T init = static_cast<T>(options_.initial_accumulator_value);
     const T inv_d = T(1) / static_cast<T>(d);
     scratch_.resize(d);
-    auto& table = emb.weight();
+    auto table = emb.weight();
     detail::for_each_row(in, emb.vocab_size(), [&](Index row, const T* s, const T* g_dense) {
       detail::combine(s, g_dense, d, scratch_.data());
       auto w = table.row(row).array();
@@ -110,4 +111,4 @@ class RowwiseAdagrad : public detail::RowOptimizer<RowwiseAdagrad<T>, T> {
   AdagradOptions options_;
 };
 
-}  // namespace ember::optim
+}  // namespace ember::inline EMBER_ISA::optim

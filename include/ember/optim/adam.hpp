@@ -8,13 +8,14 @@
 #include <cstdint>
 #include <string>
 
+#include "ember/config.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
-#include "ember/optim/detail/row_state.hpp"
+#include "ember/optim/row_optimizer.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
-namespace ember::optim {
+namespace ember::inline EMBER_ISA::optim {
 
 /// Hyper-parameters of Adam, with torch.optim.SparseAdam's defaults.
 struct AdamOptions {
@@ -65,8 +66,8 @@ struct AdamOptions {
 /// ember::optim::Adam<float> adamw({.lr = 1e-3, .weight_decay = 0.01, .decoupled = true});
 /// ```
 template <class T>
-class Adam : public detail::RowOptimizer<Adam<T>, T> {
-  using Base = detail::RowOptimizer<Adam<T>, T>;
+class Adam : public RowOptimizer<Adam<T>, T> {
+  using Base = RowOptimizer<Adam<T>, T>;
   friend Base;
   using Base::scratch_;
   using Base::state_;
@@ -100,10 +101,10 @@ class Adam : public detail::RowOptimizer<Adam<T>, T> {
   static AdamOptions validated(const AdamOptions& o) {
     constexpr const char* where = "Adam";
     detail::check_lr(where, o.lr);
-    detail::check_unit_interval(where, "beta1", o.beta1);
-    detail::check_unit_interval(where, "beta2", o.beta2);
+    ember::detail::check_unit_interval(where, "beta1", o.beta1);
+    ember::detail::check_unit_interval(where, "beta2", o.beta2);
     ember::detail::check_positive_finite(where, "eps", o.eps);
-    detail::check_non_negative(where, "weight_decay", o.weight_decay);
+    ember::detail::check_non_negative(where, "weight_decay", o.weight_decay);
     return o;
   }
 
@@ -136,7 +137,7 @@ class Adam : public detail::RowOptimizer<Adam<T>, T> {
     const bool l2 = o.weight_decay != 0.0 && !o.decoupled;
     const bool decay = o.weight_decay != 0.0 && o.decoupled;
     scratch_.resize(d);
-    auto& table = emb.weight();
+    auto table = emb.weight();
     detail::for_each_row(in, emb.vocab_size(), [&](Index row, const T* s, const T* g_dense) {
       detail::combine(s, g_dense, d, scratch_.data());
       auto w = table.row(row).array();
@@ -158,4 +159,4 @@ class Adam : public detail::RowOptimizer<Adam<T>, T> {
   AdamOptions options_;
 };
 
-}  // namespace ember::optim
+}  // namespace ember::inline EMBER_ISA::optim

@@ -6,13 +6,14 @@
 #include <cstddef>
 #include <string>
 
+#include "ember/config.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
-#include "ember/optim/detail/row_state.hpp"
+#include "ember/optim/row_optimizer.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
-namespace ember::optim {
+namespace ember::inline EMBER_ISA::optim {
 
 /// Hyper-parameters of SGD, with torch.optim.SGD's meanings and defaults (lr has no default in
 /// PyTorch; 0.01 here).
@@ -54,8 +55,8 @@ struct SGDOptions {
 /// opt.step(emb, sparse_grad, dense_grad);   // tied: sparse input part + dense logits part
 /// ```
 template <class T>
-class SGD : public detail::RowOptimizer<SGD<T>, T> {
-  using Base = detail::RowOptimizer<SGD<T>, T>;
+class SGD : public RowOptimizer<SGD<T>, T> {
+  using Base = RowOptimizer<SGD<T>, T>;
   friend Base;
   using Base::scratch_;
   using Base::state_;
@@ -85,9 +86,9 @@ class SGD : public detail::RowOptimizer<SGD<T>, T> {
   static SGDOptions validated(const SGDOptions& o) {
     constexpr const char* where = "SGD";
     detail::check_lr(where, o.lr);
-    detail::check_unit_interval(where, "momentum", o.momentum);
-    detail::check_unit_interval(where, "dampening", o.dampening);
-    detail::check_non_negative(where, "weight_decay", o.weight_decay);
+    ember::detail::check_unit_interval(where, "momentum", o.momentum);
+    ember::detail::check_unit_interval(where, "dampening", o.dampening);
+    ember::detail::check_non_negative(where, "weight_decay", o.weight_decay);
     if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
       throw ValueError(
           std::string(where) + ": nesterov needs momentum > 0 and dampening = 0, got momentum " +
@@ -108,7 +109,7 @@ class SGD : public detail::RowOptimizer<SGD<T>, T> {
     const T mom = static_cast<T>(options_.momentum);
     const T damp = static_cast<T>(1.0 - options_.dampening);
     scratch_.resize(d);
-    auto& table = emb.weight();
+    auto table = emb.weight();
     detail::for_each_row(in, emb.vocab_size(), [&](Index row, const T* s, const T* g_dense) {
       detail::combine(s, g_dense, d, scratch_.data());
       auto w = table.row(row);
@@ -137,4 +138,4 @@ class SGD : public detail::RowOptimizer<SGD<T>, T> {
   SGDOptions options_;
 };
 
-}  // namespace ember::optim
+}  // namespace ember::inline EMBER_ISA::optim

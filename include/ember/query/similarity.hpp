@@ -16,12 +16,13 @@
 
 #include <Eigen/Core>
 
-#include "ember/detail/validate.hpp"
+#include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
 #include "ember/io/vocabulary.hpp"
 #include "ember/types.hpp"
 
-namespace ember::query {
+namespace ember::inline EMBER_ISA::query {
 
 /// One answer of a query: a row id and its score (cosine, or the 3CosMul objective).
 template <class T>
@@ -398,4 +399,4 @@ class Neighbours {
   std::optional<io::Vocabulary> vocab_;
 };
 
-}  // namespace ember::query
+}  // namespace ember::inline EMBER_ISA::query

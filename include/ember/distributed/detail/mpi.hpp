@@ -14,10 +14,11 @@
 #include <type_traits>
 #include <utility>
 
+#include "ember/config.hpp"
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
 
-namespace ember::distributed::detail {
+namespace ember::inline EMBER_ISA::distributed::detail {
 
 /// The MPI datatype of a scalar ember stores or sends.
 template <class T>
@@ -182,4 +183,4 @@ void validate_collectively(MPI_Comm comm, F&& check) {
   agree(comm, capture(std::forward<F>(check)));
 }
 
-}  // namespace ember::distributed::detail
+}  // namespace ember::inline EMBER_ISA::distributed::detail

@@ -18,9 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ember/config.hpp"
 #include "ember/errors.hpp"
 
-namespace ember::io::detail {
+namespace ember::inline EMBER_ISA::io::detail {
 
 /// Fault injection for AtomicFile, a test seam (detail API: no stability promise). While a
 /// ScopedWriteFault is alive on a thread, every AtomicFile written *on that thread* fails the way
@@ -169,4 +170,4 @@ class AtomicFile {
   std::vector<unsigned char> buffer_;
 };
 
-}  // namespace ember::io::detail
+}  // namespace ember::inline EMBER_ISA::io::detail

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <type_traits>
 
-namespace ember::io::detail {
+#include "ember/config.hpp"
+
+namespace ember::inline EMBER_ISA::io::detail {
 
 /// True when the host stores multi-byte numbers least significant byte first.
 inline constexpr bool host_is_little_endian = std::endian::native == std::endian::little;
@@ -63,4 +65,4 @@ void store_value_le(unsigned char* p, V v) noexcept {
   if (!host_is_little_endian) byteswap_elements(p, 1, sizeof(V));
 }
 
-}  // namespace ember::io::detail
+}  // namespace ember::inline EMBER_ISA::io::detail

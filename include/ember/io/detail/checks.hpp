@@ -11,9 +11,10 @@
 #include <string>
 #include <string_view>
 
+#include "ember/config.hpp"
 #include "ember/errors.hpp"
 
-namespace ember::io::detail {
+namespace ember::inline EMBER_ISA::io::detail {
 
 /// Throws FormatError "<path>: <what> at byte <offset>".
 [[noreturn]] inline void fail_at_byte(const std::string& path, std::uint64_t offset,
@@ -99,4 +100,4 @@ template <class T>
   return out;
 }
 
-}  // namespace ember::io::detail
+}  // namespace ember::inline EMBER_ISA::io::detail

@@ -8,7 +8,9 @@
 
 #include <Eigen/Core>
 
-namespace ember::io::detail {
+#include "ember/config.hpp"
+
+namespace ember::inline EMBER_ISA::io::detail {
 
 /// The float value of the binary16 bit pattern `bits`.
 [[nodiscard]] inline float half_bits_to_float(std::uint16_t bits) noexcept {
@@ -48,4 +50,4 @@ namespace ember::io::detail {
   return n;
 }
 
-}  // namespace ember::io::detail
+}  // namespace ember::inline EMBER_ISA::io::detail

@@ -15,9 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ember/config.hpp"
 #include "ember/errors.hpp"
 
-namespace ember::io::detail {
+namespace ember::inline EMBER_ISA::io::detail {
 
 /// A read-only view of a whole file: data()[0, size()). Empty files map to size() == 0 and a
 /// non-null dummy pointer. Move-only; unmaps on destruction.
@@ -102,4 +103,4 @@ class MappedFile {
   bool mapped_ = false;
 };
 
-}  // namespace ember::io::detail
+}  // namespace ember::inline EMBER_ISA::io::detail

@@ -1,10 +1,10 @@
-// Tests of config.hpp's threading helpers: detail::parallel_rows' split and the serial fast path.
+// Tests of detail/parallel.hpp: detail::parallel_rows' split and the serial fast path.
 // SPDX-License-Identifier: MIT
 #include <catch2/catch.hpp>
 
 #include <vector>
 
-#include <ember/config.hpp>
+#include <ember/detail/parallel.hpp>
 
 using Index = Eigen::Index;
 namespace detail = ember::detail;

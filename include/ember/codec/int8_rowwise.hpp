@@ -1,0 +1,77 @@
+/// codec::Int8Rowwise: FBGEMM's fused 8-bit row-wise layout (per row, d uint8 codes, a float
+/// scale and a float bias), the codec of QuantizedEmbedding and QuantizedEmbeddingView.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "ember/config.hpp"
+#include "ember/types.hpp"
+
+namespace ember::inline EMBER_ISA::codec {
+
+/// A row of d values stored as FBGEMM's FloatToFused8BitRowwiseQuantized (Caffe2's
+/// Fused8BitRowwise) lays it out: d uint8 codes q followed by a float32 scale and a float32 bias
+/// (native byte order, unaligned), standing for the values q · scale + bias. The interface is
+/// described in codec/plain.hpp.
+///
+/// Decoding at lookup scale s folds s into the row's scale and bias: (q · (scale·s)) + bias·s,
+/// each product rounded before the sum; at s = 1 that is exactly q · scale + bias.
+struct Int8Rowwise {
+  using Unit = std::uint8_t;
+  using Value = float;
+  static constexpr bool is_plain = false;
+  static constexpr const char* family = "QuantizedEmbedding";
+  /// Bytes after the codes of each row: the float scale and the float bias.
+  static constexpr Index row_overhead = 2 * static_cast<Index>(sizeof(float));
+
+  [[nodiscard]] static constexpr const char* name() noexcept { return "int8_rowwise"; }
+  [[nodiscard]] static constexpr Index units_per_row(Index d) noexcept { return d + row_overhead; }
+  [[nodiscard]] static constexpr bool holds_width(Index /*d*/) noexcept { return true; }
+
+  /// The scale of a stored row of d codes.
+  [[nodiscard]] static float row_scale(const std::uint8_t* row, Index d) noexcept {
+    float v;
+    std::memcpy(&v, row + d, sizeof v);
+    return v;
+  }
+  /// The bias of a stored row of d codes.
+  [[nodiscard]] static float row_bias(const std::uint8_t* row, Index d) noexcept {
+    float v;
+    std::memcpy(&v, row + d + static_cast<Index>(sizeof(float)), sizeof v);
+    return v;
+  }
+
+  /// dst[c] = q[c] · (scale · s) + bias · s. The products are stored in one pass and the bias added
+  /// in another, so no compiler fuses them into one multiply-add: the bits are the same in every
+  /// build. (The compiler vectorises both passes; the second runs on the row in L1.)
+  EMBER_ALWAYS_INLINE static void decode_row(const std::uint8_t* row, Index d, float s,
+                                             float* dst) noexcept {
+    const float a = row_scale(row, d) * s;
+    const float b = row_bias(row, d) * s;
+    for (Index c = 0; c < d; ++c) dst[c] = static_cast<float>(row[c]) * a;
+    for (Index c = 0; c < d; ++c) dst[c] += b;
+  }
+
+  /// FBGEMM's FloatToFused8BitRowwiseQuantizedSBFloat, reference (scalar) version: bias = min,
+  /// scale = (max - min) / 255, q = clamp(round((x - min) · 255 / (max - min + 1e-8)), 0, 255).
+  /// Precondition: the values are finite.
+  static void encode_row(const float* x, Index d, std::uint8_t* out) noexcept {
+    const auto [lo, hi] = std::minmax_element(x, x + d);
+    const float minimum = *lo;
+    const float range = *hi - minimum;
+    const float scale = range / 255.0f;
+    const float inverse_scale = 255.0f / (range + 1e-8f);
+    for (Index c = 0; c < d; ++c) {
+      const long q = std::lrintf((x[c] - minimum) * inverse_scale);
+      out[c] = static_cast<std::uint8_t>(std::clamp(q, 0L, 255L));
+    }
+    std::memcpy(out + d, &scale, sizeof scale);
+    std::memcpy(out + d + static_cast<Index>(sizeof scale), &minimum, sizeof minimum);
+  }
+};
+
+}  // namespace ember::inline EMBER_ISA::codec

@@ -1,0 +1,45 @@
+/// codec::Plain<T>: rows stored as T (float or double) and used as they are, the codec of
+/// Embedding<T> and EmbeddingView<T>.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <Eigen/Core>
+
+#include "ember/config.hpp"
+#include "ember/types.hpp"
+
+namespace ember::inline EMBER_ISA::codec {
+
+/// A row of d values of T stored as d values of T: nothing to decode.
+///
+/// The codec interface, which every codec of `ember/codec/` implements:
+/// - `Unit`: the element type of the stored rows; `Value`: the type rows decode to and lookups
+///   compute in (T here, float for every reduced or quantized codec);
+/// - `is_plain`: rows are Value[d] as stored, so tied logits and bags read them without decoding;
+/// - `family`: the name of the owning table in messages ("Embedding", "ReducedEmbedding", ...);
+/// - `name()`: the storage format ("f32", "bf16", "int8_rowwise", ...);
+/// - `units_per_row(d)`: units of one stored row of d values; `holds_width(d)`: whether the format
+///   can store a row of d values (block formats need a multiple of their block);
+/// - `decode_row(row, d, s, dst)`: dst[c] = the value of column c times s, for the d columns.
+///   Every product is rounded to Value before anything else is added to it.
+template <class T>
+struct Plain {
+  static_assert(Scalar<T>, "ember::codec::Plain<T>: T must be float or double");
+  using Unit = T;
+  using Value = T;
+  static constexpr bool is_plain = true;
+  static constexpr const char* family = "Embedding";
+
+  [[nodiscard]] static constexpr const char* name() noexcept {
+    return sizeof(T) == 4 ? "f32" : "f64";
+  }
+  [[nodiscard]] static constexpr Index units_per_row(Index d) noexcept { return d; }
+  [[nodiscard]] static constexpr bool holds_width(Index /*d*/) noexcept { return true; }
+
+  /// dst[c] = row[c] · s.
+  EMBER_ALWAYS_INLINE static void decode_row(const T* row, Index d, T s, T* dst) noexcept {
+    Eigen::Map<RowVector<T>>(dst, d) = Eigen::Map<const RowVector<T>>(row, d) * s;
+  }
+};
+
+}  // namespace ember::inline EMBER_ISA::codec

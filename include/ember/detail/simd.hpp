@@ -1,0 +1,238 @@
+/// The one way ember keeps a product rounded before an add: the row kernels out = w · s + p used
+/// by every fused path, in portable, AVX and AVX-512 forms with cached or streaming stores. Each
+/// form rounds w · s before adding p, so every fused path gives the bits of a lookup followed by
+/// a separate add, whatever the compiler may contract into a fused multiply-add.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+
+#include <Eigen/Core>
+
+#include "ember/config.hpp"
+#include "ember/types.hpp"
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define EMBER_DETAIL_HAVE_AVX_ROWS 1
+#else
+#define EMBER_DETAIL_HAVE_AVX_ROWS 0
+#endif
+
+namespace ember::inline EMBER_ISA::detail {
+
+/// Output size (bytes) from which a fused lookup writes with non-temporal (streaming) stores: the
+/// L2 of a core on the machines ember is measured on (2 MiB). Below it the output will still be in
+/// cache for whoever reads it next, so ordinary stores win; above it ordinary stores pay a
+/// read-for-ownership of every output line that is then evicted anyway.
+inline constexpr Index kStreamMinBytes = Index{2} << 20;
+
+/// Row policy: the portable loop. On x86 a build without AVX has no fused multiply-add, so one
+/// Eigen expression rounds the product on its own; elsewhere (where compilers contract by
+/// default) the product is stored in a first pass and p added in a second, which no compiler
+/// fuses.
+struct PlainRows {};
+
+template <class T>
+inline void scaled_add_row(PlainRows, const T* w, const T* p, T s, T* o, Index d) noexcept {
+  Eigen::Map<RowVector<T>> out(o, d);
+#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || defined(_M_IX86)
+  out = Eigen::Map<const RowVector<T>>(w, d) * s + Eigen::Map<const RowVector<T>>(p, d);
+#else
+  out = Eigen::Map<const RowVector<T>>(w, d) * s;
+  out += Eigen::Map<const RowVector<T>>(p, d);
+#endif
+}
+
+#if EMBER_DETAIL_HAVE_AVX_ROWS
+#define EMBER_DETAIL_TARGET_AVX __attribute__((target("avx")))
+#define EMBER_DETAIL_TARGET_AVX512 __attribute__((target("avx512f")))
+
+/// Keeps the scalar `v` in an SSE register the compiler cannot see through, so `w·s` is rounded
+/// before `+ p` even where the compiler would contract the two into one FMA. (The vector row
+/// functions spell the same empty asm on their 256/512-bit operands.)
+template <class T>
+inline void no_contract(T& v) noexcept {
+  asm("" : "+x"(v));
+}
+
+/// Row policy: 256-bit AVX, product rounded before the add. Stream = false: ordinary (cached)
+/// stores. Stream = true: the 32-byte aligned body of each row goes out with non-temporal stores,
+/// the unaligned head and tail with ordinary ones; whoever runs a chunk of rows with it ends the
+/// chunk with stream_fence().
+template <bool Stream>
+struct AvxRowsT {};
+using AvxRows = AvxRowsT<false>;
+using AvxStreamRows = AvxRowsT<true>;
+
+/// Row policy: as AvxRowsT with 512-bit vectors (streaming stores then 64-byte aligned: one whole
+/// cache line each), used instead of AvxRowsT when the build targets AVX-512F.
+template <bool Stream>
+struct Avx512RowsT {};
+using Avx512Rows = Avx512RowsT<false>;
+using Avx512StreamRows = Avx512RowsT<true>;
+
+/// Orders this thread's non-temporal stores before anything it does next (e.g. leaving the
+/// parallel region whose join publishes the output).
+EMBER_DETAIL_TARGET_AVX inline void stream_fence() noexcept { _mm_sfence(); }
+
+template <class T>
+EMBER_DETAIL_TARGET_AVX inline void scaled_add_scalars(const T* w, const T* p, T s, T* o,
+                                                       Index begin, Index end) noexcept {
+  for (Index c = begin; c < end; ++c) {
+    T prod = w[c] * s;
+    no_contract(prod);
+    o[c] = prod + p[c];
+  }
+}
+
+EMBER_DETAIL_TARGET_AVX inline __m256 scaled_add8(const float* w, const float* p,
+                                                  __m256 s) noexcept {
+  __m256 prod = _mm256_mul_ps(_mm256_loadu_ps(w), s);
+  asm("" : "+x"(prod));
+  return _mm256_add_ps(prod, _mm256_loadu_ps(p));
+}
+
+EMBER_DETAIL_TARGET_AVX inline __m256d scaled_add8(const double* w, const double* p,
+                                                   __m256d s) noexcept {
+  __m256d prod = _mm256_mul_pd(_mm256_loadu_pd(w), s);
+  asm("" : "+x"(prod));
+  return _mm256_add_pd(prod, _mm256_loadu_pd(p));
+}
+
+EMBER_DETAIL_TARGET_AVX inline __m256 broadcast(float s) noexcept { return _mm256_set1_ps(s); }
+EMBER_DETAIL_TARGET_AVX inline __m256d broadcast(double s) noexcept { return _mm256_set1_pd(s); }
+EMBER_DETAIL_TARGET_AVX inline void store(float* o, __m256 v) noexcept { _mm256_storeu_ps(o, v); }
+EMBER_DETAIL_TARGET_AVX inline void store(double* o, __m256d v) noexcept { _mm256_storeu_pd(o, v); }
+EMBER_DETAIL_TARGET_AVX inline void stream(float* o, __m256 v) noexcept { _mm256_stream_ps(o, v); }
+EMBER_DETAIL_TARGET_AVX inline void stream(double* o, __m256d v) noexcept {
+  _mm256_stream_pd(o, v);
+}
+
+/// First element of o at or after a `bytes`-aligned address, capped at d (an element-aligned o
+/// reaches one, since bytes is a multiple of sizeof(T)): the head a streaming row path writes
+/// with ordinary stores.
+template <class T>
+inline Index aligned_head(const T* o, Index d, Index bytes) noexcept {
+  const auto misalign =
+      static_cast<Index>(reinterpret_cast<std::uintptr_t>(o) % static_cast<std::uintptr_t>(bytes));
+  const Index head = misalign == 0 ? 0 : (bytes - misalign) / static_cast<Index>(sizeof(T));
+  return head < d ? head : d;
+}
+
+template <bool Stream, class T>
+EMBER_DETAIL_TARGET_AVX inline void scaled_add_row(AvxRowsT<Stream>, const T* w, const T* p, T s,
+                                                   T* o, Index d) noexcept {
+  constexpr Index lanes = 32 / static_cast<Index>(sizeof(T));
+  const Index head = Stream ? aligned_head(o, d, 32) : 0;
+  scaled_add_scalars(w, p, s, o, 0, head);
+  const auto sv = broadcast(s);
+  Index c = head;
+  for (; c + lanes <= d; c += lanes) {
+    if constexpr (Stream) {
+      stream(o + c, scaled_add8(w + c, p + c, sv));
+    } else {
+      store(o + c, scaled_add8(w + c, p + c, sv));
+    }
+  }
+  scaled_add_scalars(w, p, s, o, c, d);
+}
+
+EMBER_DETAIL_TARGET_AVX512 inline __m512 scaled_add16(const float* w, const float* p,
+                                                      __m512 s) noexcept {
+  __m512 prod = _mm512_mul_ps(_mm512_loadu_ps(w), s);
+  asm("" : "+v"(prod));
+  return _mm512_add_ps(prod, _mm512_loadu_ps(p));
+}
+
+EMBER_DETAIL_TARGET_AVX512 inline __m512d scaled_add16(const double* w, const double* p,
+                                                       __m512d s) noexcept {
+  __m512d prod = _mm512_mul_pd(_mm512_loadu_pd(w), s);
+  asm("" : "+v"(prod));
+  return _mm512_add_pd(prod, _mm512_loadu_pd(p));
+}
+
+EMBER_DETAIL_TARGET_AVX512 inline __m512 broadcast512(float s) noexcept {
+  return _mm512_set1_ps(s);
+}
+EMBER_DETAIL_TARGET_AVX512 inline __m512d broadcast512(double s) noexcept {
+  return _mm512_set1_pd(s);
+}
+EMBER_DETAIL_TARGET_AVX512 inline void store(float* o, __m512 v) noexcept {
+  _mm512_storeu_ps(o, v);
+}
+EMBER_DETAIL_TARGET_AVX512 inline void store(double* o, __m512d v) noexcept {
+  _mm512_storeu_pd(o, v);
+}
+EMBER_DETAIL_TARGET_AVX512 inline void stream(float* o, __m512 v) noexcept {
+  _mm512_stream_ps(o, v);
+}
+EMBER_DETAIL_TARGET_AVX512 inline void stream(double* o, __m512d v) noexcept {
+  _mm512_stream_pd(o, v);
+}
+
+template <bool Stream, class T>
+EMBER_DETAIL_TARGET_AVX512 inline void scaled_add_row(Avx512RowsT<Stream>, const T* w, const T* p,
+                                                      T s, T* o, Index d) noexcept {
+  constexpr Index lanes = 64 / static_cast<Index>(sizeof(T));
+  const Index head = Stream ? aligned_head(o, d, 64) : 0;
+  scaled_add_scalars(w, p, s, o, 0, head);
+  const auto sv = broadcast512(s);
+  Index c = head;
+  for (; c + lanes <= d; c += lanes) {
+    if constexpr (Stream) {
+      stream(o + c, scaled_add16(w + c, p + c, sv));
+    } else {
+      store(o + c, scaled_add16(w + c, p + c, sv));
+    }
+  }
+  scaled_add_scalars(w, p, s, o, c, d);
+}
+#endif
+
+/// Makes the compiler keep `x` as computed, in memory, before its next use: a product passed
+/// through it cannot be contracted with a later add into one fused multiply-add (the one
+/// rounding of an FMA would change the bits between builds with and without FMA).
+template <class X>
+EMBER_ALWAYS_INLINE void round_in_memory(X& x) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  asm volatile("" : "+m"(x));
+#else
+  static_cast<void>(x);
+#endif
+}
+
+/// True for the row policies whose stores are non-temporal (a chunk ends with stream_fence()).
+template <class Rows>
+inline constexpr bool is_streaming_rows = false;
+#if EMBER_DETAIL_HAVE_AVX_ROWS
+template <>
+inline constexpr bool is_streaming_rows<AvxStreamRows> = true;
+template <>
+inline constexpr bool is_streaming_rows<Avx512StreamRows> = true;
+#endif
+
+/// Calls f(policy) with the row policy this build uses for an output of `bytes` bytes: AVX-512
+/// or AVX vectors when the build targets them (streaming from kStreamMinBytes), the portable
+/// loop otherwise.
+template <class F>
+void with_row_policy(Index bytes, F&& f) {
+#if EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX512F__)
+  if (bytes >= kStreamMinBytes) {
+    f(Avx512StreamRows{});
+  } else {
+    f(Avx512Rows{});
+  }
+#elif EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX__)
+  if (bytes >= kStreamMinBytes) {
+    f(AvxStreamRows{});
+  } else {
+    f(AvxRows{});
+  }
+#else
+  static_cast<void>(bytes);
+  f(PlainRows{});
+#endif
+}
+
+}  // namespace ember::inline EMBER_ISA::detail

@@ -1,0 +1,778 @@
+/// Table<Codec, Holder>: an embedding table as two independent choices, how a row is stored (a
+/// codec of ember/codec/) and who owns the bytes (Owned or Borrowed), with lookup, fused
+/// positions, backward, tied logits and their backward written once for every combination.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "ember/check.hpp"
+#include "ember/codec/int8_rowwise.hpp"
+#include "ember/codec/plain.hpp"
+#include "ember/codec/reduced.hpp"
+#include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
+#include "ember/detail/gather.hpp"
+#include "ember/detail/logits.hpp"
+#include "ember/detail/table_ref.hpp"
+#include "ember/errors.hpp"
+#include "ember/init.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/types.hpp"
+
+namespace ember::inline EMBER_ISA {
+
+/// The constant a table's lookup multiplies every row by, fixed when the table is built and
+/// never learned: √d_model by default (Vaswani et al. 2017, §3.4), or the constant a model
+/// defines (1 for LLaMA and GPT-2; Gemma's √d_model rounded to bfloat16). Tied logits never use
+/// it.
+class LookupScale {
+ public:
+  /// √d_model, computed in double and rounded once to the table's value type (the default).
+  LookupScale() noexcept = default;
+  /// √d_model (the default).
+  [[nodiscard]] static LookupScale sqrt_d_model() noexcept { return {}; }
+  /// No scale: lookups return the stored rows (LLaMA, GPT-2).
+  [[nodiscard]] static LookupScale none() noexcept { return constant(1.0); }
+  /// A fixed constant, rounded once to the table's value type.
+  /// Throws: ValueError unless value is finite.
+  [[nodiscard]] static LookupScale constant(double value) {
+    detail::check_finite_value("LookupScale::constant", "value", value);
+    LookupScale s;
+    s.value_ = value;
+    s.fixed_ = true;
+    return s;
+  }
+  /// The scale of a table of width d_model, in the table's value type V.
+  template <class V>
+  [[nodiscard]] V resolve(Index d_model) const noexcept {
+    return static_cast<V>(fixed_ ? value_ : std::sqrt(static_cast<double>(d_model)));
+  }
+  /// True unless the scale is √d_model.
+  [[nodiscard]] bool is_constant() const noexcept { return fixed_; }
+
+ private:
+  double value_ = 0.0;
+  bool fixed_ = false;
+};
+
+template <class Codec, template <class> class Holder>
+class Table;
+
+namespace detail {
+/// ember's own kernels' door into a table's storage (not for users).
+struct TableAccess {
+  template <class Tab>
+  [[nodiscard]] static auto rows(const Tab& table) noexcept {
+    return table.codec_rows();
+  }
+};
+/// The stored rows of any ember table, as the kernels take them.
+template <class Tab>
+[[nodiscard]] auto rows_of(const Tab& table) noexcept {
+  return TableAccess::rows(table);
+}
+}  // namespace detail
+
+/// Holder: the table owns its rows (a RowMatrix of vocab_size x units-per-row units).
+template <class Codec>
+class Owned {
+ public:
+  using Unit = typename Codec::Unit;
+
+  /// Number of rows V.
+  [[nodiscard]] Index vocab_size() const noexcept { return storage_.rows(); }
+  /// Values per row.
+  [[nodiscard]] Index d_model() const noexcept { return d_; }
+  /// The codec of the stored rows.
+  [[nodiscard]] const Codec& codec() const noexcept { return codec_; }
+  /// Bytes of one stored row.
+  [[nodiscard]] Index row_bytes() const noexcept {
+    return codec_.units_per_row(d_) * static_cast<Index>(sizeof(Unit));
+  }
+  /// Bytes of the stored table.
+  [[nodiscard]] std::size_t storage_bytes() const noexcept {
+    return static_cast<std::size_t>(storage_.size()) * sizeof(Unit);
+  }
+  /// The stored table as bytes, vocab_size · row_bytes() of them, rows packed.
+  [[nodiscard]] std::span<const std::uint8_t> bytes() const noexcept {
+    return {reinterpret_cast<const std::uint8_t*>(storage_.data()), storage_bytes()};
+  }
+
+ protected:
+  static constexpr const char* holder_suffix = "";
+  Owned(RowMatrix<Unit> storage, Index d, Codec codec)
+      : storage_(std::move(storage)), d_(d), codec_(std::move(codec)) {}
+
+  [[nodiscard]] detail::CodecRows<Codec> codec_rows() const noexcept {
+    return {codec_, storage_.data(), storage_.rows(), d_, storage_.cols()};
+  }
+
+  RowMatrix<Unit> storage_;
+  Index d_;
+  Codec codec_;
+
+ private:
+  friend struct detail::TableAccess;
+};
+
+/// Holder: the table reads rows it does not own (caller memory or a file mapping), optionally
+/// keeping their owner alive through a shared handle.
+template <class Codec>
+class Borrowed {
+ public:
+  using Unit = typename Codec::Unit;
+
+  /// Number of rows V.
+  [[nodiscard]] Index vocab_size() const noexcept { return rows_; }
+  /// Values per row.
+  [[nodiscard]] Index d_model() const noexcept { return d_; }
+  /// The codec of the stored rows.
+  [[nodiscard]] const Codec& codec() const noexcept { return codec_; }
+  /// Units (elements of the storage type) between the starts of consecutive rows.
+  [[nodiscard]] Index row_stride() const noexcept { return stride_; }
+  /// First unit of row 0.
+  [[nodiscard]] const Unit* data() const noexcept { return data_; }
+  /// The owner the view keeps alive (null for caller memory).
+  [[nodiscard]] const std::shared_ptr<const void>& keep_alive() const noexcept {
+    return keep_alive_;
+  }
+  /// Bytes of one stored row (without the padding of a longer stride).
+  [[nodiscard]] Index row_bytes() const noexcept {
+    return codec_.units_per_row(d_) * static_cast<Index>(sizeof(Unit));
+  }
+  /// Bytes of the viewed rows (vocab_size · row_bytes()).
+  [[nodiscard]] std::size_t storage_bytes() const noexcept {
+    return static_cast<std::size_t>(rows_) * static_cast<std::size_t>(row_bytes());
+  }
+
+ protected:
+  static constexpr const char* holder_suffix = "View";
+  Borrowed(const Unit* data, Index rows, Index d, Index stride,
+           std::shared_ptr<const void> keep_alive, Codec codec)
+      : data_(data),
+        rows_(rows),
+        d_(d),
+        stride_(stride),
+        keep_alive_(std::move(keep_alive)),
+        codec_(std::move(codec)) {}
+
+  [[nodiscard]] detail::CodecRows<Codec> codec_rows() const noexcept {
+    return {codec_, data_, rows_, d_, stride_};
+  }
+
+  const Unit* data_;
+  Index rows_;
+  Index d_;
+  Index stride_;
+  std::shared_ptr<const void> keep_alive_;
+  Codec codec_;
+
+ private:
+  friend struct detail::TableAccess;
+};
+
+/// True for every ember table type (Table<Codec, Holder> and the types derived from it).
+template <class T>
+concept EmbeddingTable = requires { T::is_ember_table; } && T::is_ember_table;
+
+/// An embedding table: vocab_size rows of d_model values, each row stored by `Codec` and held by
+/// `Holder` (Owned or Borrowed). Every operation below is the same code for every codec and
+/// holder; the names users know are this template: Embedding<T> (Plain<T>, Owned, plus training
+/// state), EmbeddingView<T> (Plain<T>, Borrowed), ReducedEmbedding<S> / ReducedEmbeddingView<S>
+/// (Reduced<S>), QuantizedEmbedding / QuantizedEmbeddingView (Int8Rowwise).
+///
+/// Conventions:
+/// - Lookup returns decode(row) · scale() in the codec's value type (T for Plain<T>, float for
+///   every other codec), or rounded to the storage type on request (16-bit codecs). scale() is
+///   fixed at construction (LookupScale: √d_model by default) and never stored in the table.
+/// - Ids are checked once at the door: any id outside [0, vocab_size) throws IndexError naming its
+///   position, value and bound, in every build type, and nothing is written. Ids are any
+///   contiguous range of integers (std::vector<int32_t>, std::span<const TokenId>, ...).
+/// - backward gives grad[t] += scale() · Σ_{i : ids[i] = t} grad_out[i] in the value type, into a
+///   SparseRowGrad: only looked-up rows, bit-identical for any thread count.
+/// - Tied logits (hidden · Wᵀ) never take the scale. A plain table is multiplied as stored; any
+///   other codec uses its float master copy when one is kept, else rows decoded 4096 at a time
+///   (never the whole table at once).
+///
+/// Thread safety: const members may run concurrently on one table (while borrowed memory is
+/// unchanged). With OpenMP enabled by the including program, lookups and backward split their
+/// loops across threads; results are bit-identical for any thread count.
+template <class C, template <class> class H>
+class Table : public H<C> {
+  using Base = H<C>;
+  static constexpr bool owned = std::is_same_v<H<C>, Owned<C>>;
+  static constexpr bool borrowed = std::is_same_v<H<C>, Borrowed<C>>;
+
+ public:
+  /// How rows are stored.
+  using Codec = C;
+  /// The element type of the stored rows (T, Eigen::half, std::uint8_t, ...).
+  using Unit = typename C::Unit;
+  /// The storage type (the same as Unit).
+  using Storage = Unit;
+  /// What lookups compute in and return: T for Plain<T>, float otherwise.
+  using Value = typename C::Value;
+  /// The same as Value.
+  using Scalar = Value;
+  /// Marks ember tables (see EmbeddingTable).
+  static constexpr bool is_ember_table = true;
+  /// True when a row is d_model units of the storage type (plain and 16-bit tables): weight()
+  /// then views the stored table as a matrix.
+  static constexpr bool element_rows = C::units_per_row(Index{7}) == Index{7} &&
+                                       std::is_floating_point_v<Value>;
+  /// The matrix weight() returns for a view: read-only, row-major, rows row_stride() apart.
+  using Map = Eigen::Map<const RowMatrix<Unit>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+  // ---- construction: views --------------------------------------------------------------------
+
+  /// A view of `vocab_size` rows of `d_model` values at `data`, row r starting at
+  /// data + r · row_stride units (row_stride = -1: packed rows). `keep_alive`, when given, is held
+  /// for the view's lifetime (the owner of the memory).
+  /// Throws:  ShapeError if a size is not positive, row_stride is below a packed row (other than
+  ///          -1) or the codec cannot store rows of d_model values; ValueError if data is null or
+  ///          not aligned to alignof(Unit).
+  Table(const Unit* data, Index vocab_size, Index d_model, Index row_stride = -1,
+        std::shared_ptr<const void> keep_alive = {}, LookupScale scale = {})
+    requires(borrowed && std::is_default_constructible_v<C>)
+      : Table(C{}, data, vocab_size, d_model, row_stride, std::move(keep_alive), scale) {}
+
+  /// A view as above over rows of a codec with state (e.g. a block format chosen at run time).
+  Table(C codec, const Unit* data, Index vocab_size, Index d_model, Index row_stride,
+        std::shared_ptr<const void> keep_alive = {}, LookupScale scale = {})
+    requires(borrowed)
+      : Base(data, vocab_size, d_model,
+             checked_view(codec, data, vocab_size, d_model, row_stride), std::move(keep_alive),
+             codec),
+        scale_(scale.template resolve<Value>(d_model)) {}
+
+  /// A view of a row-major Eigen object of Unit with direct access (RowMatrix, a block of one, a
+  /// Map, Embedding::weight(), MappedTable::matrix()). The object must outlive the view.
+  /// Throws: as the pointer constructor.
+  template <class Derived>
+  explicit Table(const Eigen::MatrixBase<Derived>& table, std::shared_ptr<const void> keep_alive = {},
+                 LookupScale scale = {})
+    requires(borrowed && element_rows)
+      : Table(detail::const_table(table.derived()).data, table.rows(), table.cols(),
+              detail::const_table(table.derived()).stride, std::move(keep_alive), scale) {
+    static_assert(std::is_same_v<typename Derived::Scalar, Unit>,
+                  "ember: a view's matrix must hold the table's storage type");
+  }
+
+  /// A view of an owning table of the same codec (an Embedding, a ReducedEmbedding, a
+  /// QuantizedEmbedding), with its scale, sharing the float master it has now (if any; the view
+  /// keeps it alive, and a later set_float_master or clear_float_master on either side does not
+  /// reach the other). The table must outlive the view and keep its rows.
+  template <class Owner>
+    requires(borrowed && std::derived_from<Owner, Table<C, Owned>>)
+  explicit Table(const Owner& owner)
+      : Base(detail::rows_of(owner).data, owner.vocab_size(), owner.d_model(),
+             detail::rows_of(owner).stride, {}, owner.codec()),
+        scale_(owner.scale()),
+        master_(owner.master_) {}
+
+  /// Views of temporaries would dangle at once: they do not compile.
+  explicit Table(RowMatrix<Unit>&&)
+    requires(borrowed)
+  = delete;
+  template <class Owner>
+    requires(borrowed && std::derived_from<Owner, Table<C, Owned>>)
+  explicit Table(const Owner&&) = delete;
+
+  // ---- construction: owning tables ------------------------------------------------------------
+
+  /// Adopts a table already in the storage type (moved in, not copied when an rvalue).
+  /// Throws: ShapeError if the table has no rows or no columns.
+  explicit Table(RowMatrix<Unit> table, LookupScale scale = {})
+    requires(owned && element_rows)
+      : Table(adopted(std::move(table)), scale) {}
+
+  /// A vocab_size x d_model table filled by `init` from `seed` in the value type (float for a
+  /// 16-bit codec, then rounded to it).
+  /// Throws: ShapeError if a size is not positive; ValueError if `init` is invalid.
+  Table(Index vocab_size, Index d_model, const Init& init, std::uint64_t seed = 0,
+        LookupScale scale = {})
+    requires(owned && element_rows)
+      : Base(initial(vocab_size, d_model, init, seed), d_model, C{}),
+        scale_(scale.template resolve<Value>(d_model)) {}
+
+  /// A vocab_size x d_model table initialised N(0, 1/d_model) (std = 1/√d_model) from `seed`: a
+  /// scaled lookup then has unit variance per element.
+  /// Throws: ShapeError if a size is not positive.
+  Table(Index vocab_size, Index d_model, std::uint64_t seed = 0, LookupScale scale = {})
+    requires(owned && element_rows)
+      : Table(vocab_size, d_model, Init::normal(), seed, scale) {}
+
+  /// Quantizes a float or double table[V, d] row by row (FBGEMM's 8-bit row-wise), optionally
+  /// keeping a float copy as the master for logits.
+  /// Throws:  ShapeError if the table is empty; ValueError naming the row, column and value of a
+  ///          non-finite entry. Nothing is built then.
+  /// Complexity: O(V·d).
+  template <class Derived>
+  explicit Table(const Eigen::MatrixBase<Derived>& table, bool keep_float_master = false,
+                 LookupScale scale = {})
+    requires(owned && std::same_as<C, codec::Int8Rowwise>)
+      : Table(encoded(table, keep_float_master, {C::family, "", nullptr}), scale) {}
+
+  /// Encodes a float or double table[V, d] into the codec (16-bit: round to nearest even; int8:
+  /// FBGEMM's row-wise quantization), optionally keeping a float copy as the master for logits.
+  /// Throws:  ShapeError if the table is empty; ValueError naming the row, column and value of a
+  ///          non-finite entry or of one whose magnitude overflows a 16-bit storage type
+  ///          (> 65504 for half).
+  /// Complexity: O(V·d).
+  template <class Derived>
+  [[nodiscard]] static Table from_float(const Eigen::MatrixBase<Derived>& table,
+                                        bool keep_float_master = false, LookupScale scale = {})
+    requires(owned && (!C::is_plain))
+  {
+    return Table(encoded(table, keep_float_master, {C::family, "", "from_float"}), scale);
+  }
+
+  /// Adopts rows already in FBGEMM's fused 8-bit layout: `bytes` holds vocab_size · (d_model + 8)
+  /// bytes.
+  /// Throws:  ShapeError if a size is not positive or bytes has the wrong size; ValueError if a
+  ///          row's scale is negative or not finite, or its bias is not finite (naming the row).
+  [[nodiscard]] static Table from_fused_rows(std::vector<std::uint8_t> bytes, Index vocab_size,
+                                             Index d_model, LookupScale scale = {})
+    requires(owned && std::same_as<C, codec::Int8Rowwise>)
+  {
+    constexpr const char* where = "QuantizedEmbedding::from_fused_rows";
+    detail::check_positive_size(where, "vocab_size", vocab_size);
+    detail::check_positive_size(where, "d_model", d_model);
+    const Index row = C::units_per_row(d_model);
+    const Index expected = vocab_size * row;
+    if (static_cast<Index>(bytes.size()) != expected) {
+      throw ShapeError(
+          std::string(where) + ": bytes has " + std::to_string(bytes.size()) +
+              " bytes, expected vocab_size · (d_model + 8) = " + std::to_string(expected),
+          -1, expected, static_cast<Index>(bytes.size()));
+    }
+    RowMatrix<Unit> storage(vocab_size, row);
+    std::memcpy(storage.data(), bytes.data(), bytes.size());
+    for (Index r = 0; r < vocab_size; ++r) {
+      const float s = C::row_scale(storage.row(r).data(), d_model);
+      const float b = C::row_bias(storage.row(r).data(), d_model);
+      if (!(std::isfinite(s) && s >= 0.0f) || !std::isfinite(b)) {
+        throw ValueError(std::string(where) + ": row " + std::to_string(r) + " has scale " +
+                             std::to_string(s) + " and bias " + std::to_string(b) +
+                             "; expected a finite scale >= 0 and a finite bias",
+                         static_cast<double>(std::isfinite(s) ? b : s));
+      }
+    }
+    return Table(Encoded{std::move(storage), d_model, nullptr}, scale);
+  }
+
+  // ---- shape and storage ----------------------------------------------------------------------
+
+  /// The lookup scale: a constant fixed at construction (√d_model unless a LookupScale said
+  /// otherwise), never learned.
+  [[nodiscard]] Value scale() const noexcept { return scale_; }
+  /// The storage format ("f32", "f16", "bf16", "int8_rowwise", ...).
+  [[nodiscard]] const char* codec_name() const noexcept { return this->codec().name(); }
+
+  /// The stored table, vocab_size x d_model, unscaled (plain and 16-bit tables).
+  [[nodiscard]] const RowMatrix<Unit>& weight() const noexcept
+    requires(owned && element_rows)
+  {
+    return this->storage_;
+  }
+  /// The stored table for in-place updates (optimizer steps, loading): its values can change,
+  /// its shape cannot (Embedding::resize changes the vocabulary). Assign a matrix of the same
+  /// shape, or change rows and elements.
+  [[nodiscard]] Eigen::Map<RowMatrix<Unit>> weight() noexcept
+    requires(owned && element_rows)
+  {
+    return {this->storage_.data(), this->storage_.rows(), this->storage_.cols()};
+  }
+  /// The viewed table, vocab_size x d_model, unscaled (plain and 16-bit views).
+  [[nodiscard]] Map weight() const noexcept
+    requires(borrowed && element_rows)
+  {
+    return Map(this->data_, this->rows_, this->d_, Eigen::OuterStride<>(this->stride_));
+  }
+
+  // ---- lookup ---------------------------------------------------------------------------------
+
+  /// Returns decode(row ids[i]) · scale() for each i, in the value type.
+  ///
+  /// Shapes:  ids[n] -> out[n, d].
+  /// Throws:  IndexError if some ids[i] is outside [0, vocab_size()).
+  /// Complexity: O(n·d); reads n rows; ids are checked once before any copy.
+  template <class R>
+  [[nodiscard]] RowMatrix<Value> forward(const R& ids) const {
+    return detail::with_ids(ids, [&](auto span) {
+      detail::check_ids(span, this->vocab_size(), where("forward"));
+      RowMatrix<Value> out(static_cast<Index>(span.size()), this->d_model());
+      gather_into<Value>(span, {}, out);
+      return out;
+    });
+  }
+
+  /// Writes decode(row ids[i]) · scale() into out.row(i); out may be a block of a larger matrix.
+  ///
+  /// Shapes:  ids[n] -> out[n, d].
+  /// Throws:  IndexError if some ids[i] is outside [0, vocab_size()); ShapeError if out is not
+  ///          n x d. `out` is untouched when it throws.
+  /// Complexity: O(n·d).
+  template <class R>
+  void forward(const R& ids, Eigen::Ref<RowMatrix<Value>> out) const {
+    forward_as<Value>(ids, out);
+  }
+
+  /// forward into a buffer of the 16-bit storage type: the float result rounded to it (round to
+  /// nearest even; a value beyond its range becomes ±inf, as a cast would).
+  /// Throws: as forward(ids, out).
+  template <class R>
+  void forward(const R& ids, Eigen::Ref<RowMatrix<Unit>> out) const
+    requires(HalfStorage<Unit>)
+  {
+    forward_as<Unit>(ids, out);
+  }
+
+  /// The fused lookup: out[i] = decode(row ids[i]) · scale() + positions[offset + i % seq_len],
+  /// one pass per output row, bit-identical to forward followed by
+  /// SinusoidalEncoding::add_to (the product is rounded before the sum). `positions` is any
+  /// max_len x d table (SinusoidalEncoding::table(), or learned positions, added unscaled).
+  ///
+  /// Shapes:  ids[B·seq_len] (batch-major), positions[max_len, d] -> out[B·seq_len, d].
+  /// Throws:  IndexError for an id outside [0, V) or offset + seq_len > max_len (or offset < 0);
+  ///          ShapeError if seq_len <= 0, ids.size() is not a multiple of seq_len, out is not
+  ///          n x d, or positions has not d columns. `out` is untouched when it throws.
+  /// Complexity: O(n·d), one pass.
+  template <class R>
+  void embed_with_positions(const Eigen::Ref<const RowMatrix<Value>>& positions, const R& ids,
+                            Eigen::Ref<RowMatrix<Value>> out, Index seq_len,
+                            Index offset = 0) const {
+    detail::with_ids(ids, [&](auto span) {
+      constexpr const char* where_fused = "ember::embed_with_positions";
+      detail::check_fused(where_fused, static_cast<Index>(span.size()), this->d_model(),
+                          positions.rows(), positions.cols(), out.rows(), out.cols(), seq_len,
+                          offset);
+      detail::check_ids(span, this->vocab_size(), where_fused);
+      detail::RowAddends<Value> add;
+      add.positions = detail::const_table(positions);
+      add.seq_len = seq_len;
+      add.offset = offset;
+      gather_into<Value>(span, add, out);
+    });
+  }
+
+  // ---- backward -------------------------------------------------------------------------------
+
+  /// Accumulates the table gradient of forward: grad[t] += scale() · Σ_{i : ids[i] = t}
+  /// grad_out[i], in the value type (a view or a reduced table is never written: apply the
+  /// gradient yourself). Only rows present in ids are touched; repeated ids accumulate.
+  ///
+  /// Shapes:  ids[n], grad_out[n, d] -> grad (V x d, row-sparse).
+  /// Throws:  IndexError for an id outside [0, vocab_size()); ShapeError if grad_out is not n x d
+  ///          or grad is bound to another table shape. grad is unchanged when it throws.
+  /// Complexity: O(n + u log u + n·d) for u distinct ids; memory O(touched rows · d).
+  template <class R>
+  void backward(const R& ids, const Eigen::Ref<const RowMatrix<Value>>& grad_out,
+                SparseRowGrad<Value>& grad) const {
+    backward_with(ids, grad_out, grad, {});
+  }
+
+  // ---- tied logits ----------------------------------------------------------------------------
+
+  /// hidden · Wᵀ, the tied output projection (no scale), in the value type.
+  ///
+  /// Shapes:  hidden[n, d] -> logits[n, V].
+  /// Throws:  ShapeError if hidden has not d columns.
+  /// Complexity: 2·n·V·d flops (one GEMM; plus V·d decodes for a codec without a master).
+  [[nodiscard]] RowMatrix<Value> logits(const Eigen::Ref<const RowMatrix<Value>>& hidden) const {
+    const detail::Where w = where("logits");
+    detail::check_logits(w, this->vocab_size(), this->d_model(), hidden.rows(), hidden.cols());
+    const auto table = logits_table();
+    RowMatrix<Value> out(hidden.rows(), this->vocab_size());
+    detail::logits(table, hidden, out);
+    return out;
+  }
+
+  /// Writes hidden · Wᵀ into out (n x V), which must not overlap hidden or the table.
+  /// Throws: ShapeError on a shape mismatch; out is untouched then.
+  void logits(const Eigen::Ref<const RowMatrix<Value>>& hidden,
+              Eigen::Ref<RowMatrix<Value>> out) const {
+    const detail::Where w = where("logits");
+    detail::check_logits(w, this->vocab_size(), this->d_model(), hidden.rows(), hidden.cols(),
+                         out.rows(), out.cols());
+    detail::logits(logits_table(), hidden, out);
+  }
+
+  /// Backward of logits(): grad_hidden = grad_logits · W (assigned) and
+  /// grad_weight += grad_logitsᵀ · hidden (accumulated). For a tied model, add the input side's
+  /// gradient into the same matrix with SparseRowGrad::add_to(grad_weight).
+  ///
+  /// Shapes:  hidden[n, d], grad_logits[n, V] -> grad_hidden[n, d], grad_weight[V, d].
+  /// Throws:  ShapeError on any mismatch; nothing is written then.
+  /// Complexity: two GEMMs, 4·n·V·d flops.
+  void logits_backward(const Eigen::Ref<const RowMatrix<Value>>& hidden,
+                       const Eigen::Ref<const RowMatrix<Value>>& grad_logits,
+                       Eigen::Ref<RowMatrix<Value>> grad_hidden,
+                       Eigen::Ref<RowMatrix<Value>> grad_weight) const {
+    const detail::Where w = where("logits_backward");
+    detail::check_logits_backward(w, this->vocab_size(), this->d_model(), hidden, grad_logits,
+                                  grad_hidden, grad_weight);
+    detail::logits_backward(logits_table(), hidden, grad_logits, grad_hidden, grad_weight);
+  }
+
+  // ---- the float master copy for logits (codecs other than plain) ---------------------------
+
+  /// Keeps `master` (V x d, float) as the table used by logits and logits_backward: exact float
+  /// logits from a reduced or quantized table. Copies and views share it (it is never written).
+  /// Throws: ShapeError if its shape differs from the table's; nothing changes then.
+  void set_float_master(RowMatrix<float> master)
+    requires(!C::is_plain)
+  {
+    const detail::Where w = where("set_float_master");
+    detail::check_extent(w, "master", 0, this->vocab_size(), master.rows(), "vocab_size");
+    detail::check_extent(w, "master", 1, this->d_model(), master.cols(), "d_model");
+    master_ = std::make_shared<const RowMatrix<float>>(std::move(master));
+  }
+  /// Drops the float master: logits decode the stored rows again.
+  void clear_float_master() noexcept
+    requires(!C::is_plain)
+  {
+    master_.reset();
+  }
+  /// The float master copy, or null.
+  [[nodiscard]] const RowMatrix<float>* float_master() const noexcept
+    requires(!C::is_plain)
+  {
+    return master_.get();
+  }
+
+  // ---- decoding the stored rows ---------------------------------------------------------------
+
+  /// Row r decoded, unscaled by the lookup scale. Throws: IndexError if r is out of range.
+  [[nodiscard]] RowVector<Value> dequantize_row(Index r) const {
+    detail::check_row(r, this->vocab_size(), where("dequantize_row"));
+    RowVector<Value> out(this->d_model());
+    detail::rows_of(*this).decode(r, Value(1), out.data());
+    return out;
+  }
+  /// The whole table decoded, V x d (O(V·d) memory: for analysis and small tables).
+  [[nodiscard]] RowMatrix<Value> dequantize() const {
+    RowMatrix<Value> out(this->vocab_size(), this->d_model());
+    const auto rows = detail::rows_of(*this);
+    for (Index r = 0; r < this->vocab_size(); ++r) rows.decode(r, Value(1), out.row(r).data());
+    return out;
+  }
+  /// The table decoded to float (exact for 16-bit codecs), V x d: dequantize().
+  [[nodiscard]] RowMatrix<float> to_float() const
+    requires(!C::is_plain)
+  {
+    return dequantize();
+  }
+
+  /// Per-row error of the storage: entry r is max_c |original(r, c) - decoded(r, c)|, computed in
+  /// double.
+  /// Shapes:  original[V, d] -> V.
+  /// Throws:  ShapeError if original is not vocab_size() x d_model().
+  template <class Derived>
+  [[nodiscard]] Eigen::VectorXd max_row_error(const Eigen::MatrixBase<Derived>& original) const {
+    const detail::Where w = where("max_row_error");
+    detail::check_extent(w, "original", 0, this->vocab_size(), original.rows(), "vocab_size");
+    detail::check_extent(w, "original", 1, this->d_model(), original.cols(), "d_model");
+    Eigen::VectorXd out(this->vocab_size());
+    RowVector<Value> row(this->d_model());
+    const auto rows = detail::rows_of(*this);
+    for (Index r = 0; r < this->vocab_size(); ++r) {
+      rows.decode(r, Value(1), row.data());
+      double worst = 0.0;
+      for (Index c = 0; c < this->d_model(); ++c) {
+        worst = std::max(
+            worst, std::abs(static_cast<double>(original(r, c)) - static_cast<double>(row[c])));
+      }
+      out[r] = worst;
+    }
+    return out;
+  }
+
+  // ---- FBGEMM's 8-bit row-wise layout ---------------------------------------------------------
+
+  /// The codes of row r. Throws: IndexError if r is out of range.
+  [[nodiscard]] std::span<const std::uint8_t> codes(Index r) const
+    requires(std::same_as<C, codec::Int8Rowwise>)
+  {
+    detail::check_row(r, this->vocab_size(), where("codes"));
+    return {detail::rows_of(*this).row(r), static_cast<std::size_t>(this->d_model())};
+  }
+  /// The scale of row r: (max - min) / 255 of the original row. Throws: IndexError.
+  [[nodiscard]] float row_scale(Index r) const
+    requires(std::same_as<C, codec::Int8Rowwise>)
+  {
+    detail::check_row(r, this->vocab_size(), where("row_scale"));
+    return C::row_scale(detail::rows_of(*this).row(r), this->d_model());
+  }
+  /// The bias of row r: the minimum of the original row. Throws: IndexError.
+  [[nodiscard]] float row_bias(Index r) const
+    requires(std::same_as<C, codec::Int8Rowwise>)
+  {
+    detail::check_row(r, this->vocab_size(), where("row_bias"));
+    return C::row_bias(detail::rows_of(*this).row(r), this->d_model());
+  }
+
+ protected:
+  /// The name of this table in messages: the codec's family plus the holder's suffix.
+  [[nodiscard]] static constexpr detail::Where where(const char* call) noexcept {
+    return {C::family, Base::holder_suffix, call};
+  }
+
+  /// backward with the options of a trainable table (padding row, frequency scaling).
+  template <class R>
+  void backward_with(const R& ids, const Eigen::Ref<const RowMatrix<Value>>& grad_out,
+                     SparseRowGrad<Value>& grad, AccumulateOptions options) const {
+    detail::with_ids(ids, [&](auto span) {
+      const detail::Where w = where("backward");
+      detail::check_backward_grad_out(w, static_cast<Index>(span.size()), this->d_model(),
+                                      grad_out.rows(), grad_out.cols());
+      grad.accumulate(span, grad_out, scale_, this->vocab_size(), options, w);
+    });
+  }
+
+  /// The one lookup behind every forward: validated ids, what is added, the output.
+  template <class O, class Id>
+  void gather_into(std::span<const Id> ids, const detail::RowAddends<Value>& add,
+                   Eigen::Ref<RowMatrix<O>> out) const {
+    detail::gather<O>(detail::rows_of(*this), ids, scale_, add, detail::mutable_table(out));
+  }
+
+  template <class O, class R>
+  void forward_as(const R& ids, Eigen::Ref<RowMatrix<O>> out) const {
+    detail::with_ids(ids, [&](auto span) {
+      const detail::Where w = where("forward");
+      detail::check_lookup_out(w, static_cast<Index>(span.size()), this->d_model(), out.rows(),
+                               out.cols());
+      detail::check_ids(span, this->vocab_size(), w);
+      gather_into<O>(span, {}, out);
+    });
+  }
+
+ private:
+  template <class, template <class> class>
+  friend class Table;
+
+  /// What an encoding constructor hands the owning constructor: the rows and the master.
+  struct Encoded {
+    RowMatrix<Unit> storage;
+    Index d;
+    std::shared_ptr<const RowMatrix<float>> master;
+  };
+
+  Table(Encoded e, LookupScale scale)
+    requires(owned)
+      : Base(std::move(e.storage), e.d, C{}),
+        scale_(scale.template resolve<Value>(e.d)),
+        master_(std::move(e.master)) {}
+
+  static Index checked_view(const C& codec, const Unit* data, Index vocab_size, Index d_model,
+                            Index row_stride) {
+    const detail::Where w{C::family, "View", nullptr};
+    check_width(w, codec, d_model);
+    return detail::checked_view_stride(w, data, vocab_size, d_model,
+                                       d_model > 0 ? codec.units_per_row(d_model) : d_model,
+                                       row_stride);
+  }
+
+  static void check_width(detail::Where w, const C& codec, Index d_model) {
+    if (d_model > 0 && !codec.holds_width(d_model)) {
+      throw ShapeError(w.str() + ": the " + codec.name() + " format cannot store rows of " +
+                           std::to_string(d_model) + " values",
+                       1, d_model, d_model);
+    }
+  }
+
+  static Encoded adopted(RowMatrix<Unit> table) {
+    const detail::Where w{C::family, "", nullptr};
+    detail::check_positive_size(w, "vocab_size (table rows)", table.rows());
+    detail::check_positive_size(w, "d_model (table columns)", table.cols());
+    const Index d = table.cols();
+    return {std::move(table), d, nullptr};
+  }
+
+  static RowMatrix<Unit> initial(Index vocab_size, Index d_model, const Init& init,
+                                 std::uint64_t seed) {
+    const detail::Where w{C::family, "", nullptr};
+    detail::check_positive_size(w, "vocab_size", vocab_size);
+    detail::check_positive_size(w, "d_model", d_model);
+    if constexpr (C::is_plain) {
+      RowMatrix<Unit> t(vocab_size, d_model);
+      init.fill(t, seed);
+      return t;
+    } else {
+      RowMatrix<float> t(vocab_size, d_model);
+      init.fill(t, seed);
+      return t.template cast<Unit>();
+    }
+  }
+
+  /// Checks a float/double table for values the codec can hold (finite; within a 16-bit type's
+  /// range) and encodes it row by row.
+  template <class Derived>
+  static Encoded encoded(const Eigen::MatrixBase<Derived>& table, bool keep_float_master,
+                         detail::Where w) {
+    detail::check_positive_size(w, "vocab_size (table rows)", table.rows());
+    detail::check_positive_size(w, "d_model (table columns)", table.cols());
+    const Index v = table.rows();
+    const Index d = table.cols();
+    if constexpr (HalfStorage<Unit>) {
+      const auto limit = static_cast<double>(std::numeric_limits<Unit>::max());
+      for (Index r = 0; r < v; ++r) {
+        for (Index c = 0; c < d; ++c) {
+          const auto x = static_cast<double>(table(r, c));
+          // Values that round down to the largest finite S are fine; anything rounding to inf is
+          // not. Beyond float's range the double -> float cast itself would be undefined.
+          const bool fits =
+              std::isfinite(x) && std::abs(x) <= static_cast<double>(std::numeric_limits<float>::max()) &&
+              std::isfinite(static_cast<float>(Unit(static_cast<float>(x))));
+          if (!fits) {
+            throw ValueError(w.str() + ": value " + std::to_string(x) + " at row " +
+                                 std::to_string(r) + ", column " + std::to_string(c) +
+                                 (std::isfinite(x) ? " overflows " : " is not finite in ") +
+                                 storage_name<Unit> + " (largest " + std::to_string(limit) + ")",
+                             x);
+          }
+        }
+      }
+    }
+    RowMatrix<float> f = table.template cast<float>();
+    if constexpr (!HalfStorage<Unit>) {
+      if (const auto bad = find_non_finite(f)) {
+        throw ValueError(w.str() + ": value " + std::to_string(bad->value) + " at row " +
+                             std::to_string(bad->row) + ", column " + std::to_string(bad->col) +
+                             " is not finite",
+                         bad->value);
+      }
+    }
+    RowMatrix<Unit> storage(v, C::units_per_row(d));
+    for (Index r = 0; r < v; ++r) C::encode_row(f.row(r).data(), d, storage.row(r).data());
+    std::shared_ptr<const RowMatrix<float>> master;
+    if (keep_float_master) master = std::make_shared<const RowMatrix<float>>(std::move(f));
+    return {std::move(storage), d, std::move(master)};
+  }
+
+  /// W for the logits kernels: the stored rows, and the master if one is kept (it has the
+  /// table's shape: set_float_master checks it, and no table with a master changes its shape).
+  [[nodiscard]] detail::LogitsTable<C> logits_table() const noexcept {
+    return {detail::rows_of(*this), master_.get()};
+  }
+
+  Value scale_{};
+  // Never written, only replaced: copies share it, so copying a table copies no floats.
+  std::shared_ptr<const RowMatrix<float>> master_;
+};
+
+}  // namespace ember::inline EMBER_ISA
