@@ -371,7 +371,7 @@ TEMPLATE_TEST_CASE("ember's optimizers step each shard to exactly the single-pro
                    grad);
       shard_opt.step(emb.shard(), grad);
     }
-    CHECK(bit_equal(emb.gather_table(), single.weight()));
+    CHECK(bit_equal<T>(emb.gather_table(), single.weight()));
   };
   SECTION("SGD with momentum") {
     ember::optim::SGD<T> a({.lr = 0.1, .momentum = 0.9});

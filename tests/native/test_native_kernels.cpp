@@ -1,7 +1,7 @@
 // Kernel tests built with -march=native (binary ember_native_tests): the F16C half conversion of
-// detail/gather_convert.hpp exists only when the target has it, which the portable ember_tests
-// build does not assume, and the int8 decode is vectorised (and its multiply-add fused) only
-// there. Both are checked as the benchmarks run them.
+// codec/reduced.hpp exists only when the target has it, which the portable ember_tests build does
+// not assume, and the int8 decode is vectorised with FMA available only there. Both are checked
+// as the benchmarks run them.
 // SPDX-License-Identifier: MIT
 #include <cmath>
 #include <cstring>
@@ -10,7 +10,9 @@
 #include <catch2/catch.hpp>
 
 #include "ember/bag.hpp"
-#include "ember/detail/gather_convert.hpp"
+#include "ember/codec/int8_rowwise.hpp"
+#include "ember/codec/reduced.hpp"
+#include "ember/detail/prefetch.hpp"
 #include "ember/quantized.hpp"
 #include "ember/reduced.hpp"
 #include "support/bag_grad_reference.hpp"
@@ -20,36 +22,29 @@
 using ember::Index;
 using ember::RowMatrix;
 
-TEST_CASE("this build compiles the SIMD decode paths it claims", "[kernels][native]") {
-#if defined(__F16C__) && defined(__AVX__)
-  WARN("half decode: F16C path");
-#else
-  WARN("half decode: Eigen conversion only (no F16C on this target)");
-#endif
-  SUCCEED();
-}
-
-TEST_CASE("the int8 decode built for this machine stays within float rounding of the layout",
+TEST_CASE("the int8 decode built for this machine gives the portable decode's bits",
           "[quantized][kernels][native]") {
-  // At -march=native the compiler vectorises the decode loop and fuses its multiply-add; the
-  // values must still be those FBGEMM's layout stands for, to a few ulps of the terms
-  // q · scale · s and bias · s (which may cancel).
+  // At -march=native the compiler vectorises the decode loop and could fuse its multiply-add;
+  // the codec keeps the product rounded before the bias is added, so every build gives the same
+  // bits: q · (scale·s) rounded, plus bias·s.
   for (const Index d : {1, 7, 8, 9, 15, 16, 17, 24, 31, 64, 100, 128, 131, 768}) {
     RowMatrix<float> t = ember_test::random_table<float>(6, d, static_cast<std::uint64_t>(d));
     t.row(2) *= 1000.0f;
     t.row(3).setConstant(0.25f);  // scale 0
     const ember::QuantizedEmbedding q(t);
-    const auto rows = q.table();
+    using Codec = ember::codec::Int8Rowwise;
     for (const float s : {1.0f, std::sqrt(static_cast<float>(d)), -0.5f}) {
       for (Index r = 0; r < 6; ++r) {
+        const std::uint8_t* row = q.bytes().data() + r * q.row_bytes();
         std::vector<float> fast(static_cast<std::size_t>(d));
-        rows.decode_scaled(r, s, fast.data());
+        Codec::decode_row(row, d, s, fast.data());
         INFO("d = " << d << ", row " << r << ", s = " << s);
-        const float terms =
-            255.0f * std::abs(rows.row_scale(r) * s) + std::abs(rows.row_bias(r) * s);
+        volatile float a = q.row_scale(r) * s;  // volatile: no contraction in the reference
+        volatile float b = q.row_bias(r) * s;
         for (Index c = 0; c < d; ++c) {
-          const float v = ember_test::fused_value(q.bytes(), d, r, c) * s;
-          CHECK(std::abs(fast[static_cast<std::size_t>(c)] - v) <= 4e-7f * terms + 1e-30f);
+          volatile float product = static_cast<float>(row[c]) * a;
+          const float v = product + b;
+          CHECK(std::memcmp(&fast[static_cast<std::size_t>(c)], &v, sizeof v) == 0);
         }
       }
     }
@@ -58,12 +53,9 @@ TEST_CASE("the int8 decode built for this machine stays within float rounding of
     const RowMatrix<float> x = q.forward(ids);
     for (Index i = 0; i < 40; ++i) {
       const Index r = ids[static_cast<std::size_t>(i)];
-      const float terms =
-          255.0f * std::abs(rows.row_scale(r) * q.scale()) + std::abs(rows.row_bias(r) * q.scale());
-      for (Index c = 0; c < d; ++c) {
-        const float v = ember_test::fused_value(q.bytes(), d, r, c) * q.scale();
-        CHECK(std::abs(x(i, c) - v) <= 4e-7f * terms + 1e-30f);
-      }
+      std::vector<float> row(static_cast<std::size_t>(d));
+      Codec::decode_row(q.bytes().data() + r * q.row_bytes(), d, q.scale(), row.data());
+      CHECK(std::memcmp(x.row(i).data(), row.data(), row.size() * sizeof(float)) == 0);
     }
   }
 }
@@ -74,7 +66,7 @@ TEST_CASE("the half conversion equals Eigen's element conversion bit for bit",
     const RowMatrix<Eigen::half> t =
         ember_test::random_table<float>(1, d, static_cast<std::uint64_t>(d)).cast<Eigen::half>();
     std::vector<float> fast(static_cast<std::size_t>(d));
-    ember::detail::convert_scaled(t.data(), d, 3.0f, fast.data());
+    ember::codec::Reduced<Eigen::half>::decode_row(t.data(), d, 3.0f, fast.data());
     for (Index c = 0; c < d; ++c) {
       const float ref = static_cast<float>(t(0, c)) * 3.0f;
       CHECK(std::memcmp(&fast[static_cast<std::size_t>(c)], &ref, sizeof ref) == 0);
@@ -83,13 +75,13 @@ TEST_CASE("the half conversion equals Eigen's element conversion bit for bit",
 }
 
 TEST_CASE("the prefetch lead is a number of bytes, clamped to 2..64 rows", "[kernels][native]") {
-  using ember::detail::prefetch_rows_ahead;
-  CHECK(prefetch_rows_ahead(1) == 64);
-  CHECK(prefetch_rows_ahead(1 << 20) == 2);
+  using ember::detail::prefetch_distance;
+  CHECK(prefetch_distance(1) == 64);
+  CHECK(prefetch_distance(1 << 20) == 2);
   // smaller rows get more rows of lead, about the same bytes
-  CHECK(prefetch_rows_ahead(136) > prefetch_rows_ahead(256));
-  CHECK(prefetch_rows_ahead(256) > prefetch_rows_ahead(512));
-  CHECK(prefetch_rows_ahead(256) * 256 == prefetch_rows_ahead(512) * 512);
+  CHECK(prefetch_distance(136) > prefetch_distance(256));
+  CHECK(prefetch_distance(256) > prefetch_distance(512));
+  CHECK(prefetch_distance(256) * 256 == prefetch_distance(512) * 512);
 }
 
 TEST_CASE("the bag backward built for this machine gives the materialised-rows reference's bits",
