@@ -21,7 +21,6 @@
 #include <tuple>
 #include <vector>
 
-#include <ember/detail/gather_convert.hpp>
 #include <ember/embedding.hpp>
 #include <ember/quantized.hpp>
 #include <ember/random.hpp>
@@ -95,7 +94,7 @@ void set_counters(benchmark::State& state, Index row_bytes) {
   state.counters["row_bytes"] = static_cast<double>(row_bytes);
 }
 
-enum Format { kF32, kF32Prefetch, kF16, kBF16, kInt8 };
+enum Format { kF32, kF16, kBF16, kInt8 };
 
 template <Format F>
 void BM_Lookup(benchmark::State& state) {
@@ -110,21 +109,13 @@ void BM_Lookup(benchmark::State& state) {
     const std::span<const TokenId> ids(all.data() + k * kIds, static_cast<std::size_t>(kIds));
     k = (k + 1) % (pool / kIds);
     if constexpr (F == kF32) t.f32->forward(ids, out);
-    if constexpr (F == kF32Prefetch) {
-      // The float table through the reduced formats' kernel (same prefetching loop, no
-      // conversion): separates what the format saves from what the kernel's prefetch adds.
-      ember::detail::gather_decode<float>(
-          ember::detail::CastRows<float>{ember::detail::const_table(t.f32->weight())},
-          std::span<const TokenId>(ids), t.f32->scale(), {nullptr, 0, 0, 0}, 0, 0,
-          ember::detail::mutable_table(out));
-    }
     if constexpr (F == kF16) t.f16->forward(ids, out);
     if constexpr (F == kBF16) t.bf16->forward(ids, out);
     if constexpr (F == kInt8) t.int8->forward(ids, out);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const Index row_bytes = F == kF32 || F == kF32Prefetch ? dim * 4
+  const Index row_bytes = F == kF32 ? dim * 4
                           : F == kInt8                   ? t.int8->row_bytes()
                                                          : dim * 2;
   set_counters(state, row_bytes);
@@ -136,7 +127,6 @@ void register_all() {
   const std::vector<std::pair<const char*, Index>> pools{{"cold", kColdPool}, {"warm", kWarmPool}};
   const std::vector<std::pair<const char*, void (*)(benchmark::State&)>> formats{
       {"float", BM_Lookup<kF32>},
-      {"float_prefetch", BM_Lookup<kF32Prefetch>},
       {"half", BM_Lookup<kF16>},
       {"bfloat16", BM_Lookup<kBF16>},
       {"int8", BM_Lookup<kInt8>}};

@@ -68,175 +68,47 @@
 //   arm: a neon, b fp16 arithmetic, c sve, d dot product, e bf16
 // e.g. isa_x86_ (baseline x86-64), isa_x86_abcdefghijkl (x86-64-v3). EMBER_ISA_NAME is the same
 // tag as a string, and ember::isa_name() returns it at run time.
-#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
-#define EMBER_ISA_ARCH_ isa_x86_
-#if defined(__SSE3__)
-#define EMBER_ISA_A_ a
-#else
-#define EMBER_ISA_A_
-#endif
-#if defined(__SSSE3__)
-#define EMBER_ISA_B_ b
-#else
-#define EMBER_ISA_B_
-#endif
-#if defined(__SSE4_1__)
-#define EMBER_ISA_C_ c
-#else
-#define EMBER_ISA_C_
-#endif
-#if defined(__SSE4_2__)
-#define EMBER_ISA_D_ d
-#else
-#define EMBER_ISA_D_
-#endif
-#if defined(__POPCNT__)
-#define EMBER_ISA_E_ e
-#else
-#define EMBER_ISA_E_
-#endif
-#if defined(__AVX__)
-#define EMBER_ISA_F_ f
-#else
-#define EMBER_ISA_F_
-#endif
-#if defined(__AVX2__)
-#define EMBER_ISA_G_ g
-#else
-#define EMBER_ISA_G_
-#endif
-#if defined(__FMA__)
-#define EMBER_ISA_H_ h
-#else
-#define EMBER_ISA_H_
-#endif
-#if defined(__F16C__)
-#define EMBER_ISA_I_ i
-#else
-#define EMBER_ISA_I_
-#endif
-#if defined(__BMI__)
-#define EMBER_ISA_J_ j
-#else
-#define EMBER_ISA_J_
-#endif
-#if defined(__BMI2__)
-#define EMBER_ISA_K_ k
-#else
-#define EMBER_ISA_K_
-#endif
-#if defined(__LZCNT__)
-#define EMBER_ISA_L_ l
-#else
-#define EMBER_ISA_L_
-#endif
-#if defined(__AVX512F__)
-#define EMBER_ISA_M_ m
-#else
-#define EMBER_ISA_M_
-#endif
-#if defined(__AVX512BW__)
-#define EMBER_ISA_N_ n
-#else
-#define EMBER_ISA_N_
-#endif
-#if defined(__AVX512DQ__)
-#define EMBER_ISA_O_ o
-#else
-#define EMBER_ISA_O_
-#endif
-#if defined(__AVX512VL__)
-#define EMBER_ISA_P_ p
-#else
-#define EMBER_ISA_P_
-#endif
-#if defined(__AVX512BF16__)
-#define EMBER_ISA_Q_ q
-#else
-#define EMBER_ISA_Q_
-#endif
-#if defined(__AVX512FP16__)
-#define EMBER_ISA_R_ r
-#else
-#define EMBER_ISA_R_
-#endif
-#if defined(__AVX512VNNI__)
-#define EMBER_ISA_S_ s
-#else
-#define EMBER_ISA_S_
-#endif
-#elif defined(__aarch64__) || defined(__arm__) || defined(_M_ARM64)
-#define EMBER_ISA_ARCH_ isa_arm_
-#if defined(__ARM_NEON)
-#define EMBER_ISA_A_ a
-#else
-#define EMBER_ISA_A_
-#endif
-#if defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)
-#define EMBER_ISA_B_ b
-#else
-#define EMBER_ISA_B_
-#endif
-#if defined(__ARM_FEATURE_SVE)
-#define EMBER_ISA_C_ c
-#else
-#define EMBER_ISA_C_
-#endif
-#if defined(__ARM_FEATURE_DOTPROD)
-#define EMBER_ISA_D_ d
-#else
-#define EMBER_ISA_D_
-#endif
-#if defined(__ARM_FEATURE_BF16_VECTOR_ARITHMETIC)
-#define EMBER_ISA_E_ e
-#else
-#define EMBER_ISA_E_
-#endif
-#define EMBER_ISA_F_
-#define EMBER_ISA_G_
-#define EMBER_ISA_H_
-#define EMBER_ISA_I_
-#define EMBER_ISA_J_
-#define EMBER_ISA_K_
-#define EMBER_ISA_L_
-#define EMBER_ISA_M_
-#define EMBER_ISA_N_
-#define EMBER_ISA_O_
-#define EMBER_ISA_P_
-#define EMBER_ISA_Q_
-#define EMBER_ISA_R_
-#define EMBER_ISA_S_
-#else
-#define EMBER_ISA_ARCH_ isa_generic
-#define EMBER_ISA_A_
-#define EMBER_ISA_B_
-#define EMBER_ISA_C_
-#define EMBER_ISA_D_
-#define EMBER_ISA_E_
-#define EMBER_ISA_F_
-#define EMBER_ISA_G_
-#define EMBER_ISA_H_
-#define EMBER_ISA_I_
-#define EMBER_ISA_J_
-#define EMBER_ISA_K_
-#define EMBER_ISA_L_
-#define EMBER_ISA_M_
-#define EMBER_ISA_N_
-#define EMBER_ISA_O_
-#define EMBER_ISA_P_
-#define EMBER_ISA_Q_
-#define EMBER_ISA_R_
-#define EMBER_ISA_S_
-#endif
+#define EMBER_ISA_CAT_(a, b) a##b
+#define EMBER_ISA_CAT(a, b) EMBER_ISA_CAT_(a, b)
+// EMBER_ISA_IF(x, letter): `letter` when the feature macro x is defined as 1, else nothing (the
+// Linux kernel's IS_ENABLED idiom: only a defined x pastes into the probe that adds an argument).
+#define EMBER_ISA_PROBE_1 ~,
+#define EMBER_ISA_SECOND_(a, b, ...) b
+#define EMBER_ISA_SECOND(...) EMBER_ISA_SECOND_(__VA_ARGS__)
+#define EMBER_ISA_IS_1(x) EMBER_ISA_SECOND(EMBER_ISA_CAT(EMBER_ISA_PROBE_, x) 1, 0, 0)
+#define EMBER_ISA_IF_1(letter) letter
+#define EMBER_ISA_IF_0(letter)
+#define EMBER_ISA_IF(x, letter) EMBER_ISA_CAT(EMBER_ISA_IF_, EMBER_ISA_IS_1(x))(letter)
 #define EMBER_ISA_PASTE_(arch, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s) \
   arch##a##b##c##d##e##f##g##h##i##j##k##l##m##n##o##p##q##r##s
 #define EMBER_ISA_PASTE(...) EMBER_ISA_PASTE_(__VA_ARGS__)
-/// The inline namespace of this translation unit (isa_x86_..., isa_arm_..., isa_generic).
-#define EMBER_ISA                                                                          \
-  EMBER_ISA_PASTE(EMBER_ISA_ARCH_, EMBER_ISA_A_, EMBER_ISA_B_, EMBER_ISA_C_, EMBER_ISA_D_, \
-                  EMBER_ISA_E_, EMBER_ISA_F_, EMBER_ISA_G_, EMBER_ISA_H_, EMBER_ISA_I_,    \
-                  EMBER_ISA_J_, EMBER_ISA_K_, EMBER_ISA_L_, EMBER_ISA_M_, EMBER_ISA_N_,    \
-                  EMBER_ISA_O_, EMBER_ISA_P_, EMBER_ISA_Q_, EMBER_ISA_R_, EMBER_ISA_S_)
+
+/// The inline namespace of this translation unit (isa_x86_..., isa_arm_..., isa_generic). A
+/// program may define EMBER_ISA itself, to one name in every unit, only if all its units are built
+/// for the same instruction sets.
+#ifndef EMBER_ISA
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
+#define EMBER_ISA                                                                                  \
+  EMBER_ISA_PASTE(isa_x86_, EMBER_ISA_IF(__SSE3__, a), EMBER_ISA_IF(__SSSE3__, b),                 \
+                  EMBER_ISA_IF(__SSE4_1__, c), EMBER_ISA_IF(__SSE4_2__, d),                        \
+                  EMBER_ISA_IF(__POPCNT__, e), EMBER_ISA_IF(__AVX__, f),                           \
+                  EMBER_ISA_IF(__AVX2__, g), EMBER_ISA_IF(__FMA__, h), EMBER_ISA_IF(__F16C__, i),  \
+                  EMBER_ISA_IF(__BMI__, j), EMBER_ISA_IF(__BMI2__, k), EMBER_ISA_IF(__LZCNT__, l), \
+                  EMBER_ISA_IF(__AVX512F__, m), EMBER_ISA_IF(__AVX512BW__, n),                     \
+                  EMBER_ISA_IF(__AVX512DQ__, o), EMBER_ISA_IF(__AVX512VL__, p),                    \
+                  EMBER_ISA_IF(__AVX512BF16__, q), EMBER_ISA_IF(__AVX512FP16__, r),                \
+                  EMBER_ISA_IF(__AVX512VNNI__, s))
+#elif defined(__aarch64__) || defined(__arm__) || defined(_M_ARM64)
+#define EMBER_ISA                                                                                \
+  EMBER_ISA_PASTE(isa_arm_, EMBER_ISA_IF(__ARM_NEON, a),                                         \
+                  EMBER_ISA_IF(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC, b),                         \
+                  EMBER_ISA_IF(__ARM_FEATURE_SVE, c), EMBER_ISA_IF(__ARM_FEATURE_DOTPROD, d),    \
+                  EMBER_ISA_IF(__ARM_FEATURE_BF16_VECTOR_ARITHMETIC, e), , , , , , , , , , , , , \
+                  , )
+#else
+#define EMBER_ISA isa_generic
+#endif
+#endif
 
 /// The instruction-set tag of this translation unit as a string literal ("isa_x86_...").
 #define EMBER_ISA_NAME EMBER_STRINGIFY(EMBER_ISA)
@@ -246,5 +118,23 @@ namespace ember::inline EMBER_ISA {
 /// The instruction-set tag ember was compiled with in the calling translation unit (see
 /// EMBER_ISA in config.hpp): two units built with different -m flags see different tags.
 [[nodiscard]] constexpr const char* isa_name() noexcept { return EMBER_ISA_NAME; }
+
+namespace detail {
+
+/// Returns x as computed, rounded to its type, through a register the compiler cannot see into:
+/// a product passed through it is never contracted with a later add into a fused multiply-add
+/// (GCC contracts across statements by default, even in ISO mode), so units built with and
+/// without FMA compute the same bits.
+template <class T>
+[[nodiscard]] EMBER_ALWAYS_INLINE T rounded(T x) noexcept {
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+  asm("" : "+x"(x));
+#elif defined(__GNUC__) || defined(__clang__)
+  asm("" : "+m"(x));
+#endif
+  return x;
+}
+
+}  // namespace detail
 
 }  // namespace ember::inline EMBER_ISA

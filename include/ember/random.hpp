@@ -17,9 +17,8 @@ namespace ember::inline EMBER_ISA {
 /// library. The integer stream and uniform() are exact everywhere. normal() uses the Marsaglia
 /// polar method, whose only library calls are std::sqrt (correctly rounded by IEEE 754) and
 /// std::log; a libm whose log differs in the last bit of a double could change the last bit of a
-/// double result (after rounding to float this practically never shows), and so could a build that
-/// contracts multiply-adds into FMAs (-ffp-contract=fast); ember writes the products as separate
-/// statements so the default ISO modes of GCC and Clang do not contract them.
+/// double result (after rounding to float this practically never shows). Every product is rounded
+/// before it is added (detail::rounded), so builds with and without FMA give the same stream.
 ///
 /// Not thread-safe: use one generator per thread.
 class Random {
@@ -50,8 +49,7 @@ class Random {
   double uniform(double a, double b) noexcept {
     const double u = uniform();
     const double width = b - a;
-    const double offset = u * width;
-    return a + offset;
+    return a + detail::rounded(u * width);
   }
 
   /// Uniform integer in [0, n) for n > 0, unbiased (rejects the low 2^64 mod n values).
@@ -75,9 +73,7 @@ class Random {
     do {
       u = uniform(-1.0, 1.0);
       v = uniform(-1.0, 1.0);
-      const double uu = u * u;
-      const double vv = v * v;
-      s = uu + vv;
+      s = detail::rounded(u * u) + detail::rounded(v * v);
     } while (s >= 1.0 || s == 0.0);
     const double log_s = std::log(s);
     const double ratio = (-2.0 * log_s) / s;
@@ -89,9 +85,7 @@ class Random {
 
   /// Normal variate N(mean, stddev^2).
   double normal(double mean, double stddev) noexcept {
-    const double z = normal();
-    const double scaled = z * stddev;
-    return mean + scaled;
+    return mean + detail::rounded(normal() * stddev);
   }
 
   /// Normal variate N(mean, stddev^2) truncated to [mean - k*stddev, mean + k*stddev] by
@@ -100,8 +94,7 @@ class Random {
   double truncated_normal(double mean, double stddev, double k = 2.0) noexcept {
     double z = normal();
     while (std::fabs(z) > k) z = normal();
-    const double scaled = z * stddev;
-    return mean + scaled;
+    return mean + detail::rounded(z * stddev);
   }
 
  private:

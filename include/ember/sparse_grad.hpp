@@ -108,15 +108,8 @@ class SparseRowGrad {
   template <IdRange R>
   void accumulate(const R& ids, const Eigen::Ref<const RowMatrix<T>>& grad_rows, T scale,
                   Index vocab_size, AccumulateOptions options = {},
-                  detail::Where where = "SparseRowGrad::accumulate") {
-    const auto span = detail::as_id_span(ids);
-    check_shape(where, vocab_size, grad_rows.cols());
-    detail::check_extent(where, "grad_rows", 0, static_cast<Index>(span.size()), grad_rows.rows(),
-                         "the number of ids");
-    detail::check_ids(span, vocab_size, where);
-    bind(vocab_size, grad_rows.cols());
-    accumulate_rows(span, detail::DirectRows<T>{detail::const_table(grad_rows)}, false, scale,
-                    options);
+                  const char* where = "SparseRowGrad::accumulate") {
+    accumulate_checked(detail::as_id_span(ids), grad_rows, scale, vocab_size, options, where);
   }
 
   /// this += other, row by row (merge of sorted row lists).
@@ -176,7 +169,7 @@ class SparseRowGrad {
   void accumulate_indirect(const R& ids, const Eigen::Ref<const RowMatrix<T>>& src,
                            const S& src_rows, std::span<const T> coef, T scale, Index vocab_size,
                            AccumulateOptions options = {},
-                           detail::Where where = "SparseRowGrad::accumulate_indirect") {
+                           const char* where = "SparseRowGrad::accumulate_indirect") {
     const auto span = detail::as_id_span(ids);
     const auto from = detail::as_id_span(src_rows);
     const auto n = static_cast<Index>(span.size());
@@ -192,7 +185,7 @@ class SparseRowGrad {
       const auto r = from[static_cast<std::size_t>(i)];
       if (std::cmp_less(r, 0) || std::cmp_greater_equal(r, src.rows())) [[unlikely]] {
         const auto value = static_cast<std::int64_t>(r);
-        throw IndexError(where.str() + ": src_rows[" + std::to_string(i) +
+        throw IndexError(std::string(where) + ": src_rows[" + std::to_string(i) +
                              "] = " + std::to_string(value) + " is outside [0, " +
                              std::to_string(src.rows()) + ")",
                          i, value, src.rows());
@@ -213,6 +206,19 @@ class SparseRowGrad {
 
  private:
   friend struct detail::SparseRowGradAccess;
+
+  template <class Id>
+  void accumulate_checked(std::span<const Id> ids,
+                          const Eigen::Ref<const RowMatrix<T>>& grad_rows, T scale,
+                          Index vocab_size, AccumulateOptions options, detail::Where where) {
+    check_shape(where, vocab_size, grad_rows.cols());
+    detail::check_extent(where, "grad_rows", 0, static_cast<Index>(ids.size()), grad_rows.rows(),
+                         "the number of ids");
+    detail::check_ids(ids, vocab_size, where);
+    bind(vocab_size, grad_rows.cols());
+    accumulate_rows(ids, detail::DirectRows<T>{detail::const_table(grad_rows)}, false, scale,
+                    options);
+  }
 
   // Accumulation without validation, through the one kernel of detail/scatter.hpp: `rows` says
   // what position p contributes; `needs_scratch` if it writes a product per row.
@@ -255,6 +261,14 @@ namespace detail {
 /// accumulate_indirect): accumulation with a row policy of detail/scatter.hpp, and the
 /// unchecked forms behind the public calls.
 struct SparseRowGradAccess {
+  /// SparseRowGrad::accumulate with a table's own name in its messages (Where is built lazily).
+  template <class T, class Id>
+  static void accumulate(SparseRowGrad<T>& grad, std::span<const Id> ids,
+                         const Eigen::Ref<const RowMatrix<T>>& grad_rows, T scale,
+                         Index vocab_size, AccumulateOptions options, Where where) {
+    grad.accumulate_checked(ids, grad_rows, scale, vocab_size, options, where);
+  }
+
   /// grad[ids[i]] += scale * (what `rows` says position i contributes). `rows` is a row policy
   /// (EmbeddingBag's max backward passes MaxBagRows) whose contribution(i, scratch) returns d
   /// values for every i < n: a precondition on the caller, which this call cannot check. Same

@@ -639,7 +639,8 @@ class Table : public H<C> {
       const detail::Where w = where("backward");
       detail::check_backward_grad_out(w, static_cast<Index>(span.size()), this->d_model(),
                                       grad_out.rows(), grad_out.cols());
-      grad.accumulate(span, grad_out, scale_, this->vocab_size(), options, w);
+      detail::SparseRowGradAccess::accumulate(grad, span, grad_out, scale_, this->vocab_size(),
+                                              options, w);
     });
   }
 

@@ -35,7 +35,9 @@ template <Index W, Index MaxW, class T, class Id>
 Index bag_sum_columns(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
                       const T* weights, TokenId skip_row, Index c0, Index width, bool prefetch,
                       T* out) {
-  using Tile = Eigen::Array<T, W, 1, Eigen::ColMajor, MaxW, 1>;
+  // DontAlign: the tile has the same layout in units built for any instruction set (an aligned
+  // fixed-size Eigen array would be 16-, 32- or 64-byte aligned depending on the unit).
+  using Tile = Eigen::Array<T, W, 1, Eigen::ColMajor | Eigen::DontAlign, MaxW, 1>;
   const auto n = static_cast<Index>(ids.size());
   Tile acc = Tile::Zero(width);
   Index count = 0;

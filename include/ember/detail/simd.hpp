@@ -48,14 +48,6 @@ inline void scaled_add_row(PlainRows, const T* w, const T* p, T s, T* o, Index d
 #define EMBER_DETAIL_TARGET_AVX __attribute__((target("avx")))
 #define EMBER_DETAIL_TARGET_AVX512 __attribute__((target("avx512f")))
 
-/// Keeps the scalar `v` in an SSE register the compiler cannot see through, so `w·s` is rounded
-/// before `+ p` even where the compiler would contract the two into one FMA. (The vector row
-/// functions spell the same empty asm on their 256/512-bit operands.)
-template <class T>
-inline void no_contract(T& v) noexcept {
-  asm("" : "+x"(v));
-}
-
 /// Row policy: 256-bit AVX, product rounded before the add. Stream = false: ordinary (cached)
 /// stores. Stream = true: the 32-byte aligned body of each row goes out with non-temporal stores,
 /// the unaligned head and tail with ordinary ones; whoever runs a chunk of rows with it ends the
@@ -79,11 +71,8 @@ EMBER_DETAIL_TARGET_AVX inline void stream_fence() noexcept { _mm_sfence(); }
 template <class T>
 EMBER_DETAIL_TARGET_AVX inline void scaled_add_scalars(const T* w, const T* p, T s, T* o,
                                                        Index begin, Index end) noexcept {
-  for (Index c = begin; c < end; ++c) {
-    T prod = w[c] * s;
-    no_contract(prod);
-    o[c] = prod + p[c];
-  }
+  // The vector paths below spell detail::rounded's empty asm on their 256/512-bit products.
+  for (Index c = begin; c < end; ++c) o[c] = rounded(w[c] * s) + p[c];
 }
 
 EMBER_DETAIL_TARGET_AVX inline __m256 scaled_add8(const float* w, const float* p,
