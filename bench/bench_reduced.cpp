@@ -176,7 +176,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const double base = rates.value();
       if (!(base > 0)) continue;
       std::printf("%-44s", key.first.c_str());
-      for (const char* f : {"float_prefetch", "half", "bfloat16", "int8"}) {
+      for (const char* f : {"half", "bfloat16", "int8"}) {
         const auto it = rates_.find({key.first, f});
         if (it != rates_.end()) std::printf("  %s %.2fx", f, it->second.value() / base);
       }
