@@ -21,7 +21,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=lib/ensure_packages.sh
 source scripts/lib/ensure_packages.sh
 ensure_packages cmake g++ make libeigen3-dev catch2 libbenchmark-dev nlohmann-json3-dev \
-  libcli11-dev libopenblas-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev clang-tidy cppcheck
+  libcli11-dev libopenblas-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev clang-tidy cppcheck \
+  qemu-user
 
 checks=" ${EMBER_CHECKS-asan tsan fuzz static} "
 export EMBER_FUZZ_SECONDS="${EMBER_FUZZ_SECONDS:-20}"

@@ -12,6 +12,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "ember/embedding_view.hpp"
+#include "ember/quantized.hpp"
+#include "ember/reduced.hpp"
+#include "ember/reduced_view.hpp"
+
 #include "support/bag_grad_reference.hpp"
 #include "support/beyond_reference.hpp"
 #include "support/gradcheck.hpp"
@@ -46,8 +51,8 @@ TEMPLATE_TEST_CASE("each pooling mode equals the loop-of-lookups reference", "[b
   const auto mode = GENERATE(BagMode::sum, BagMode::mean, BagMode::max);
   const auto bag = make_bag<TestType>(mode);
   const auto ids = ember_test::random_ids(20, 11, 5);
-  const RowMatrix<TestType> expected = ember_test::bag_reference<TestType>(
-      bag.embedding().weight(), ids, kBounds, mode_index(mode));
+  const RowMatrix<TestType> expected =
+      ember_test::bag_reference<TestType>(bag.embedding().weight(), ids, kBounds, mode_index(mode));
   ember_test::check_close(bag.forward(ids, kOffsets), expected);
   // lengths (FBGEMM) and offsets with the last offset (CSR) give the same bags
   ember_test::check_close(bag.forward_lengths(ids, kLengths), expected);
@@ -94,7 +99,7 @@ TEST_CASE("padding ids are left out of the pooling and of the mean's count", "[b
   CHECK(out.row(0).isZero());
   ember_test::check_close(
       out, ember_test::bag_reference<double>(bag.embedding().weight(), ids, {0, 2, 4, 7},
-                                              mode_index(mode), {}, 2));
+                                             mode_index(mode), {}, 2));
   if (mode == BagMode::mean) {
     ember_test::check_close(out.row(1).eval(), bag.embedding().weight().row(1).eval());
   }
@@ -139,8 +144,7 @@ TEST_CASE("each mode's backward equals finite differences", "[bag]") {
   ember::SparseRowGrad<double> grad;
   std::vector<double> gw(weighted ? 20 : 0);
   bag0.backward(ids, kOffsets, g, grad, opt, mode == BagMode::max ? &am : nullptr, gw);
-  const RowMatrix<double> numeric =
-      ember_test::numerical_gradient(loss, bag0.embedding().weight());
+  const RowMatrix<double> numeric = ember_test::numerical_gradient(loss, bag0.embedding().weight());
   CHECK(ember_test::max_rel_error(grad.to_dense(), numeric) < 1e-7);
 
   if (weighted) {  // dL/dw_i by finite differences on the weights
@@ -332,7 +336,7 @@ TEMPLATE_TEST_CASE(
     const RowMatrix<T> out = bag.forward(c.ids, c.offsets, opt);
     const RowMatrix<T> expected =
         ember_test::bag_reference<T>(bag.embedding().weight(), c.ids, c.bounds, mode_index(mode),
-                                      weighted ? c.weights : std::vector<T>{}, 2);
+                                     weighted ? c.weights : std::vector<T>{}, 2);
     if (weighted) {
       ember_test::check_close(out, expected);
     } else {
@@ -486,4 +490,63 @@ TEST_CASE("max backward adds +0 where a winner lost a column, as the materialise
         "= 6");
   CHECK(other.size() == 1);
   CHECK(other.values().isOnes());
+}
+
+namespace {
+
+// A bag over `table` against a float bag over a float table holding its decoded rows: every mode
+// (weighted sum included) pools the same bits, and backward accumulates the same gradient.
+template <class Tab>
+void check_bag_over(const Tab& table) {
+  const RowMatrix<float> decoded = table.dequantize();
+  const auto c =
+      ember_test::make_bag_grad_case<float>(30, 6, table.vocab_size(), table.d_model(), -1, 41);
+  for (const auto mode : {ember::BagMode::sum, ember::BagMode::mean, ember::BagMode::max}) {
+    const ember::EmbeddingBag<Tab> bag(table, mode);
+    const ember::EmbeddingBag<float> plain(ember::Embedding<float>(decoded), mode);
+    CAPTURE(ember::to_string(mode), table.codec_name());
+    ember::BagArgmax argmax, plain_argmax;
+    RowMatrix<float> out(30, table.d_model()), expected(30, table.d_model());
+    bag.forward(c.ids, c.offsets, out, {}, mode == ember::BagMode::max ? &argmax : nullptr);
+    plain.forward(c.ids, c.offsets, expected, {},
+                  mode == ember::BagMode::max ? &plain_argmax : nullptr);
+    CHECK(ember_test::same_bits(out, expected));
+    CHECK(argmax == plain_argmax);
+    ember::SparseRowGrad<float> grad, plain_grad;
+    const ember::BagArgmax* am = mode == ember::BagMode::max ? &argmax : nullptr;
+    bag.backward(c.ids, c.offsets, c.grad_out, grad, {}, am);
+    plain.backward(c.ids, c.offsets, c.grad_out, plain_grad, {}, am);
+    CHECK(grad == plain_grad);
+  }
+  ember::BagOptions<float> weighted;
+  weighted.per_sample_weights = c.weights;
+  const ember::EmbeddingBag<Tab> bag(table, ember::BagMode::sum);
+  const ember::EmbeddingBag<float> plain(ember::Embedding<float>(decoded), ember::BagMode::sum);
+  CHECK(ember_test::same_bits(bag.forward_lengths(c.ids, c.lengths, weighted),
+                              plain.forward_lengths(c.ids, c.lengths, weighted)));
+  std::vector<float> dw(c.ids.size()), plain_dw(c.ids.size());
+  ember::SparseRowGrad<float> grad, plain_grad;
+  bag.backward(c.ids, c.offsets, c.grad_out, grad, weighted, nullptr, dw);
+  plain.backward(c.ids, c.offsets, c.grad_out, plain_grad, weighted, nullptr, plain_dw);
+  CHECK(grad == plain_grad);
+  CHECK(dw == plain_dw);
+}
+
+}  // namespace
+
+TEST_CASE("bags pool half, bfloat16 and int8 tables and views as a float table of their rows",
+          "[bag]") {
+  const Index d = GENERATE(8, 67);
+  const RowMatrix<float> w = ember_test::random_table<float>(50, d, 43);
+  const auto half = ember::HalfEmbedding::from_float(w);
+  check_bag_over(half);
+  check_bag_over(ember::HalfEmbeddingView(half));
+  check_bag_over(ember::BFloat16Embedding::from_float(w));
+  const ember::QuantizedEmbedding int8(w);
+  check_bag_over(int8);
+  check_bag_over(ember::QuantizedEmbeddingView(int8));
+  check_bag_over(ember::EmbeddingView<float>(w));
+  // the seeded constructor exists for owning tables of every kind
+  const ember::EmbeddingBag<ember::HalfEmbedding> seeded(10, 4, ember::BagMode::mean, 3);
+  CHECK(seeded.embedding().vocab_size() == 10);
 }

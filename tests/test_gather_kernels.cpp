@@ -56,9 +56,9 @@ TEMPLATE_TEST_CASE("gather over a plain table matches its plain reference", "[em
   RowMatrix<T> fast(n, d);
   RowMatrix<T> plain(n, d);
   const std::span<const TokenId> span(ids);
-  detail::gather<T>(ember_test::plain_rows(table), span, T(1.5), detail::RowAddends<T>{},
+  detail::gather<T>(ember_test::plain_rows(table), span, T(1.5), nullptr,
                     detail::mutable_table(fast));
-  detail::gather_reference<T>(ember_test::plain_rows(table), span, T(1.5), detail::RowAddends<T>{},
+  detail::gather_reference<T>(ember_test::plain_rows(table), span, T(1.5), nullptr,
                               detail::mutable_table(plain));
   CHECK(fast == plain);  // one rounding per element in both
 }
@@ -84,8 +84,8 @@ TEMPLATE_TEST_CASE(
   add.positions = detail::const_table(pe);
   add.seq_len = seq_len;
   add.offset = offset;
-  detail::gather<T>(ember_test::plain_rows(table), span, T(3), add, detail::mutable_table(fast));
-  detail::gather_reference<T>(ember_test::plain_rows(table), span, T(3), add,
+  detail::gather<T>(ember_test::plain_rows(table), span, T(3), &add, detail::mutable_table(fast));
+  detail::gather_reference<T>(ember_test::plain_rows(table), span, T(3), &add,
                               detail::mutable_table(plain));
   // The product is rounded before the add in both (the reference stores it first).
   CHECK(ember_test::same_block_bits(fast, plain));
@@ -97,14 +97,13 @@ TEST_CASE("gather kernels state their preconditions", "[embedding][kernels]") {
   const std::vector<TokenId> bad{4};
   CHECK_THROWS_AS(
       detail::gather<float>(ember_test::plain_rows(table), std::span<const TokenId>(bad), 1.0f,
-                            detail::RowAddends<float>{}, detail::mutable_table(out)),
+                            nullptr, detail::mutable_table(out)),
       std::logic_error);
   RowMatrix<float> wrong(2, 2);
   const std::vector<TokenId> ok{1};
-  CHECK_THROWS_AS(
-      detail::gather<float>(ember_test::plain_rows(table), std::span<const TokenId>(ok), 1.0f,
-                            detail::RowAddends<float>{}, detail::mutable_table(wrong)),
-      std::logic_error);
+  CHECK_THROWS_AS(detail::gather<float>(ember_test::plain_rows(table), std::span<const TokenId>(ok),
+                                        1.0f, nullptr, detail::mutable_table(wrong)),
+                  std::logic_error);
 }
 
 TEMPLATE_TEST_CASE(
@@ -198,7 +197,7 @@ TEMPLATE_TEST_CASE(
   add.positions = detail::const_table(pe);
   add.seq_len = seq_len;
   add.offset = 3;
-  detail::gather<T>(ember_test::plain_rows(table), span, scale, add, detail::mutable_table(out));
+  detail::gather<T>(ember_test::plain_rows(table), span, scale, &add, detail::mutable_table(out));
   ember_test::set_threads(1);
   const RowMatrix<T> expected = ember_test::unfused_reference(table, span, scale, pe, seq_len, 3);
 #if defined(__x86_64__) || defined(__i386__)
@@ -241,9 +240,9 @@ void check_all_addends(const detail::CodecRows<Codec>& rows, const std::vector<T
     }
     RowMatrix<O> fast(n, d);
     RowMatrix<O> plain(n, d);
-    detail::gather<O>(rows, std::span<const TokenId>(ids), V(scale), add,
+    detail::gather<O>(rows, std::span<const TokenId>(ids), V(scale), &add,
                       detail::mutable_table(fast));
-    detail::gather_reference<O>(rows, std::span<const TokenId>(ids), V(scale), add,
+    detail::gather_reference<O>(rows, std::span<const TokenId>(ids), V(scale), &add,
                                 detail::mutable_table(plain));
     CAPTURE(mask, d, n);
     CHECK(std::memcmp(fast.data(), plain.data(), static_cast<std::size_t>(n * d) * sizeof(O)) == 0);

@@ -110,7 +110,7 @@ TEST_CASE("load_npy byte-swaps big-endian f2 and f4 built by hand", "[io][npy]")
 
 TEST_CASE("load_npy returns an empty table at once for a huge shape with no columns", "[io][npy]") {
   // (2220200988602, 0) in Fortran order: a legal empty table (0 data bytes). The converting path
-  // (f8 -> float, transposed) used to walk its 2.2e12 rows of nothing (found by fuzz_npy).
+  // (f8 -> float, transposed) must not walk its 2.2e12 rows of nothing.
   ScratchDir dir;
   for (const char* order : {"True", "False"}) {
     const std::string dict = std::string("{'descr': '<f8', 'fortran_order': ") + order +

@@ -45,7 +45,7 @@ struct bag_table {
   using type = X;
 };
 template <class X>
-  requires Scalar<X>
+requires Scalar<X>
 struct bag_table<X> {
   using type = Embedding<X>;
 };
@@ -110,9 +110,9 @@ class EmbeddingBag {
   /// A vocab_size x d_model table initialised as the table type's seeded constructor does
   /// (Embedding's default: N(0, 1/d_model)).
   /// Throws: ShapeError if a size is not positive.
-  EmbeddingBag(Index vocab_size, Index d_model, BagMode mode, std::uint64_t seed = 0)
-    requires std::constructible_from<Table, Index, Index, std::uint64_t>
-      : emb_(vocab_size, d_model, seed), mode_(mode) {}
+  EmbeddingBag(Index vocab_size, Index d_model, BagMode mode, std::uint64_t seed = 0) requires
+      std::constructible_from<Table, Index, Index, std::uint64_t> : emb_(vocab_size, d_model, seed),
+                                                                    mode_(mode) {}
 
   /// Pools over an existing table (moved in; an Embedding keeps its padding row and flags).
   EmbeddingBag(Table table, BagMode mode) : emb_(std::move(table)), mode_(mode) {}
@@ -335,7 +335,7 @@ class EmbeddingBag {
   }
   [[nodiscard]] TokenId skip_row() const noexcept { return table_options().skip_row; }
   [[nodiscard]] detail::Pool pool() const noexcept {
-    return mode_ == BagMode::sum ? detail::Pool::sum
+    return mode_ == BagMode::sum    ? detail::Pool::sum
            : mode_ == BagMode::mean ? detail::Pool::mean
                                     : detail::Pool::max;
   }
@@ -413,8 +413,8 @@ class EmbeddingBag {
         // set_padding_idx (or built by hand) may name it: it still gets nothing.
         acc.skip_row = skip_row();
         // Throws (before any change) only if grad is bound to another table shape.
-        detail::SparseRowGradAccess::accumulate_rows_of(
-            grad, std::span<const TokenId>(winners), rows, d, T(1), vocab_size(), acc, where);
+        detail::SparseRowGradAccess::accumulate_rows_of(grad, std::span<const TokenId>(winners),
+                                                        rows, d, T(1), vocab_size(), acc, where);
       } else {
         // Position i contributes coef_i · grad_out[bag of i], gathered by the accumulation itself
         // (no n x d matrix of scaled rows): the same products, summed in the same order.

@@ -30,12 +30,13 @@ enum class ResizeInit {
   mean  ///< every new row is the mean of the old rows (Hugging Face's mean_resizing, first moment)
 };
 
-/// A token embedding layer: a vocab_size x d_model table W whose lookup returns W[id] · √d_model.
+/// A token embedding layer: a vocab_size x d_model table W whose lookup returns W[id] · scale(),
+/// scale() = √d_model unless the table was built with another LookupScale.
 ///
 /// Conventions (Vaswani et al. 2017, §3.4):
-/// - The √d_model factor is a constant of the lookup, never learned and never stored: weight()
-///   holds the unscaled table. It is applied by forward (and by backward to the gradient), before
-///   positions are added (see input_embedding.hpp), and never to logits().
+/// - The scale is a constant of the lookup, fixed at construction, never learned and never
+///   stored: weight() holds the unscaled table. It is applied by forward (and by backward to the
+///   gradient), before positions are added (see input_embedding.hpp), and never to logits().
 /// - Lookup is row indexing, never a one-hot matmul.
 /// - Ids are checked once at the door: any id outside [0, vocab_size) throws IndexError naming its
 ///   position, value and bound, in every build type, and nothing is written.
@@ -95,7 +96,7 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
   [[nodiscard]] AccumulateOptions accumulate_options() const noexcept {
     AccumulateOptions o;
     o.scale_grad_by_freq = scale_grad_by_freq_;
-    o.skip_row = padding_idx_ ? static_cast<TokenId>(*padding_idx_) : TokenId{-1};
+    o.skip_row = static_cast<TokenId>(padding_idx_.value_or(-1));
     return o;
   }
 
@@ -139,10 +140,12 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
 
   /// Adopts a pretrained table, frozen by default, as torch.nn.Embedding.from_pretrained.
   /// The padding row (if any) keeps its pretrained values, as in PyTorch: it is frozen, not zeroed.
+  /// `scale` is the lookup scale of the model the table comes from (√d_model by default).
   /// Throws:  ShapeError if the table is empty; IndexError if padding_idx is out of range.
   [[nodiscard]] static Embedding from_pretrained(RowMatrix<T> table, bool freeze = true,
-                                                 std::optional<Index> padding_idx = {}) {
-    Embedding emb(std::move(table));
+                                                 std::optional<Index> padding_idx = {},
+                                                 LookupScale scale = {}) {
+    Embedding emb(std::move(table), scale);
     emb.set_padding_idx(padding_idx, /*zero_row=*/false);
     emb.frozen_ = freeze;
     return emb;
@@ -236,8 +239,7 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
           break;
         case ResizeInit::mean: {
           const RowVector<T> mean =
-              (this->storage_.template cast<double>().colwise().sum() /
-               static_cast<double>(old_v))
+              (this->storage_.template cast<double>().colwise().sum() / static_cast<double>(old_v))
                   .template cast<T>();
           grown.bottomRows(added).rowwise() = mean;
           break;

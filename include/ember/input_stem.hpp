@@ -223,9 +223,10 @@ class InputStem {
   /// Throws:  as above, plus StateError if the stem has no segment table, ShapeError if
   ///          segment_ids.size() != ids.size(), IndexError for a segment id out of range.
   template <class R, class S>
-    requires(!std::is_arithmetic_v<S>)
-  DropoutMask<T> forward(const R& ids, const S& segment_ids, Index seq_len,
-                         Eigen::Ref<RowMatrix<T>> out, Index offset = 0) {
+  requires(!std::is_arithmetic_v<S>) DropoutMask<T> forward(const R& ids, const S& segment_ids,
+                                                            Index seq_len,
+                                                            Eigen::Ref<RowMatrix<T>> out,
+                                                            Index offset = 0) {
     return detail::with_ids(ids, [&](auto span) {
       return detail::with_ids(segment_ids, [&](auto segs) {
         return forward_impl(span, segs, true, seq_len, out, offset);
@@ -244,9 +245,9 @@ class InputStem {
 
   /// Owning form of forward(ids, segment_ids, seq_len, out, offset).
   template <class R, class S>
-    requires(!std::is_arithmetic_v<S>)
-  [[nodiscard]] RowMatrix<T> forward(const R& ids, const S& segment_ids, Index seq_len,
-                                     Index offset = 0) {
+  requires(!std::is_arithmetic_v<S>)
+      [[nodiscard]] RowMatrix<T> forward(const R& ids, const S& segment_ids, Index seq_len,
+                                         Index offset = 0) {
     RowMatrix<T> out(static_cast<Index>(std::size(ids)), d_model());
     static_cast<void>(forward(ids, segment_ids, seq_len, out, offset));
     return out;
@@ -273,10 +274,11 @@ class InputStem {
 
   /// backward with explicit segment ids (as passed to forward).
   template <class R, class S>
-    requires(!std::is_arithmetic_v<S>)
-  void backward(const R& ids, const S& segment_ids, Index seq_len,
-                const Eigen::Ref<const RowMatrix<T>>& grad_out, InputStemGrads<T>& grads,
-                const DropoutMask<T>& mask, Index offset = 0) {
+  requires(!std::is_arithmetic_v<S>) void backward(const R& ids, const S& segment_ids,
+                                                   Index seq_len,
+                                                   const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                                                   InputStemGrads<T>& grads,
+                                                   const DropoutMask<T>& mask, Index offset = 0) {
     detail::with_ids(ids, [&](auto span) {
       detail::with_ids(segment_ids, [&](auto segs) {
         backward_impl(span, segs, true, seq_len, grad_out, grads, &mask, offset);
@@ -298,10 +300,10 @@ class InputStem {
 
   /// backward with explicit segment ids, of a forward that applied no dropout.
   template <class R, class S>
-    requires(!std::is_arithmetic_v<S>)
-  void backward(const R& ids, const S& segment_ids, Index seq_len,
-                const Eigen::Ref<const RowMatrix<T>>& grad_out, InputStemGrads<T>& grads,
-                Index offset = 0) {
+  requires(!std::is_arithmetic_v<S>) void backward(const R& ids, const S& segment_ids,
+                                                   Index seq_len,
+                                                   const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                                                   InputStemGrads<T>& grads, Index offset = 0) {
     detail::with_ids(ids, [&](auto span) {
       detail::with_ids(segment_ids, [&](auto segs) {
         backward_impl(span, segs, true, seq_len, grad_out, grads, nullptr, offset);
@@ -362,7 +364,7 @@ class InputStem {
       add.keep = mask.keep_.data();
       add.keep_scale = mask.scale_;
     }
-    detail::gather<T>(detail::rows_of(tokens_), ids, tokens_.scale(), add,
+    detail::gather<T>(detail::rows_of(tokens_), ids, tokens_.scale(), &add,
                       detail::mutable_table(out));
     return mask;
   }

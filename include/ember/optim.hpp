@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "ember/optim/clip.hpp"
 #include "ember/optim/adagrad.hpp"
 #include "ember/optim/adam.hpp"
+#include "ember/optim/clip.hpp"
 #include "ember/optim/sgd.hpp"

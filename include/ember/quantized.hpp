@@ -25,7 +25,8 @@ namespace ember::inline EMBER_ISA {
 /// most scale / 2 (plus float rounding): see max_row_error(). A constant row is stored exactly
 /// (scale 0). The table takes d + 8 bytes per row instead of 4·d: 28% of float at d = 128.
 ///
-/// Lookup dequantizes each row, multiplies it by scale() = √d_model and writes float, in one pass.
+/// Lookup dequantizes each row, multiplies it by scale() (√d_model unless a LookupScale said
+/// otherwise) and writes float, in one pass.
 /// logits use a float master copy when one is kept - recommended for a tied output layer - else
 /// rows dequantized 4096 at a time. backward accumulates a float gradient of the lookup (to train
 /// a float table the int8 one was made from).

@@ -15,9 +15,10 @@ namespace ember::inline EMBER_ISA {
 /// An embedding table whose V x d values are stored as S (Eigen::half or Eigen::bfloat16) and
 /// computed with in float: Table<codec::Reduced<S>, Owned>.
 ///
-/// Construction:
-///   ReducedEmbedding<S>(RowMatrix<S> table)              adopts a table already in S
-///   ReducedEmbedding<S>(vocab_size, d_model, seed = 0)   N(0, 1/d_model) drawn in float, rounded
+/// Construction (each with an optional trailing LookupScale, √d_model by default):
+///   ReducedEmbedding<S>(RowMatrix<S> table)                   adopts a table already in S
+///   ReducedEmbedding<S>(vocab_size, d_model, seed = 0)        N(0, 1/d_model) in float, rounded
+///   ReducedEmbedding<S>(vocab_size, d_model, init, seed = 0)  filled by an Init in float, rounded
 ///   ReducedEmbedding<S>::from_float(table, keep_float_master = false)
 ///
 /// Conventions:

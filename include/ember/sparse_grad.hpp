@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <span>
 #include <ranges>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -208,9 +208,9 @@ class SparseRowGrad {
   friend struct detail::SparseRowGradAccess;
 
   template <class Id>
-  void accumulate_checked(std::span<const Id> ids,
-                          const Eigen::Ref<const RowMatrix<T>>& grad_rows, T scale,
-                          Index vocab_size, AccumulateOptions options, detail::Where where) {
+  void accumulate_checked(std::span<const Id> ids, const Eigen::Ref<const RowMatrix<T>>& grad_rows,
+                          T scale, Index vocab_size, AccumulateOptions options,
+                          detail::Where where) {
     check_shape(where, vocab_size, grad_rows.cols());
     detail::check_extent(where, "grad_rows", 0, static_cast<Index>(ids.size()), grad_rows.rows(),
                          "the number of ids");
@@ -264,8 +264,8 @@ struct SparseRowGradAccess {
   /// SparseRowGrad::accumulate with a table's own name in its messages (Where is built lazily).
   template <class T, class Id>
   static void accumulate(SparseRowGrad<T>& grad, std::span<const Id> ids,
-                         const Eigen::Ref<const RowMatrix<T>>& grad_rows, T scale,
-                         Index vocab_size, AccumulateOptions options, Where where) {
+                         const Eigen::Ref<const RowMatrix<T>>& grad_rows, T scale, Index vocab_size,
+                         AccumulateOptions options, Where where) {
     grad.accumulate_checked(ids, grad_rows, scale, vocab_size, options, where);
   }
 

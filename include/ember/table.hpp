@@ -26,6 +26,7 @@
 #include "ember/detail/checks.hpp"
 #include "ember/detail/gather.hpp"
 #include "ember/detail/logits.hpp"
+#include "ember/detail/prefetch.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/errors.hpp"
 #include "ember/init.hpp"
@@ -114,15 +115,19 @@ class Owned {
  protected:
   static constexpr const char* holder_suffix = "";
   Owned(RowMatrix<Unit> storage, Index d, Codec codec)
-      : storage_(std::move(storage)), d_(d), codec_(std::move(codec)) {}
+      : storage_(std::move(storage)),
+        d_(d),
+        codec_(std::move(codec)),
+        ahead_(detail::prefetch_distance(row_bytes())) {}
 
   [[nodiscard]] detail::CodecRows<Codec> codec_rows() const noexcept {
-    return {codec_, storage_.data(), storage_.rows(), d_, storage_.cols()};
+    return {codec_, storage_.data(), storage_.rows(), d_, storage_.cols(), ahead_};
   }
 
   RowMatrix<Unit> storage_;
   Index d_;
   Codec codec_;
+  Index ahead_;
 
  private:
   friend struct detail::TableAccess;
@@ -167,10 +172,11 @@ class Borrowed {
         d_(d),
         stride_(stride),
         keep_alive_(std::move(keep_alive)),
-        codec_(std::move(codec)) {}
+        codec_(std::move(codec)),
+        ahead_(detail::prefetch_distance(row_bytes())) {}
 
   [[nodiscard]] detail::CodecRows<Codec> codec_rows() const noexcept {
-    return {codec_, data_, rows_, d_, stride_};
+    return {codec_, data_, rows_, d_, stride_, ahead_};
   }
 
   const Unit* data_;
@@ -179,6 +185,7 @@ class Borrowed {
   Index stride_;
   std::shared_ptr<const void> keep_alive_;
   Codec codec_;
+  Index ahead_;
 
  private:
   friend struct detail::TableAccess;
@@ -186,7 +193,10 @@ class Borrowed {
 
 /// True for every ember table type (Table<Codec, Holder> and the types derived from it).
 template <class T>
-concept EmbeddingTable = requires { T::is_ember_table; } && T::is_ember_table;
+concept EmbeddingTable = requires {
+  T::is_ember_table;
+}
+&&T::is_ember_table;
 
 /// An embedding table: vocab_size rows of d_model values, each row stored by `Codec` and held by
 /// `Holder` (Owned or Borrowed). Every operation below is the same code for every codec and
@@ -231,8 +241,7 @@ class Table : public H<C> {
   static constexpr bool is_ember_table = true;
   /// True when a row is d_model units of the storage type (plain and 16-bit tables): weight()
   /// then views the stored table as a matrix.
-  static constexpr bool element_rows = C::units_per_row(Index{7}) == Index{7} &&
-                                       std::is_floating_point_v<Value>;
+  static constexpr bool element_rows = C::element_rows;
   /// The matrix weight() returns for a view: read-only, row-major, rows row_stride() apart.
   using Map = Eigen::Map<const RowMatrix<Unit>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
@@ -245,26 +254,24 @@ class Table : public H<C> {
   ///          -1) or the codec cannot store rows of d_model values; ValueError if data is null or
   ///          not aligned to alignof(Unit).
   Table(const Unit* data, Index vocab_size, Index d_model, Index row_stride = -1,
-        std::shared_ptr<const void> keep_alive = {}, LookupScale scale = {})
-    requires(borrowed && std::is_default_constructible_v<C>)
+        std::shared_ptr<const void> keep_alive = {},
+        LookupScale scale = {}) requires(borrowed&& std::is_default_constructible_v<C>)
       : Table(C{}, data, vocab_size, d_model, row_stride, std::move(keep_alive), scale) {}
 
   /// A view as above over rows of a codec with state (e.g. a block format chosen at run time).
   Table(C codec, const Unit* data, Index vocab_size, Index d_model, Index row_stride,
-        std::shared_ptr<const void> keep_alive = {}, LookupScale scale = {})
-    requires(borrowed)
-      : Base(data, vocab_size, d_model,
-             checked_view(codec, data, vocab_size, d_model, row_stride), std::move(keep_alive),
-             codec),
+        std::shared_ptr<const void> keep_alive = {}, LookupScale scale = {}) requires(borrowed)
+      : Base(data, vocab_size, d_model, checked_view(codec, data, vocab_size, d_model, row_stride),
+             std::move(keep_alive), codec),
         scale_(scale.template resolve<Value>(d_model)) {}
 
   /// A view of a row-major Eigen object of Unit with direct access (RowMatrix, a block of one, a
   /// Map, Embedding::weight(), MappedTable::matrix()). The object must outlive the view.
   /// Throws: as the pointer constructor.
   template <class Derived>
-  explicit Table(const Eigen::MatrixBase<Derived>& table, std::shared_ptr<const void> keep_alive = {},
-                 LookupScale scale = {})
-    requires(borrowed && element_rows)
+  explicit Table(const Eigen::MatrixBase<Derived>& table,
+                 std::shared_ptr<const void> keep_alive = {},
+                 LookupScale scale = {}) requires(borrowed&& element_rows)
       : Table(detail::const_table(table.derived()).data, table.rows(), table.cols(),
               detail::const_table(table.derived()).stride, std::move(keep_alive), scale) {
     static_assert(std::is_same_v<typename Derived::Scalar, Unit>,
@@ -276,43 +283,38 @@ class Table : public H<C> {
   /// keeps it alive, and a later set_float_master or clear_float_master on either side does not
   /// reach the other). The table must outlive the view and keep its rows.
   template <class Owner>
-    requires(borrowed && std::derived_from<Owner, Table<C, Owned>>)
-  explicit Table(const Owner& owner)
+  requires(borrowed&& std::derived_from<Owner, Table<C, Owned>>) explicit Table(const Owner& owner)
       : Base(detail::rows_of(owner).data, owner.vocab_size(), owner.d_model(),
              detail::rows_of(owner).stride, {}, owner.codec()),
         scale_(owner.scale()),
         master_(owner.master_) {}
 
   /// Views of temporaries would dangle at once: they do not compile.
-  explicit Table(RowMatrix<Unit>&&)
-    requires(borrowed)
-  = delete;
+  explicit Table(RowMatrix<Unit>&&) requires(borrowed) = delete;
   template <class Owner>
-    requires(borrowed && std::derived_from<Owner, Table<C, Owned>>)
-  explicit Table(const Owner&&) = delete;
+  requires(borrowed&& std::derived_from<Owner, Table<C, Owned>>) explicit Table(const Owner&&) =
+      delete;
 
   // ---- construction: owning tables ------------------------------------------------------------
 
   /// Adopts a table already in the storage type (moved in, not copied when an rvalue).
   /// Throws: ShapeError if the table has no rows or no columns.
-  explicit Table(RowMatrix<Unit> table, LookupScale scale = {})
-    requires(owned && element_rows)
+  explicit Table(RowMatrix<Unit> table, LookupScale scale = {}) requires(owned&& element_rows)
       : Table(adopted(std::move(table)), scale) {}
 
   /// A vocab_size x d_model table filled by `init` from `seed` in the value type (float for a
   /// 16-bit codec, then rounded to it).
   /// Throws: ShapeError if a size is not positive; ValueError if `init` is invalid.
   Table(Index vocab_size, Index d_model, const Init& init, std::uint64_t seed = 0,
-        LookupScale scale = {})
-    requires(owned && element_rows)
+        LookupScale scale = {}) requires(owned&& element_rows)
       : Base(initial(vocab_size, d_model, init, seed), d_model, C{}),
         scale_(scale.template resolve<Value>(d_model)) {}
 
   /// A vocab_size x d_model table initialised N(0, 1/d_model) (std = 1/√d_model) from `seed`: a
   /// scaled lookup then has unit variance per element.
   /// Throws: ShapeError if a size is not positive.
-  Table(Index vocab_size, Index d_model, std::uint64_t seed = 0, LookupScale scale = {})
-    requires(owned && element_rows)
+  Table(Index vocab_size, Index d_model, std::uint64_t seed = 0,
+        LookupScale scale = {}) requires(owned&& element_rows)
       : Table(vocab_size, d_model, Init::normal(), seed, scale) {}
 
   /// Quantizes a float or double table[V, d] row by row (FBGEMM's 8-bit row-wise), optionally
@@ -322,9 +324,8 @@ class Table : public H<C> {
   /// Complexity: O(V·d).
   template <class Derived>
   explicit Table(const Eigen::MatrixBase<Derived>& table, bool keep_float_master = false,
-                 LookupScale scale = {})
-    requires(owned && std::same_as<C, codec::Int8Rowwise>)
-      : Table(encoded(table, keep_float_master, {C::family, "", nullptr}), scale) {}
+                 LookupScale scale = {}) requires(owned&& std::same_as<C, codec::Int8Rowwise>)
+      : Table(encoded(table, keep_float_master, {name(), nullptr}), scale) {}
 
   /// Encodes a float or double table[V, d] into the codec (16-bit: round to nearest even; int8:
   /// FBGEMM's row-wise quantization), optionally keeping a float copy as the master for logits.
@@ -334,20 +335,18 @@ class Table : public H<C> {
   /// Complexity: O(V·d).
   template <class Derived>
   [[nodiscard]] static Table from_float(const Eigen::MatrixBase<Derived>& table,
-                                        bool keep_float_master = false, LookupScale scale = {})
-    requires(owned && (!C::is_plain))
-  {
-    return Table(encoded(table, keep_float_master, {C::family, "", "from_float"}), scale);
+                                        bool keep_float_master = false,
+                                        LookupScale scale = {}) requires(owned && (!C::is_plain)) {
+    return Table(encoded(table, keep_float_master, {name(), "from_float"}), scale);
   }
 
   /// Adopts rows already in FBGEMM's fused 8-bit layout: `bytes` holds vocab_size · (d_model + 8)
   /// bytes.
   /// Throws:  ShapeError if a size is not positive or bytes has the wrong size; ValueError if a
   ///          row's scale is negative or not finite, or its bias is not finite (naming the row).
-  [[nodiscard]] static Table from_fused_rows(std::vector<std::uint8_t> bytes, Index vocab_size,
-                                             Index d_model, LookupScale scale = {})
-    requires(owned && std::same_as<C, codec::Int8Rowwise>)
-  {
+  [[nodiscard]] static Table from_fused_rows(
+      std::vector<std::uint8_t> bytes, Index vocab_size, Index d_model,
+      LookupScale scale = {}) requires(owned&& std::same_as<C, codec::Int8Rowwise>) {
     constexpr const char* where = "QuantizedEmbedding::from_fused_rows";
     detail::check_positive_size(where, "vocab_size", vocab_size);
     detail::check_positive_size(where, "d_model", d_model);
@@ -383,23 +382,17 @@ class Table : public H<C> {
   [[nodiscard]] const char* codec_name() const noexcept { return this->codec().name(); }
 
   /// The stored table, vocab_size x d_model, unscaled (plain and 16-bit tables).
-  [[nodiscard]] const RowMatrix<Unit>& weight() const noexcept
-    requires(owned && element_rows)
-  {
+  [[nodiscard]] const RowMatrix<Unit>& weight() const noexcept requires(owned&& element_rows) {
     return this->storage_;
   }
   /// The stored table for in-place updates (optimizer steps, loading): its values can change,
   /// its shape cannot (Embedding::resize changes the vocabulary). Assign a matrix of the same
   /// shape, or change rows and elements.
-  [[nodiscard]] Eigen::Map<RowMatrix<Unit>> weight() noexcept
-    requires(owned && element_rows)
-  {
+  [[nodiscard]] Eigen::Map<RowMatrix<Unit>> weight() noexcept requires(owned&& element_rows) {
     return {this->storage_.data(), this->storage_.rows(), this->storage_.cols()};
   }
   /// The viewed table, vocab_size x d_model, unscaled (plain and 16-bit views).
-  [[nodiscard]] Map weight() const noexcept
-    requires(borrowed && element_rows)
-  {
+  [[nodiscard]] Map weight() const noexcept requires(borrowed&& element_rows) {
     return Map(this->data_, this->rows_, this->d_, Eigen::OuterStride<>(this->stride_));
   }
 
@@ -415,7 +408,7 @@ class Table : public H<C> {
     return detail::with_ids(ids, [&](auto span) {
       detail::check_ids(span, this->vocab_size(), where("forward"));
       RowMatrix<Value> out(static_cast<Index>(span.size()), this->d_model());
-      gather_into<Value>(span, {}, out);
+      gather_into<Value>(span, nullptr, out);
       return out;
     });
   }
@@ -435,9 +428,7 @@ class Table : public H<C> {
   /// nearest even; a value beyond its range becomes ±inf, as a cast would).
   /// Throws: as forward(ids, out).
   template <class R>
-  void forward(const R& ids, Eigen::Ref<RowMatrix<Unit>> out) const
-    requires(HalfStorage<Unit>)
-  {
+  void forward(const R& ids, Eigen::Ref<RowMatrix<Unit>> out) const requires(HalfStorage<Unit>) {
     forward_as<Unit>(ids, out);
   }
 
@@ -465,7 +456,7 @@ class Table : public H<C> {
       add.positions = detail::const_table(positions);
       add.seq_len = seq_len;
       add.offset = offset;
-      gather_into<Value>(span, add, out);
+      gather_into<Value>(span, &add, out);
     });
   }
 
@@ -533,24 +524,16 @@ class Table : public H<C> {
   /// Keeps `master` (V x d, float) as the table used by logits and logits_backward: exact float
   /// logits from a reduced or quantized table. Copies and views share it (it is never written).
   /// Throws: ShapeError if its shape differs from the table's; nothing changes then.
-  void set_float_master(RowMatrix<float> master)
-    requires(!C::is_plain)
-  {
+  void set_float_master(RowMatrix<float> master) requires(!C::is_plain) {
     const detail::Where w = where("set_float_master");
     detail::check_extent(w, "master", 0, this->vocab_size(), master.rows(), "vocab_size");
     detail::check_extent(w, "master", 1, this->d_model(), master.cols(), "d_model");
     master_ = std::make_shared<const RowMatrix<float>>(std::move(master));
   }
   /// Drops the float master: logits decode the stored rows again.
-  void clear_float_master() noexcept
-    requires(!C::is_plain)
-  {
-    master_.reset();
-  }
+  void clear_float_master() noexcept requires(!C::is_plain) { master_.reset(); }
   /// The float master copy, or null.
-  [[nodiscard]] const RowMatrix<float>* float_master() const noexcept
-    requires(!C::is_plain)
-  {
+  [[nodiscard]] const RowMatrix<float>* float_master() const noexcept requires(!C::is_plain) {
     return master_.get();
   }
 
@@ -571,11 +554,7 @@ class Table : public H<C> {
     return out;
   }
   /// The table decoded to float (exact for 16-bit codecs), V x d: dequantize().
-  [[nodiscard]] RowMatrix<float> to_float() const
-    requires(!C::is_plain)
-  {
-    return dequantize();
-  }
+  [[nodiscard]] RowMatrix<float> to_float() const requires(!C::is_plain) { return dequantize(); }
 
   /// Per-row error of the storage: entry r is max_c |original(r, c) - decoded(r, c)|, computed in
   /// double.
@@ -605,22 +584,17 @@ class Table : public H<C> {
 
   /// The codes of row r. Throws: IndexError if r is out of range.
   [[nodiscard]] std::span<const std::uint8_t> codes(Index r) const
-    requires(std::same_as<C, codec::Int8Rowwise>)
-  {
+      requires(std::same_as<C, codec::Int8Rowwise>) {
     detail::check_row(r, this->vocab_size(), where("codes"));
     return {detail::rows_of(*this).row(r), static_cast<std::size_t>(this->d_model())};
   }
   /// The scale of row r: (max - min) / 255 of the original row. Throws: IndexError.
-  [[nodiscard]] float row_scale(Index r) const
-    requires(std::same_as<C, codec::Int8Rowwise>)
-  {
+  [[nodiscard]] float row_scale(Index r) const requires(std::same_as<C, codec::Int8Rowwise>) {
     detail::check_row(r, this->vocab_size(), where("row_scale"));
     return C::row_scale(detail::rows_of(*this).row(r), this->d_model());
   }
   /// The bias of row r: the minimum of the original row. Throws: IndexError.
-  [[nodiscard]] float row_bias(Index r) const
-    requires(std::same_as<C, codec::Int8Rowwise>)
-  {
+  [[nodiscard]] float row_bias(Index r) const requires(std::same_as<C, codec::Int8Rowwise>) {
     detail::check_row(r, this->vocab_size(), where("row_bias"));
     return C::row_bias(detail::rows_of(*this).row(r), this->d_model());
   }
@@ -628,7 +602,12 @@ class Table : public H<C> {
  protected:
   /// The name of this table in messages: the codec's family plus the holder's suffix.
   [[nodiscard]] static constexpr detail::Where where(const char* call) noexcept {
-    return {C::family, Base::holder_suffix, call};
+    return {name(), call};
+  }
+  /// The table type's name in messages: the codec's family and the holder's suffix
+  /// ("EmbeddingView").
+  [[nodiscard]] static constexpr const char* name() noexcept {
+    return detail::joined_name<C::family, Base::holder_suffix>.text;
   }
 
   /// backward with the options of a trainable table (padding row, frequency scaling).
@@ -646,7 +625,7 @@ class Table : public H<C> {
 
   /// The one lookup behind every forward: validated ids, what is added, the output.
   template <class O, class Id>
-  void gather_into(std::span<const Id> ids, const detail::RowAddends<Value>& add,
+  void gather_into(std::span<const Id> ids, const detail::RowAddends<Value>* add,
                    Eigen::Ref<RowMatrix<O>> out) const {
     detail::gather<O>(detail::rows_of(*this), ids, scale_, add, detail::mutable_table(out));
   }
@@ -658,7 +637,7 @@ class Table : public H<C> {
       detail::check_lookup_out(w, static_cast<Index>(span.size()), this->d_model(), out.rows(),
                                out.cols());
       detail::check_ids(span, this->vocab_size(), w);
-      gather_into<O>(span, {}, out);
+      gather_into<O>(span, nullptr, out);
     });
   }
 
@@ -673,15 +652,14 @@ class Table : public H<C> {
     std::shared_ptr<const RowMatrix<float>> master;
   };
 
-  Table(Encoded e, LookupScale scale)
-    requires(owned)
+  Table(Encoded e, LookupScale scale) requires(owned)
       : Base(std::move(e.storage), e.d, C{}),
         scale_(scale.template resolve<Value>(e.d)),
         master_(std::move(e.master)) {}
 
   static Index checked_view(const C& codec, const Unit* data, Index vocab_size, Index d_model,
                             Index row_stride) {
-    const detail::Where w{C::family, "View", nullptr};
+    const detail::Where w{name(), nullptr};
     check_width(w, codec, d_model);
     return detail::checked_view_stride(w, data, vocab_size, d_model,
                                        d_model > 0 ? codec.units_per_row(d_model) : d_model,
@@ -697,7 +675,7 @@ class Table : public H<C> {
   }
 
   static Encoded adopted(RowMatrix<Unit> table) {
-    const detail::Where w{C::family, "", nullptr};
+    const detail::Where w{name(), nullptr};
     detail::check_positive_size(w, "vocab_size (table rows)", table.rows());
     detail::check_positive_size(w, "d_model (table columns)", table.cols());
     const Index d = table.cols();
@@ -706,7 +684,7 @@ class Table : public H<C> {
 
   static RowMatrix<Unit> initial(Index vocab_size, Index d_model, const Init& init,
                                  std::uint64_t seed) {
-    const detail::Where w{C::family, "", nullptr};
+    const detail::Where w{name(), nullptr};
     detail::check_positive_size(w, "vocab_size", vocab_size);
     detail::check_positive_size(w, "d_model", d_model);
     if constexpr (C::is_plain) {
@@ -736,9 +714,9 @@ class Table : public H<C> {
           const auto x = static_cast<double>(table(r, c));
           // Values that round down to the largest finite S are fine; anything rounding to inf is
           // not. Beyond float's range the double -> float cast itself would be undefined.
-          const bool fits =
-              std::isfinite(x) && std::abs(x) <= static_cast<double>(std::numeric_limits<float>::max()) &&
-              std::isfinite(static_cast<float>(Unit(static_cast<float>(x))));
+          const bool fits = std::isfinite(x) &&
+                            std::abs(x) <= static_cast<double>(std::numeric_limits<float>::max()) &&
+                            std::isfinite(static_cast<float>(Unit(static_cast<float>(x))));
           if (!fits) {
             throw ValueError(w.str() + ": value " + std::to_string(x) + " at row " +
                                  std::to_string(r) + ", column " + std::to_string(c) +

@@ -128,7 +128,7 @@ void expect_ok_or_ember_error(const std::string& path, F&& f) {
 
 /// True when every value of the contiguous matrix `m` is finite. A plain loop over size(): Eigen's
 /// allFinite() walks the outer dimension even when the other one is 0, which takes minutes on a
-/// legal 0 x 2e9 table (found by fuzz_w2v_binary: the header "0 2000030000").
+/// legal 0 x 2e9 table (the header "0 2000030000").
 template <class M>
 bool all_finite(const M& m) {
   const auto n = static_cast<std::size_t>(m.size());

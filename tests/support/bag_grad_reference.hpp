@@ -54,7 +54,7 @@ void bag_grad_rows_reference(std::span<const ember::TokenId> ids,
   }
 }
 
-/// The old EmbeddingBag::backward for sum and mean: bag_grad_rows_reference, then accumulate with
+/// EmbeddingBag::backward for sum and mean the plain way: bag_grad_rows_reference, then accumulate with
 /// the table's scale_grad_by_freq.
 template <class T>
 void bag_backward_reference(const ember::EmbeddingBag<T>& bag, std::span<const ember::TokenId> ids,
@@ -99,7 +99,7 @@ void bag_max_grad_rows_reference(const ember::BagArgmax& argmax,
   for (const auto& [k, bc] : entries) rows_out(k, bc.second) = grad_out(bc.first, bc.second);
 }
 
-/// The old EmbeddingBag::backward for max: bag_max_grad_rows_reference, then accumulate.
+/// EmbeddingBag::backward for max the plain way: bag_max_grad_rows_reference, then accumulate.
 template <class T>
 void bag_max_backward_reference(const ember::EmbeddingBag<T>& bag, const ember::BagArgmax& argmax,
                                 const ember::RowMatrix<T>& grad_out,

@@ -1,5 +1,5 @@
 // Plain reference versions of ember's hot kernels, for tests that compare the fast kernels
-// against them: a std::sort grouping of (id, position) pairs, as the sparse backward used to do.
+// against them: a std::sort grouping of (id, position) pairs instead of the slot map.
 // SPDX-License-Identifier: MIT
 #pragma once
 

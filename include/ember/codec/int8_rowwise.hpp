@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "ember/config.hpp"
+#include "ember/detail/simd.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::codec {
@@ -23,6 +24,7 @@ namespace ember::inline EMBER_ISA::codec {
 struct Int8Rowwise {
   using Unit = std::uint8_t;
   using Value = float;
+  static constexpr bool element_rows = false;
   static constexpr bool is_plain = false;
   static constexpr const char* family = "QuantizedEmbedding";
   /// Bytes after the codes of each row: the float scale and the float bias.
@@ -45,15 +47,11 @@ struct Int8Rowwise {
     return v;
   }
 
-  /// dst[c] = q[c] · (scale · s) + bias · s. The products are stored in one pass and the bias added
-  /// in another, so no compiler fuses them into one multiply-add: the bits are the same in every
-  /// build. (The compiler vectorises both passes; the second runs on the row in L1.)
+  /// dst[c] = q[c] · (scale · s) + bias · s, each product rounded before the bias is added, so
+  /// the bits are the same in every build (detail::codes_times_plus).
   EMBER_ALWAYS_INLINE static void decode_row(const std::uint8_t* row, Index d, float s,
                                              float* dst) noexcept {
-    const float a = row_scale(row, d) * s;
-    const float b = row_bias(row, d) * s;
-    for (Index c = 0; c < d; ++c) dst[c] = static_cast<float>(row[c]) * a;
-    for (Index c = 0; c < d; ++c) dst[c] += b;
+    detail::codes_times_plus(row, d, row_scale(row, d) * s, row_bias(row, d) * s, dst);
   }
 
   /// FBGEMM's FloatToFused8BitRowwiseQuantizedSBFloat, reference (scalar) version: bias = min,

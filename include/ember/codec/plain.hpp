@@ -15,6 +15,7 @@ namespace ember::inline EMBER_ISA::codec {
 /// The codec interface, which every codec of `ember/codec/` implements:
 /// - `Unit`: the element type of the stored rows; `Value`: the type rows decode to and lookups
 ///   compute in (T here, float for every reduced or quantized codec);
+/// - `element_rows`: a row is d units of Unit (one per value), so the table is a matrix of Unit;
 /// - `is_plain`: rows are Value[d] as stored, so tied logits and bags read them without decoding;
 /// - `family`: the name of the owning table in messages ("Embedding", "ReducedEmbedding", ...);
 /// - `name()`: the storage format ("f32", "bf16", "int8_rowwise", ...);
@@ -22,11 +23,14 @@ namespace ember::inline EMBER_ISA::codec {
 ///   can store a row of d values (block formats need a multiple of their block);
 /// - `decode_row(row, d, s, dst)`: dst[c] = the value of column c times s, for the d columns.
 ///   Every product is rounded to Value before anything else is added to it.
+/// Owning tables also need a default-constructible codec with static `units_per_row` and, for
+/// codecs that can be encoded from float (`from_float`), a static `encode_row(x, d, out)`.
 template <class T>
 struct Plain {
   static_assert(Scalar<T>, "ember::codec::Plain<T>: T must be float or double");
   using Unit = T;
   using Value = T;
+  static constexpr bool element_rows = true;
   static constexpr bool is_plain = true;
   static constexpr const char* family = "Embedding";
 

@@ -35,9 +35,11 @@ namespace ember::inline EMBER_ISA::codec {
 /// nearest even. The interface is described in codec/plain.hpp.
 template <class S>
 struct Reduced {
-  static_assert(HalfStorage<S>, "ember::codec::Reduced<S>: S must be Eigen::half or Eigen::bfloat16");
+  static_assert(HalfStorage<S>,
+                "ember::codec::Reduced<S>: S must be Eigen::half or Eigen::bfloat16");
   using Unit = S;
   using Value = float;
+  static constexpr bool element_rows = true;
   static constexpr bool is_plain = false;
   static constexpr const char* family = "ReducedEmbedding";
 

@@ -28,12 +28,12 @@ enum class Pool { sum, mean, max };
 /// running sums stay in registers for the whole bag (W·sizeof(T) = 256 bytes: 4 AVX-512 or 8 AVX
 /// registers), as FBGEMM's generated kernels keep them, instead of a load and a store of the
 /// output row per id. W is the fixed tile width, or Eigen::Dynamic for the last columns (fewer
-/// than MaxW, kept on the stack). `prefetch`: ask for the rows prefetch_distance() positions ahead
-/// (done by the first tile of a row only). A weighted row's product is rounded before it is
-/// summed. Returns the number of pooled ids.
+/// than MaxW, kept on the stack). `ahead` > 0: prefetch the row of the id `ahead` positions on
+/// (done by the first tile of a row only; 0 for the others). A weighted row's product is rounded
+/// before it is summed. Returns the number of pooled ids.
 template <Index W, Index MaxW, class T, class Id>
 Index bag_sum_columns(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
-                      const T* weights, TokenId skip_row, Index c0, Index width, bool prefetch,
+                      const T* weights, TokenId skip_row, Index c0, Index width, Index ahead,
                       T* out) {
   // DontAlign: the tile has the same layout in units built for any instruction set (an aligned
   // fixed-size Eigen array would be 16-, 32- or 64-byte aligned depending on the unit).
@@ -42,9 +42,8 @@ Index bag_sum_columns(ConstTableRef<T> table, std::span<const Id> ids, Index beg
   Tile acc = Tile::Zero(width);
   Index count = 0;
   const Index row_bytes = table.cols * static_cast<Index>(sizeof(T));
-  const Index ahead = prefetch_distance(row_bytes);
   for (Index i = begin; i < end; ++i) {
-    if (prefetch && i + ahead < n) {
+    if (ahead > 0 && i + ahead < n) {
       prefetch_row(table.row(static_cast<Index>(ids[static_cast<std::size_t>(i + ahead)])),
                    row_bytes);
     }
@@ -70,18 +69,18 @@ Index bag_sum_columns(ConstTableRef<T> table, std::span<const Id> ids, Index beg
 /// pooled ids.
 template <class T, class Id>
 Index bag_sum(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
-              const T* weights, TokenId skip_row, T* out) {
+              const T* weights, TokenId skip_row, Index ahead, T* out) {
   constexpr auto kTile = static_cast<Index>(256 / sizeof(T));
   const Index d = table.cols;
   const Index tiled = d / kTile * kTile;
   Index count = 0;
   for (Index c0 = 0; c0 < tiled; c0 += kTile) {
     count = bag_sum_columns<kTile, kTile>(table, ids, begin, end, weights, skip_row, c0, kTile,
-                                          c0 == 0, out);
+                                          c0 == 0 ? ahead : 0, out);
   }
   if (tiled == d) return count;
   return bag_sum_columns<Eigen::Dynamic, kTile>(table, ids, begin, end, weights, skip_row, tiled,
-                                                d - tiled, tiled == 0, out);
+                                                d - tiled, tiled == 0 ? ahead : 0, out);
 }
 
 /// One max bag over rows given by `row_of(i)` (the stored row for a plain table, the decoded one
@@ -126,9 +125,9 @@ Index bag_max(std::span<const Id> ids, Index begin, Index end, Index d, TokenId 
 /// them would be pooled.
 /// Validated by EmbeddingBag::forward (bounds non-decreasing from 0 to n, ids in range).
 template <class Codec, class Id>
-void bag_pool(const CodecRows<Codec>& table, std::span<const Id> ids,
-              std::span<const Index> bounds, Pool pool, const typename Codec::Value* weights,
-              TokenId skip_row, TableRef<typename Codec::Value> out, TokenId* argmax) {
+void bag_pool(const CodecRows<Codec>& table, std::span<const Id> ids, std::span<const Index> bounds,
+              Pool pool, const typename Codec::Value* weights, TokenId skip_row,
+              TableRef<typename Codec::Value> out, TokenId* argmax) {
   using T = typename Codec::Value;
   const auto bags = static_cast<Index>(bounds.size()) - 1;
   const auto n = static_cast<Index>(ids.size());
@@ -136,7 +135,7 @@ void bag_pool(const CodecRows<Codec>& table, std::span<const Id> ids,
   EMBER_ASSERT(out.rows == bags && out.cols == d);
   EMBER_ASSERT(pool == Pool::max || argmax == nullptr);
   const Index row_bytes = table.row_bytes();
-  const Index ahead = prefetch_distance(row_bytes);
+  const Index ahead = table.ahead;
   parallel_rows(bags, n * d, [&](Index b_begin, Index b_end, int /*worker*/) {
     RowVector<T> decoded;
     if constexpr (!Codec::is_plain) decoded.resize(d);
@@ -147,7 +146,7 @@ void bag_pool(const CodecRows<Codec>& table, std::span<const Id> ids,
       if constexpr (Codec::is_plain) {
         const ConstTableRef<T> plain{table.data, table.rows, d, table.stride};
         if (pool != Pool::max) {
-          const Index count = bag_sum(plain, ids, begin, end, weights, skip_row, out.row(b));
+          const Index count = bag_sum(plain, ids, begin, end, weights, skip_row, ahead, out.row(b));
           if (pool == Pool::mean && count > 0) o /= static_cast<T>(count);
           continue;
         }

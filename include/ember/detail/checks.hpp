@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "ember/config.hpp"
@@ -16,23 +17,36 @@
 namespace ember::inline EMBER_ISA::detail {
 
 /// The public call a check reports in its message: "Embedding::forward" as an object and a call
-/// ("Embedding", "forward"), or one full name ("ember::logits"). The text is built only when a
-/// check throws, so a door check costs no allocation on the good path.
+/// ("Embedding", "forward"), or one full name ("ember::logits"). Two pointers, passed in
+/// registers; the text is built only when a check throws, so a door check costs no allocation on
+/// the good path.
 struct Where {
-  const char* object = nullptr;  ///< "Embedding", "ReducedEmbedding", ... or null
-  const char* suffix = "";       ///< appended to object: "" or "View"
+  const char* object = nullptr;  ///< "Embedding", "EmbeddingView", ... or null
   const char* call = nullptr;    ///< "forward", or the full name when object is null
   constexpr Where(const char* full) noexcept : call(full) {}  // NOLINT: implicit by design
-  constexpr Where(const char* object_name, const char* object_suffix,
-                  const char* call_name) noexcept
-      : object(object_name), suffix(object_suffix), call(call_name) {}
+  constexpr Where(const char* object_name, const char* call_name) noexcept
+      : object(object_name), call(call_name) {}
   [[nodiscard]] std::string str() const {
     if (object == nullptr) return call;
-    std::string s = std::string(object) + suffix;
-    if (call != nullptr) s += std::string("::") + call;
-    return s;
+    return call != nullptr ? std::string(object) + "::" + call : std::string(object);
   }
 };
+
+/// A and B joined at compile time, as a null-terminated array (the name of a table type from
+/// its codec's family and its holder's suffix).
+template <std::size_t N>
+struct JoinedName {
+  char text[N];
+};
+template <const char* const& A, const char* const& B>
+inline constexpr auto joined_name = [] {
+  constexpr std::size_t a = std::char_traits<char>::length(A);
+  constexpr std::size_t b = std::char_traits<char>::length(B);
+  JoinedName<a + b + 1> out{};
+  for (std::size_t i = 0; i < a; ++i) out.text[i] = A[i];
+  for (std::size_t i = 0; i < b; ++i) out.text[a + i] = B[i];
+  return out;
+}();
 
 // ---- ids ----------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <type_traits>
@@ -45,11 +46,13 @@ struct RowAddends {
 
 /// Plain reference of gather, kept beside the fast kernel and tested against it: the same
 /// operations in the same order, one element at a time.
-template <class O, class Codec, class Id, class SegId>
+template <class O, class Codec, class Id, class SegId = TokenId>
 void gather_reference(const CodecRows<Codec>& table, std::span<const Id> ids,
                       typename Codec::Value scale,
-                      const RowAddends<typename Codec::Value, SegId>& add, TableRef<O> out) {
+                      const RowAddends<typename Codec::Value, SegId>* add_or_null,
+                      TableRef<O> out) {
   using V = typename Codec::Value;
+  const RowAddends<V, SegId> add = add_or_null != nullptr ? *add_or_null : RowAddends<V, SegId>{};
   const auto n = static_cast<Index>(ids.size());
   const Index d = table.d;
   RowVector<V> row(d);
@@ -78,14 +81,14 @@ void gather_reference(const CodecRows<Codec>& table, std::span<const Id> ids,
 /// same way, so the choice never changes a bit of the result. Validated as gather.
 template <class Rows, class T, class Id>
 void scaled_add_rows(Rows rows, ConstTableRef<T> table, std::span<const Id> ids, T scale,
-                     ConstTableRef<T> pe, Index seq_len, Index offset, TableRef<T> out) {
+                     ConstTableRef<T> pe, Index seq_len, Index offset, TableRef<T> out,
+                     Index ahead = 2) {
   const auto n = static_cast<Index>(ids.size());
   const Index d = table.cols;
   EMBER_ASSERT(out.rows == n && out.cols == d && pe.cols == d);
   EMBER_ASSERT(seq_len > 0 && offset >= 0 && offset + seq_len <= pe.rows);
   const Id* id_data = ids.data();
   const Index row_bytes = d * static_cast<Index>(sizeof(T));
-  const Index ahead = prefetch_distance(row_bytes);
   parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
     Index p = offset + begin % seq_len;  // position row of i, advanced without a division per row
     const Index p_end = offset + seq_len;
@@ -104,50 +107,86 @@ void scaled_add_rows(Rows rows, ConstTableRef<T> table, std::span<const Id> ids,
   });
 }
 
-/// ids[n], table[V, d] (any codec), addends -> out[n, d] (O = the codec's value type, or its
-/// storage type rounded to nearest even):
+/// ids[n], table[V, d] (any codec) -> out[n, d]: out[i] = store(decode(table[ids[i]]) · scale),
+/// the lookup alone (gather's path when nothing is added). Validated as gather.
+template <class O, class Codec, class Id>
+EMBER_ALWAYS_INLINE void lookup_rows(const CodecRows<Codec>& rows, std::span<const Id> ids,
+                                     typename Codec::Value scale, TableRef<O> out) {
+  using V = typename Codec::Value;
+  const auto n = static_cast<Index>(ids.size());
+  const CodecRows<Codec> table = rows;  // a local copy: the loop reads no field through memory
+  const Index d = table.d;
+  const Index ahead = table.ahead;
+  const Index row_bytes = table.row_bytes();
+  const Id* id_data = ids.data();
+  parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
+    // A row in the value type, for outputs stored in another type (none otherwise).
+    [[maybe_unused]] std::conditional_t<std::is_same_v<O, V>, Index, RowVector<V>> scratch{};
+    if constexpr (!std::is_same_v<O, V>) scratch.resize(d);
+    for (Index i = begin; i < end; ++i) {
+      if (i + ahead < end) {
+        prefetch_row(table.row(static_cast<Index>(id_data[i + ahead])), row_bytes);
+      }
+      const auto id = static_cast<Index>(id_data[i]);
+      EMBER_ASSERT(id >= 0 && id < table.rows);
+      if constexpr (std::is_same_v<O, V>) {
+        table.decode(id, scale, out.row(i));
+      } else {
+        table.decode(id, scale, scratch.data());
+        Eigen::Map<RowVector<O>>(out.row(i), d) = scratch.template cast<O>();
+      }
+    }
+  });
+}
+
+/// ids[n], table[V, d] (any codec), addends (null: none) -> out[n, d] (O = the codec's value
+/// type, or its storage type rounded to nearest even):
 ///   out[i] = store( mask( decode(table[ids[i]]) · scale + positions + segments ) ).
 /// Validated by the public lookups (ids in range, out n x d, position rows and segment ids in
 /// range, the mask n·d entries).
 ///
 /// Rows are independent, so any thread split gives the same bits; small calls never enter OpenMP.
-/// The row of the id prefetch_distance() positions ahead is prefetched. A plain (float/double)
-/// table with positions alone runs the one-pass row kernels of simd.hpp (vectorised, product
-/// rounded before the add, streaming stores for outputs of kStreamMinBytes or more); every other
-/// combination decodes the row into its output (or a scratch row) and adds each term in a pass
-/// of its own.
-template <class O, class Codec, class Id, class SegId>
+/// The row of the id table.ahead positions on is prefetched. Without addends this is
+/// lookup_rows; a plain (float/double) table with positions alone runs the one-pass row kernels
+/// of simd.hpp (vectorised, product rounded before the add, streaming stores for outputs of
+/// kStreamMinBytes or more); every other combination decodes the row into its output (or a
+/// scratch row) and adds each term in a pass of its own.
+template <class O, class Codec, class Id, class SegId = TokenId>
 void gather(const CodecRows<Codec>& table, std::span<const Id> ids, typename Codec::Value scale,
-            const RowAddends<typename Codec::Value, SegId>& add, TableRef<O> out) {
+            const RowAddends<typename Codec::Value, SegId>* add_or_null, TableRef<O> out) {
   using V = typename Codec::Value;
   const auto n = static_cast<Index>(ids.size());
   const Index d = table.d;
   EMBER_ASSERT(out.rows == n && out.cols == d);
+  if (add_or_null == nullptr || add_or_null->none()) {
+    lookup_rows<O>(table, ids, scale, out);
+    return;
+  }
+  const RowAddends<V, SegId>& add = *add_or_null;
   EMBER_ASSERT(add.positions.data == nullptr ||
                (add.positions.cols == d && add.seq_len > 0 && add.offset >= 0 &&
                 add.offset + add.seq_len <= add.positions.rows));
   EMBER_ASSERT(add.segments.data == nullptr || add.segment_ids.empty() ||
                static_cast<Index>(add.segment_ids.size()) == n);
-  const Id* id_data = ids.data();
-  const Index row_bytes = table.row_bytes();
-  const Index ahead = prefetch_distance(row_bytes);
 
   if constexpr (Codec::is_plain && std::is_same_v<O, V>) {
     if (add.positions_only()) {
       const ConstTableRef<V> plain{table.data, table.rows, d, table.stride};
       with_row_policy(n * d * static_cast<Index>(sizeof(V)), [&](auto policy) {
-        scaled_add_rows(policy, plain, ids, scale, add.positions, add.seq_len, add.offset, out);
+        scaled_add_rows(policy, plain, ids, scale, add.positions, add.seq_len, add.offset, out,
+                        table.ahead);
       });
       return;
     }
   }
 
+  const Id* id_data = ids.data();
   parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
-    RowVector<V> scratch;
+    [[maybe_unused]] std::conditional_t<std::is_same_v<O, V>, Index, RowVector<V>> scratch{};
     if constexpr (!std::is_same_v<O, V>) scratch.resize(d);
     for (Index i = begin; i < end; ++i) {
-      if (i + ahead < end) {
-        prefetch_row(table.row(static_cast<Index>(id_data[i + ahead])), row_bytes);
+      if (i + table.ahead < end) {
+        prefetch_row(table.row(static_cast<Index>(id_data[i + table.ahead])), table.row_bytes());
       }
       const auto id = static_cast<Index>(id_data[i]);
       EMBER_ASSERT(id >= 0 && id < table.rows);
@@ -158,12 +197,6 @@ void gather(const CodecRows<Codec>& table, std::span<const Id> ids, typename Cod
         dst = scratch.data();
       }
       table.decode(id, scale, dst);
-      if (add.none()) {
-        if constexpr (!std::is_same_v<O, V>) {
-          Eigen::Map<RowVector<O>>(out.row(i), d) = scratch.template cast<O>();
-        }
-        continue;
-      }
       Eigen::Map<RowVector<V>> row(dst, d);
       if (add.positions.data != nullptr) {
         row += Eigen::Map<const RowVector<V>>(add.positions.row(add.offset + i % add.seq_len), d);
@@ -184,6 +217,22 @@ void gather(const CodecRows<Codec>& table, std::span<const Id> ids, typename Cod
       }
     }
   });
+}
+
+/// gather with nothing added: lookup_rows.
+template <class O, class Codec, class Id>
+void gather(const CodecRows<Codec>& table, std::span<const Id> ids, typename Codec::Value scale,
+            std::nullptr_t /*no addends*/, TableRef<O> out) {
+  EMBER_ASSERT(out.rows == static_cast<Index>(ids.size()) && out.cols == table.d);
+  lookup_rows<O>(table, ids, scale, out);
+}
+
+/// gather_reference with nothing added.
+template <class O, class Codec, class Id>
+void gather_reference(const CodecRows<Codec>& table, std::span<const Id> ids,
+                      typename Codec::Value scale, std::nullptr_t /*no addends*/, TableRef<O> out) {
+  gather_reference<O>(table, ids, scale,
+                      static_cast<const RowAddends<typename Codec::Value>*>(nullptr), out);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail

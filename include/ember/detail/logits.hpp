@@ -37,7 +37,8 @@ struct LogitsTable {
 template <class Codec>
 void decode_block(const CodecRows<Codec>& table, Index r0, Index len,
                   RowMatrix<typename Codec::Value>& block) {
-  for (Index r = 0; r < len; ++r) table.decode(r0 + r, typename Codec::Value(1), block.row(r).data());
+  for (Index r = 0; r < len; ++r)
+    table.decode(r0 + r, typename Codec::Value(1), block.row(r).data());
 }
 
 /// hidden[n, d], W[V, d] -> out[n, V] = hidden · Wᵀ: one GEMM over a plain table or the master,
@@ -51,9 +52,9 @@ void logits(const LogitsTable<Codec>& w,
   const CodecRows<Codec>& table = w.table;
   EMBER_ASSERT(hidden.cols() == table.d && out.rows() == hidden.rows() && out.cols() == table.rows);
   if constexpr (Codec::is_plain) {
-    out.noalias() = hidden * as_matrix(ConstTableRef<V>{table.data, table.rows, table.d,
-                                                        table.stride})
-                                 .transpose();
+    out.noalias() =
+        hidden *
+        as_matrix(ConstTableRef<V>{table.data, table.rows, table.d, table.stride}).transpose();
   } else {
     if (w.master != nullptr) {
       out.noalias() = hidden * w.master->transpose();

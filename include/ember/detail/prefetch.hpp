@@ -14,7 +14,7 @@
 /// i + prefetch_distance(row bytes) is requested. A lead in bytes rather than rows keeps about the
 /// same number of cache lines in flight whatever the row width and storage format.
 #ifndef EMBER_PREFETCH_BYTES
-#define EMBER_PREFETCH_BYTES 2048
+#define EMBER_PREFETCH_BYTES 8192
 #endif
 
 /// The locality hint of those prefetches (__builtin_prefetch's third argument): 3 asks for L1,
@@ -26,27 +26,33 @@
 namespace ember::inline EMBER_ISA::detail {
 
 /// Rows of lead for rows of `row_bytes` bytes: EMBER_PREFETCH_BYTES / row_bytes, at least 2 and
-/// at most 64.
+/// at most 64. (A division: kernels ask only when a call has more rows than the minimum lead.)
 [[nodiscard]] constexpr Eigen::Index prefetch_distance(Eigen::Index row_bytes) noexcept {
-  const Eigen::Index rows = Eigen::Index{EMBER_PREFETCH_BYTES} / std::max<Eigen::Index>(row_bytes, 1);
+  const Eigen::Index rows =
+      Eigen::Index{EMBER_PREFETCH_BYTES} / std::max<Eigen::Index>(row_bytes, 1);
   return std::clamp<Eigen::Index>(rows, 2, 64);
 }
 
-/// Asks for the row at `row` (`bytes` long) ahead of use: its first four cache lines and its last
-/// one; the hardware prefetchers follow the sequential rest of a longer row on their own. A hint
-/// only: no effect on results, and nothing at all on compilers without __builtin_prefetch.
-EMBER_ALWAYS_INLINE void prefetch_row(const void* row, Eigen::Index bytes) noexcept {
+/// Cache lines at the start of a row that prefetch_row asks for by default: the hardware
+/// prefetchers follow the sequential rest of a longer row on their own once it is being read.
+inline constexpr Eigen::Index kPrefetchHeadBytes = 256;
+
+/// Asks for the row at `row` (`bytes` long) ahead of use: the cache lines of its first `head`
+/// bytes and its last line. A kernel that will touch little of each row before the next random
+/// one (the sparse backward's one-row groups) asks for the whole row. A hint only: no effect on
+/// results, and nothing at all on compilers without __builtin_prefetch.
+EMBER_ALWAYS_INLINE void prefetch_row(const void* row, Eigen::Index bytes,
+                                      Eigen::Index head = kPrefetchHeadBytes) noexcept {
 #if defined(__GNUC__) || defined(__clang__)
   const auto* p = static_cast<const char*>(row);
   constexpr int hint = EMBER_PREFETCH_LOCALITY;
-  __builtin_prefetch(p, 0, hint);
-  if (bytes > 64) __builtin_prefetch(p + 64, 0, hint);
-  if (bytes > 128) __builtin_prefetch(p + 128, 0, hint);
-  if (bytes > 192) __builtin_prefetch(p + 192, 0, hint);
-  if (bytes > 256) __builtin_prefetch(p + bytes - 1, 0, hint);
+  const Eigen::Index reach = head < bytes ? head : bytes;
+  for (Eigen::Index b = 0; b < reach; b += 64) __builtin_prefetch(p + b, 0, hint);
+  if (bytes > reach) __builtin_prefetch(p + bytes - 1, 0, hint);
 #else
   static_cast<void>(row);
   static_cast<void>(bytes);
+  static_cast<void>(head);
 #endif
 }
 

@@ -282,8 +282,7 @@ struct SparseRowsRef {
 /// caller assigns those rows instead of adding to them). `merged` is scratch.
 template <class T>
 void grow_to_include(SparseRowsRef<T> g, std::span<const TokenId> incoming,
-                     std::span<Index> slot_of, unsigned char* fresh,
-                     std::vector<TokenId>& merged) {
+                     std::span<Index> slot_of, unsigned char* fresh, std::vector<TokenId>& merged) {
   const std::size_t k = g.rows.size();
   merged.clear();
   merged.reserve(k + incoming.size());
@@ -359,8 +358,8 @@ void accumulate_rows(SparseRowsRef<T> g, Index vocab_size, std::span<const Id> i
       const auto uj = static_cast<std::size_t>(j);
       if (j + 1 < end) {
         // Groups visit the rows in id order, i.e. at random positions: fetch the next ahead.
-        prefetch_row(rows.source_row(grouper.positions(uj + 1)[0]),
-                     d * static_cast<Index>(sizeof(T)));
+        const Index bytes = d * static_cast<Index>(sizeof(T));
+        prefetch_row(rows.source_row(grouper.positions(uj + 1)[0]), bytes, bytes);
       }
       const auto positions = grouper.positions(uj);
       const T row_scale = freq ? scale / static_cast<T>(positions.size()) : scale;

@@ -179,6 +179,41 @@ EMBER_DETAIL_TARGET_AVX512 inline void scaled_add_row(Avx512RowsT<Stream>, const
 }
 #endif
 
+/// dst[c] = float(q[c]) · a + b for c < d, the product rounded before the add in every build: one
+/// pass in the build's widest vectors, with the product passed through detail::rounded's empty
+/// asm; where no vector path applies and the target may fuse (not x86 without FMA), the products
+/// are stored in one pass and b added in another.
+inline void codes_times_plus(const std::uint8_t* q, Index d, float a, float b,
+                             float* dst) noexcept {
+  Index c = 0;
+#if EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX512F__)
+  const __m512 va = _mm512_set1_ps(a);
+  const __m512 vb = _mm512_set1_ps(b);
+  for (; c + 16 <= d; c += 16) {
+    const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c));
+    __m512 prod = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(codes)), va);
+    asm("" : "+v"(prod));
+    _mm512_storeu_ps(dst + c, _mm512_add_ps(prod, vb));
+  }
+#elif EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX2__)
+  const __m256 va = _mm256_set1_ps(a);
+  const __m256 vb = _mm256_set1_ps(b);
+  for (; c + 8 <= d; c += 8) {
+    const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c));
+    __m256 prod = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes)), va);
+    asm("" : "+x"(prod));
+    _mm256_storeu_ps(dst + c, _mm256_add_ps(prod, vb));
+  }
+#elif (defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || defined(_M_IX86)) && \
+    !defined(__FMA__)
+  for (; c < d; ++c) dst[c] = static_cast<float>(q[c]) * a + b;  // no FMA: nothing to fuse
+#else
+  for (Index k = c; k < d; ++k) dst[k] = static_cast<float>(q[k]) * a;
+  for (; c < d; ++c) dst[c] += b;
+#endif
+  for (; c < d; ++c) dst[c] = rounded(static_cast<float>(q[c]) * a) + b;
+}
+
 /// Makes the compiler keep `x` as computed, in memory, before its next use: a product passed
 /// through it cannot be contracted with a later add into one fused multiply-add (the one
 /// rounding of an FMA would change the bits between builds with and without FMA).
@@ -205,7 +240,7 @@ inline constexpr bool is_streaming_rows<Avx512StreamRows> = true;
 /// or AVX vectors when the build targets them (streaming from kStreamMinBytes), the portable
 /// loop otherwise.
 template <class F>
-void with_row_policy(Index bytes, F&& f) {
+EMBER_ALWAYS_INLINE void with_row_policy(Index bytes, F&& f) {
 #if EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX512F__)
   if (bytes >= kStreamMinBytes) {
     f(Avx512StreamRows{});

@@ -47,7 +47,9 @@ template <class Derived>
 }
 
 /// A stored table as the kernels take it: `rows` rows of `d` values, each encoded by `codec` in
-/// Codec::units_per_row(d) units of type Codec::Unit, rows `stride` units apart.
+/// Codec::units_per_row(d) units of type Codec::Unit, rows `stride` units apart; `ahead` is how
+/// many ids ahead the kernels prefetch a row (prefetch_distance of the row bytes, computed once
+/// by the table, so a call pays no division).
 template <class Codec>
 struct CodecRows {
   using Unit = typename Codec::Unit;
@@ -57,6 +59,7 @@ struct CodecRows {
   Index rows;
   Index d;
   Index stride;
+  Index ahead = 2;
   [[nodiscard]] const Unit* row(Index r) const noexcept { return data + r * stride; }
   /// Bytes of one encoded row (what a lookup reads).
   [[nodiscard]] Index row_bytes() const noexcept {

@@ -25,6 +25,7 @@
 #include "ember/init.hpp"
 #include "ember/positional.hpp"
 #include "ember/sparse_grad.hpp"
+#include "ember/table.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::distributed {
@@ -47,6 +48,8 @@ struct ShardedOptions {
   /// position, which only makes sense to measure what de-duplication saves. The backward always
   /// pre-reduces gradient rows per distinct id.
   bool deduplicate = true;
+  /// The lookup scale of the table (√d_model by default), the same on every rank.
+  LookupScale scale = {};
 };
 
 /// A V x d embedding table whose rows are split across the ranks of an MPI communicator.
@@ -387,7 +390,7 @@ class ShardedEmbedding {
   ShardedEmbedding(const Setup& s, Make&& make, ShardedOptions options)
       : rank_(s.rank),
         partition_(s.partition),
-        shard_(make(s)),
+        shard_(make(s), options.scale),
         options_(options),
         row_type_(detail::mpi_type<T>(), s.d_model) {
     detail::check_mpi(MPI_Comm_dup(s.comm, &comm_), "MPI_Comm_dup");
@@ -617,9 +620,9 @@ class ShardedEmbedding {
     exchange_ids();
     // Owner side: gather and scale the requested rows, exactly as Embedding::forward does.
     reply_.resize(static_cast<Index>(plan_.recv_local.size()), d);
-    ember::detail::gather<T>(ember::detail::rows_of(shard_),
-                             std::span<const TokenId>(plan_.recv_local), scale(),
-                             ember::detail::RowAddends<T>{}, ember::detail::mutable_table(reply_));
+    ember::detail::lookup_rows<T>(ember::detail::rows_of(shard_),
+                                  std::span<const TokenId>(plan_.recv_local), scale(),
+                                  ember::detail::mutable_table(reply_));
     rows_.resize(static_cast<Index>(plan_.send_ids.size()), d);
     detail::check_mpi(
         MPI_Alltoallv(reply_.data(), plan_.recv_counts.data(), plan_.recv_displs.data(),

@@ -15,6 +15,7 @@
 #include "ember/embedding_view.hpp"
 #include "ember/io/detail/mapped_file.hpp"
 #include "ember/reduced_view.hpp"
+#include "ember/table.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::io {
@@ -75,11 +76,12 @@ class MappedTable {
   [[nodiscard]] RowMatrix<T> to_matrix() const { return matrix(); }
   /// A view of the table (lookup, backward, logits, fused positions): an EmbeddingView<T>, or a
   /// ReducedEmbeddingView<T> for 16-bit T, that shares ownership of the mapping (or of the
-  /// converted copy): the view alone keeps the memory alive.
-  [[nodiscard]] View view() const {
+  /// converted copy): the view alone keeps the memory alive. `scale` is the view's lookup scale
+  /// (√d_model by default).
+  [[nodiscard]] View view(LookupScale scale = {}) const {
     std::shared_ptr<const void> owner =
         file_ ? std::shared_ptr<const void>(file_) : std::shared_ptr<const void>(copy_);
-    return View(data_, rows_, cols_, cols_, std::move(owner));
+    return View(data_, rows_, cols_, cols_, std::move(owner), scale);
   }
 
  private:

@@ -350,8 +350,8 @@ class SafetensorsFile {
     } catch (const nlohmann::json::parse_error& e) {
       fail(8 + (e.byte > 0 ? e.byte - 1 : 0), std::string("header is not valid JSON: ") + e.what());
     } catch (const nlohmann::json::exception& e) {
-      // Not only parse_error: a number too large for a double ("1e999") is out_of_range.406
-      // (found by fuzz_safetensors). No position is reported, so name the header's start.
+      // Not only parse_error: a number too large for a double ("1e999") is out_of_range.406,
+      // which reports no position, so name the header's start.
       fail(8, std::string("header is not valid JSON: ") + e.what());
     }
     if (!header.is_object()) fail(8, "header is not a JSON object");
