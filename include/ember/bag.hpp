@@ -41,16 +41,8 @@ using BagArgmax = Eigen::Matrix<TokenId, Eigen::Dynamic, Eigen::Dynamic, Eigen::
 /// The table an EmbeddingBag<X> pools over: Embedding<X> for a scalar X (float, double), else X
 /// itself (any ember table: HalfEmbedding, QuantizedEmbedding, a view, ...).
 template <class X>
-struct bag_table {
-  using type = X;
-};
-template <class X>
-requires Scalar<X>
-struct bag_table<X> {
-  using type = Embedding<X>;
-};
-template <class X>
-using bag_table_t = typename bag_table<X>::type;
+using bag_table_t = typename std::conditional_t<Scalar<X>, std::type_identity<Embedding<X>>,
+                                                std::type_identity<X>>::type;
 
 /// Options of one EmbeddingBag call.
 template <class T>

@@ -1,6 +1,6 @@
-/// ReducedEmbedding<S>: an owning embedding table stored as Eigen::half or Eigen::bfloat16 (half
-/// the bytes of float), with lookup, positions and tied logits computed in float and a backward
-/// that accumulates in float.
+/// ReducedEmbedding<S> and ReducedEmbeddingView<S>: embedding tables stored as Eigen::half or
+/// Eigen::bfloat16 (half the bytes of float), owned or over memory ember does not own, with
+/// lookup, positions and tied logits computed in float and a backward that accumulates in float.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -46,5 +46,31 @@ using ReducedEmbedding = Table<codec::Reduced<S>, Owned>;
 using HalfEmbedding = ReducedEmbedding<Eigen::half>;
 /// A bfloat16 table (8 exponent bits, 7 mantissa bits: float's range, less precision).
 using BFloat16Embedding = ReducedEmbedding<Eigen::bfloat16>;
+
+/// The same 16-bit rows over memory ember does not own: Table<codec::Reduced<S>, Borrowed>, to
+/// ReducedEmbedding<S> what EmbeddingView<T> is to Embedding<T> (same kernels, same bits).
+///
+/// Construction:
+///   ReducedEmbeddingView<S>(data, vocab_size, d_model, row_stride = -1, keep_alive = {})
+///   ReducedEmbeddingView<S>(matrix, keep_alive = {})   any row-major Eigen object of S
+///   ReducedEmbeddingView<S>(reduced_embedding)         shares its float master, if any
+///
+/// Lifetime: over caller memory, the caller keeps it alive; over a file,
+/// `io::MappedTable<S>::view()` (from `SafetensorsFile::map<S>` or `io::map_npy<Eigen::half>`)
+/// returns a view that holds the mapping (keep_alive()). Any 2-byte-aligned pointer works.
+///
+/// Example (zero copy over an F16 safetensors table):
+/// ```cpp
+/// ember::io::SafetensorsFile f("model.safetensors");
+/// ember::HalfEmbeddingView wte = f.map<Eigen::half>("wte.weight").view();  // F16: no copy
+/// ember::RowMatrix<float> x = wte.forward(ids);                           // float rows · √d
+/// ```
+template <class S>
+using ReducedEmbeddingView = Table<codec::Reduced<S>, Borrowed>;
+
+/// A non-owning fp16 table.
+using HalfEmbeddingView = ReducedEmbeddingView<Eigen::half>;
+/// A non-owning bfloat16 table.
+using BFloat16EmbeddingView = ReducedEmbeddingView<Eigen::bfloat16>;
 
 }  // namespace ember::inline EMBER_ISA

@@ -258,8 +258,8 @@ class SparseRowGrad {
 namespace detail {
 
 /// ember's own kernels' door into a SparseRowGrad (not for users, who call accumulate and
-/// accumulate_indirect): accumulation with a row policy of detail/scatter.hpp, and the
-/// unchecked forms behind the public calls.
+/// accumulate_indirect): accumulation named after the calling table, and with a row policy of
+/// detail/scatter.hpp.
 struct SparseRowGradAccess {
   /// SparseRowGrad::accumulate with a table's own name in its messages (Where is built lazily).
   template <class T, class Id>
@@ -283,31 +283,6 @@ struct SparseRowGradAccess {
     check_ids(ids, vocab_size, where);
     grad.bind(vocab_size, d);
     grad.accumulate_rows(ids, rows, true, scale, options);
-  }
-
-  /// Accumulate without validation. Precondition (checked by the public callers): the gradient is
-  /// bound to (V, d), ids are in [0, V), grad_rows is n x d.
-  template <class T, class Id>
-  static void accumulate_unchecked(SparseRowGrad<T>& grad, std::span<const Id> ids,
-                                   ConstTableRef<T> grad_rows, std::type_identity_t<T> scale,
-                                   AccumulateOptions options = {}) {
-    EMBER_ASSERT(grad_rows.rows == static_cast<Index>(ids.size()) &&
-                 grad_rows.cols == grad.d_model_);
-    grad.accumulate_rows(ids, DirectRows<T>{grad_rows}, false, scale, options);
-  }
-
-  /// accumulate_indirect without validation. Precondition (checked by accumulate_indirect): the
-  /// gradient is bound to (V, d), ids are in [0, V), src is m x d, src_rows[n] are in [0, m),
-  /// coef is null or has n entries.
-  template <class T, class Id, class SrcId>
-  static void accumulate_indirect_unchecked(SparseRowGrad<T>& grad, std::span<const Id> ids,
-                                            ConstTableRef<T> src, const SrcId* src_rows,
-                                            const std::type_identity_t<T>* coef,
-                                            std::type_identity_t<T> scale,
-                                            AccumulateOptions options = {}) {
-    EMBER_ASSERT(src.cols == grad.d_model_);
-    grad.accumulate_rows(ids, GatheredRows<T, SrcId>{src, src_rows, coef}, coef != nullptr, scale,
-                         options);
   }
 
   /// Binds an unbound gradient to (V, d) after the caller validated that it may.

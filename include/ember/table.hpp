@@ -38,11 +38,9 @@ namespace ember::inline EMBER_ISA {
 /// The constant a table's lookup multiplies every row by, fixed when the table is built and
 /// never learned: √d_model by default (Vaswani et al. 2017, §3.4), or the constant a model
 /// defines (1 for LLaMA and GPT-2; Gemma's √d_model rounded to bfloat16). Tied logits never use
-/// it.
+/// it. Resolved in double and rounded once to the table's value type.
 class LookupScale {
  public:
-  /// √d_model, computed in double and rounded once to the table's value type (the default).
-  LookupScale() noexcept = default;
   /// √d_model (the default).
   [[nodiscard]] static LookupScale sqrt_d_model() noexcept { return {}; }
   /// No scale: lookups return the stored rows (LLaMA, GPT-2).
@@ -61,8 +59,6 @@ class LookupScale {
   [[nodiscard]] V resolve(Index d_model) const noexcept {
     return static_cast<V>(fixed_ ? value_ : std::sqrt(static_cast<double>(d_model)));
   }
-  /// True unless the scale is √d_model.
-  [[nodiscard]] bool is_constant() const noexcept { return fixed_; }
 
  private:
   double value_ = 0.0;
@@ -73,7 +69,7 @@ template <class Codec, template <class> class Holder>
 class Table;
 
 namespace detail {
-/// ember's own kernels' door into a table's storage (not for users).
+/// ember's own kernels' door into a table's stored rows (not for users).
 struct TableAccess {
   template <class Tab>
   [[nodiscard]] static auto rows(const Tab& table) noexcept {
@@ -85,52 +81,40 @@ template <class Tab>
 [[nodiscard]] auto rows_of(const Tab& table) noexcept {
   return TableAccess::rows(table);
 }
+/// The prefetch lead of a table's rows, computed once when the table is built.
+template <class Codec>
+[[nodiscard]] Index ahead_of(const Codec& codec, Index d) noexcept {
+  return prefetch_distance(codec.units_per_row(d) *
+                           static_cast<Index>(sizeof(typename Codec::Unit)));
+}
 }  // namespace detail
 
 /// Holder: the table owns its rows (a RowMatrix of vocab_size x units-per-row units).
 template <class Codec>
 class Owned {
  public:
-  using Unit = typename Codec::Unit;
-
-  /// Number of rows V.
-  [[nodiscard]] Index vocab_size() const noexcept { return storage_.rows(); }
-  /// Values per row.
-  [[nodiscard]] Index d_model() const noexcept { return d_; }
-  /// The codec of the stored rows.
-  [[nodiscard]] const Codec& codec() const noexcept { return codec_; }
-  /// Bytes of one stored row.
-  [[nodiscard]] Index row_bytes() const noexcept {
-    return codec_.units_per_row(d_) * static_cast<Index>(sizeof(Unit));
-  }
-  /// Bytes of the stored table.
-  [[nodiscard]] std::size_t storage_bytes() const noexcept {
-    return static_cast<std::size_t>(storage_.size()) * sizeof(Unit);
-  }
   /// The stored table as bytes, vocab_size · row_bytes() of them, rows packed.
   [[nodiscard]] std::span<const std::uint8_t> bytes() const noexcept {
-    return {reinterpret_cast<const std::uint8_t*>(storage_.data()), storage_bytes()};
+    return {reinterpret_cast<const std::uint8_t*>(storage_.data()),
+            static_cast<std::size_t>(storage_.size()) * sizeof(typename Codec::Unit)};
   }
 
  protected:
-  static constexpr const char* holder_suffix = "";
-  Owned(RowMatrix<Unit> storage, Index d, Codec codec)
+  static constexpr const char* name = Codec::family;
+  Owned(RowMatrix<typename Codec::Unit> storage, Index d, Codec codec)
       : storage_(std::move(storage)),
         d_(d),
         codec_(std::move(codec)),
-        ahead_(detail::prefetch_distance(row_bytes())) {}
+        ahead_(detail::ahead_of(codec_, d)) {}
 
   [[nodiscard]] detail::CodecRows<Codec> codec_rows() const noexcept {
     return {codec_, storage_.data(), storage_.rows(), d_, storage_.cols(), ahead_};
   }
 
-  RowMatrix<Unit> storage_;
+  RowMatrix<typename Codec::Unit> storage_;
   Index d_;
   Codec codec_;
   Index ahead_;
-
- private:
-  friend struct detail::TableAccess;
 };
 
 /// Holder: the table reads rows it does not own (caller memory or a file mapping), optionally
@@ -138,34 +122,18 @@ class Owned {
 template <class Codec>
 class Borrowed {
  public:
-  using Unit = typename Codec::Unit;
-
-  /// Number of rows V.
-  [[nodiscard]] Index vocab_size() const noexcept { return rows_; }
-  /// Values per row.
-  [[nodiscard]] Index d_model() const noexcept { return d_; }
-  /// The codec of the stored rows.
-  [[nodiscard]] const Codec& codec() const noexcept { return codec_; }
   /// Units (elements of the storage type) between the starts of consecutive rows.
   [[nodiscard]] Index row_stride() const noexcept { return stride_; }
   /// First unit of row 0.
-  [[nodiscard]] const Unit* data() const noexcept { return data_; }
+  [[nodiscard]] const typename Codec::Unit* data() const noexcept { return data_; }
   /// The owner the view keeps alive (null for caller memory).
   [[nodiscard]] const std::shared_ptr<const void>& keep_alive() const noexcept {
     return keep_alive_;
   }
-  /// Bytes of one stored row (without the padding of a longer stride).
-  [[nodiscard]] Index row_bytes() const noexcept {
-    return codec_.units_per_row(d_) * static_cast<Index>(sizeof(Unit));
-  }
-  /// Bytes of the viewed rows (vocab_size · row_bytes()).
-  [[nodiscard]] std::size_t storage_bytes() const noexcept {
-    return static_cast<std::size_t>(rows_) * static_cast<std::size_t>(row_bytes());
-  }
 
  protected:
-  static constexpr const char* holder_suffix = "View";
-  Borrowed(const Unit* data, Index rows, Index d, Index stride,
+  static constexpr const char* name = Codec::view_family;
+  Borrowed(const typename Codec::Unit* data, Index rows, Index d, Index stride,
            std::shared_ptr<const void> keep_alive, Codec codec)
       : data_(data),
         rows_(rows),
@@ -173,22 +141,19 @@ class Borrowed {
         stride_(stride),
         keep_alive_(std::move(keep_alive)),
         codec_(std::move(codec)),
-        ahead_(detail::prefetch_distance(row_bytes())) {}
+        ahead_(detail::ahead_of(codec_, d)) {}
 
   [[nodiscard]] detail::CodecRows<Codec> codec_rows() const noexcept {
     return {codec_, data_, rows_, d_, stride_, ahead_};
   }
 
-  const Unit* data_;
+  const typename Codec::Unit* data_;
   Index rows_;
   Index d_;
   Index stride_;
   std::shared_ptr<const void> keep_alive_;
   Codec codec_;
   Index ahead_;
-
- private:
-  friend struct detail::TableAccess;
 };
 
 /// True for every ember table type (Table<Codec, Holder> and the types derived from it).
@@ -325,7 +290,7 @@ class Table : public H<C> {
   template <class Derived>
   explicit Table(const Eigen::MatrixBase<Derived>& table, bool keep_float_master = false,
                  LookupScale scale = {}) requires(owned&& std::same_as<C, codec::Int8Rowwise>)
-      : Table(encoded(table, keep_float_master, {name(), nullptr}), scale) {}
+      : Table(encoded(table, keep_float_master, {Base::name, nullptr}), scale) {}
 
   /// Encodes a float or double table[V, d] into the codec (16-bit: round to nearest even; int8:
   /// FBGEMM's row-wise quantization), optionally keeping a float copy as the master for logits.
@@ -337,7 +302,7 @@ class Table : public H<C> {
   [[nodiscard]] static Table from_float(const Eigen::MatrixBase<Derived>& table,
                                         bool keep_float_master = false,
                                         LookupScale scale = {}) requires(owned && (!C::is_plain)) {
-    return Table(encoded(table, keep_float_master, {name(), "from_float"}), scale);
+    return Table(encoded(table, keep_float_master, where("from_float")), scale);
   }
 
   /// Adopts rows already in FBGEMM's fused 8-bit layout: `bytes` holds vocab_size · (d_model + 8)
@@ -375,6 +340,18 @@ class Table : public H<C> {
 
   // ---- shape and storage ----------------------------------------------------------------------
 
+  /// Number of rows V.
+  [[nodiscard]] Index vocab_size() const noexcept { return this->codec_rows().rows; }
+  /// Values per row.
+  [[nodiscard]] Index d_model() const noexcept { return this->d_; }
+  /// The codec of the stored rows.
+  [[nodiscard]] const C& codec() const noexcept { return this->codec_; }
+  /// Bytes of one stored row (without the padding of a longer stride).
+  [[nodiscard]] Index row_bytes() const noexcept { return this->codec_rows().row_bytes(); }
+  /// Bytes of the stored rows, vocab_size() · row_bytes().
+  [[nodiscard]] std::size_t storage_bytes() const noexcept {
+    return static_cast<std::size_t>(vocab_size()) * static_cast<std::size_t>(row_bytes());
+  }
   /// The lookup scale: a constant fixed at construction (√d_model unless a LookupScale said
   /// otherwise), never learned.
   [[nodiscard]] Value scale() const noexcept { return scale_; }
@@ -484,11 +461,10 @@ class Table : public H<C> {
   /// Throws:  ShapeError if hidden has not d columns.
   /// Complexity: 2·n·V·d flops (one GEMM; plus V·d decodes for a codec without a master).
   [[nodiscard]] RowMatrix<Value> logits(const Eigen::Ref<const RowMatrix<Value>>& hidden) const {
-    const detail::Where w = where("logits");
-    detail::check_logits(w, this->vocab_size(), this->d_model(), hidden.rows(), hidden.cols());
-    const auto table = logits_table();
+    detail::check_logits(where("logits"), this->vocab_size(), this->d_model(), hidden.rows(),
+                         hidden.cols());
     RowMatrix<Value> out(hidden.rows(), this->vocab_size());
-    detail::logits(table, hidden, out);
+    detail::logits(logits_table(), hidden, out);
     return out;
   }
 
@@ -496,9 +472,8 @@ class Table : public H<C> {
   /// Throws: ShapeError on a shape mismatch; out is untouched then.
   void logits(const Eigen::Ref<const RowMatrix<Value>>& hidden,
               Eigen::Ref<RowMatrix<Value>> out) const {
-    const detail::Where w = where("logits");
-    detail::check_logits(w, this->vocab_size(), this->d_model(), hidden.rows(), hidden.cols(),
-                         out.rows(), out.cols());
+    detail::check_logits(where("logits"), this->vocab_size(), this->d_model(), hidden.rows(),
+                         hidden.cols(), out.rows(), out.cols());
     detail::logits(logits_table(), hidden, out);
   }
 
@@ -513,9 +488,8 @@ class Table : public H<C> {
                        const Eigen::Ref<const RowMatrix<Value>>& grad_logits,
                        Eigen::Ref<RowMatrix<Value>> grad_hidden,
                        Eigen::Ref<RowMatrix<Value>> grad_weight) const {
-    const detail::Where w = where("logits_backward");
-    detail::check_logits_backward(w, this->vocab_size(), this->d_model(), hidden, grad_logits,
-                                  grad_hidden, grad_weight);
+    detail::check_logits_backward(where("logits_backward"), this->vocab_size(), this->d_model(),
+                                  hidden, grad_logits, grad_hidden, grad_weight);
     detail::logits_backward(logits_table(), hidden, grad_logits, grad_hidden, grad_weight);
   }
 
@@ -570,12 +544,9 @@ class Table : public H<C> {
     const auto rows = detail::rows_of(*this);
     for (Index r = 0; r < this->vocab_size(); ++r) {
       rows.decode(r, Value(1), row.data());
-      double worst = 0.0;
-      for (Index c = 0; c < this->d_model(); ++c) {
-        worst = std::max(
-            worst, std::abs(static_cast<double>(original(r, c)) - static_cast<double>(row[c])));
-      }
-      out[r] = worst;
+      out[r] = (original.row(r).template cast<double>() - row.template cast<double>())
+                   .cwiseAbs()
+                   .maxCoeff();
     }
     return out;
   }
@@ -600,14 +571,9 @@ class Table : public H<C> {
   }
 
  protected:
-  /// The name of this table in messages: the codec's family plus the holder's suffix.
+  /// A call of this table in messages: "Embedding::forward", "QuantizedEmbeddingView::logits".
   [[nodiscard]] static constexpr detail::Where where(const char* call) noexcept {
-    return {name(), call};
-  }
-  /// The table type's name in messages: the codec's family and the holder's suffix
-  /// ("EmbeddingView").
-  [[nodiscard]] static constexpr const char* name() noexcept {
-    return detail::joined_name<C::family, Base::holder_suffix>.text;
+    return {Base::name, call};
   }
 
   /// backward with the options of a trainable table (padding row, frequency scaling).
@@ -644,6 +610,7 @@ class Table : public H<C> {
  private:
   template <class, template <class> class>
   friend class Table;
+  friend struct detail::TableAccess;
 
   /// What an encoding constructor hands the owning constructor: the rows and the master.
   struct Encoded {
@@ -659,7 +626,7 @@ class Table : public H<C> {
 
   static Index checked_view(const C& codec, const Unit* data, Index vocab_size, Index d_model,
                             Index row_stride) {
-    const detail::Where w{name(), nullptr};
+    const detail::Where w{Base::name, nullptr};
     check_width(w, codec, d_model);
     return detail::checked_view_stride(w, data, vocab_size, d_model,
                                        d_model > 0 ? codec.units_per_row(d_model) : d_model,
@@ -675,18 +642,21 @@ class Table : public H<C> {
   }
 
   static Encoded adopted(RowMatrix<Unit> table) {
-    const detail::Where w{name(), nullptr};
-    detail::check_positive_size(w, "vocab_size (table rows)", table.rows());
-    detail::check_positive_size(w, "d_model (table columns)", table.cols());
+    check_sizes({Base::name, nullptr}, table.rows(), table.cols(), " (table rows)",
+                " (table columns)");
     const Index d = table.cols();
     return {std::move(table), d, nullptr};
   }
 
+  static void check_sizes(detail::Where w, Index v, Index d, const char* v_what = "",
+                          const char* d_what = "") {
+    detail::check_positive_size(w, (std::string("vocab_size") + v_what).c_str(), v);
+    detail::check_positive_size(w, (std::string("d_model") + d_what).c_str(), d);
+  }
+
   static RowMatrix<Unit> initial(Index vocab_size, Index d_model, const Init& init,
                                  std::uint64_t seed) {
-    const detail::Where w{name(), nullptr};
-    detail::check_positive_size(w, "vocab_size", vocab_size);
-    detail::check_positive_size(w, "d_model", d_model);
+    check_sizes({Base::name, nullptr}, vocab_size, d_model);
     if constexpr (C::is_plain) {
       RowMatrix<Unit> t(vocab_size, d_model);
       init.fill(t, seed);
@@ -703,8 +673,7 @@ class Table : public H<C> {
   template <class Derived>
   static Encoded encoded(const Eigen::MatrixBase<Derived>& table, bool keep_float_master,
                          detail::Where w) {
-    detail::check_positive_size(w, "vocab_size (table rows)", table.rows());
-    detail::check_positive_size(w, "d_model (table columns)", table.cols());
+    check_sizes(w, table.rows(), table.cols(), " (table rows)", " (table columns)");
     const Index v = table.rows();
     const Index d = table.cols();
     if constexpr (HalfStorage<Unit>) {

@@ -17,9 +17,11 @@
 namespace ember::inline EMBER_ISA {
 
 /// The scalar type of a table argument of the free tied-logits functions: any row-major Eigen
-/// object of float or double, viewed without a copy.
+/// object of float or double, viewed without a copy (a column-major one would be copied on every
+/// call, so it does not compile).
 template <class Derived>
-using table_scalar_t = typename Derived::Scalar;
+requires(Scalar<typename Derived::Scalar>&& static_cast<bool>(
+    Derived::IsRowMajor)) using table_scalar_t = typename Derived::Scalar;
 
 /// out = hidden · tableᵀ: the output projection of a model whose input and output embeddings are
 /// tied. No √d scale is applied here: the scale belongs to the lookup only.
@@ -32,10 +34,6 @@ template <class Derived, class T = table_scalar_t<Derived>>
 void logits(const Eigen::MatrixBase<Derived>& table,
             const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& hidden,
             Eigen::Ref<RowMatrix<std::type_identity_t<T>>> out) {
-  static_assert(Scalar<T>, "ember: tables must hold float or double");
-  static_assert(static_cast<bool>(Derived::IsRowMajor),
-                "ember: the table must be row-major (ember::RowMatrix); a column-major table "
-                "would be copied on every call");
   constexpr const char* where = "ember::logits";
   detail::check_logits(where, table.rows(), table.cols(), hidden.rows(), hidden.cols(), out.rows(),
                        out.cols());
@@ -72,10 +70,6 @@ void logits_backward(const Eigen::MatrixBase<Derived>& table,
                      const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& grad_logits,
                      Eigen::Ref<RowMatrix<std::type_identity_t<T>>> grad_hidden,
                      Eigen::Ref<RowMatrix<std::type_identity_t<T>>> grad_weight) {
-  static_assert(Scalar<T>, "ember: tables must hold float or double");
-  static_assert(static_cast<bool>(Derived::IsRowMajor),
-                "ember: the table must be row-major (ember::RowMatrix); a column-major table "
-                "would be copied on every call");
   detail::check_logits_backward("ember::logits_backward", table.rows(), table.cols(), hidden,
                                 grad_logits, grad_hidden, grad_weight);
   const Eigen::Ref<const RowMatrix<T>> ref(table.derived());

@@ -27,6 +27,7 @@ struct Int8Rowwise {
   static constexpr bool element_rows = false;
   static constexpr bool is_plain = false;
   static constexpr const char* family = "QuantizedEmbedding";
+  static constexpr const char* view_family = "QuantizedEmbeddingView";
   /// Bytes after the codes of each row: the float scale and the float bias.
   static constexpr Index row_overhead = 2 * static_cast<Index>(sizeof(float));
 

@@ -17,7 +17,8 @@ namespace ember::inline EMBER_ISA::codec {
 ///   compute in (T here, float for every reduced or quantized codec);
 /// - `element_rows`: a row is d units of Unit (one per value), so the table is a matrix of Unit;
 /// - `is_plain`: rows are Value[d] as stored, so tied logits and bags read them without decoding;
-/// - `family`: the name of the owning table in messages ("Embedding", "ReducedEmbedding", ...);
+/// - `family`, `view_family`: the names of the owning table and of its view in messages
+///   ("Embedding" and "EmbeddingView", ...);
 /// - `name()`: the storage format ("f32", "bf16", "int8_rowwise", ...);
 /// - `units_per_row(d)`: units of one stored row of d values; `holds_width(d)`: whether the format
 ///   can store a row of d values (block formats need a multiple of their block);
@@ -33,6 +34,7 @@ struct Plain {
   static constexpr bool element_rows = true;
   static constexpr bool is_plain = true;
   static constexpr const char* family = "Embedding";
+  static constexpr const char* view_family = "EmbeddingView";
 
   [[nodiscard]] static constexpr const char* name() noexcept {
     return sizeof(T) == 4 ? "f32" : "f64";

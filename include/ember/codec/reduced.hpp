@@ -42,6 +42,7 @@ struct Reduced {
   static constexpr bool element_rows = true;
   static constexpr bool is_plain = false;
   static constexpr const char* family = "ReducedEmbedding";
+  static constexpr const char* view_family = "ReducedEmbeddingView";
 
   [[nodiscard]] static constexpr const char* name() noexcept {
     return std::is_same_v<S, Eigen::half> ? "f16" : "bf16";

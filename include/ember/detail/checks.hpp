@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <string_view>
 #include <utility>
 
 #include "ember/config.hpp"
@@ -31,22 +30,6 @@ struct Where {
     return call != nullptr ? std::string(object) + "::" + call : std::string(object);
   }
 };
-
-/// A and B joined at compile time, as a null-terminated array (the name of a table type from
-/// its codec's family and its holder's suffix).
-template <std::size_t N>
-struct JoinedName {
-  char text[N];
-};
-template <const char* const& A, const char* const& B>
-inline constexpr auto joined_name = [] {
-  constexpr std::size_t a = std::char_traits<char>::length(A);
-  constexpr std::size_t b = std::char_traits<char>::length(B);
-  JoinedName<a + b + 1> out{};
-  for (std::size_t i = 0; i < a; ++i) out.text[i] = A[i];
-  for (std::size_t i = 0; i < b; ++i) out.text[a + i] = B[i];
-  return out;
-}();
 
 // ---- ids ----------------------------------------------------------------------------------------
 

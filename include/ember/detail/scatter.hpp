@@ -321,16 +321,18 @@ void grow_to_include(SparseRowsRef<T> g, std::span<const TokenId> incoming,
   g.rows.swap(merged);
 }
 
-/// The one accumulation kernel of the sparse backward: g[ids[p]] += scale · (what `rows` says
-/// position p contributes), each distinct id's contributions summed in position order, then
-/// scaled (by scale / count with `freq`) and added to the row's running value (or assigned to a
-/// row this call creates). Positions whose id is skip_row contribute nothing. `needs_scratch`:
-/// the row policy writes a product per position. Threads split the distinct rows, never a sum.
-/// Validated by SparseRowGrad's public calls (ids in [0, vocab_size), the policy's rows d wide).
-/// Strong guarantee: all scratch is sized before the gradient's layout changes.
-template <class T, class Id, class Rows>
-void accumulate_rows(SparseRowsRef<T> g, Index vocab_size, std::span<const Id> ids,
-                     const Rows& rows, bool needs_scratch, T scale, bool freq, TokenId skip_row) {
+/// The grouped pass every sparse backward shares: groups `ids` by row (skip_row left out), calls
+/// prepare(distinct rows, ascending) once on the calling thread, then visits each distinct row j
+/// (threads split the rows, never a sum) as visit(j, positions of j, row_scale, sum, product,
+/// worker): row_scale is scale, or scale / count with `freq`; sum and product are d-element
+/// scratch rows of the worker (product only with `needs_scratch`, for row policies that write a
+/// product per position). The row a position contributes (`rows`) is prefetched one group ahead.
+/// Validated by the public callers (ids in [0, vocab_size), the policy's rows d wide). All
+/// scratch is sized before prepare runs, so a caller can keep the strong guarantee.
+template <class T, class Id, class Rows, class Prepare, class Visit>
+void for_each_grouped_row(Index vocab_size, std::span<const Id> ids, const Rows& rows,
+                          bool needs_scratch, Index d, T scale, bool freq, TokenId skip_row,
+                          Prepare&& prepare, Visit&& visit) {
   const auto n = static_cast<Index>(ids.size());
   if (n == 0) return;
   GradWorkspace& ws = grad_workspace();
@@ -339,34 +341,50 @@ void accumulate_rows(SparseRowsRef<T> g, Index vocab_size, std::span<const Id> i
   const auto batch_rows = ws.grouper.rows();
   if (batch_rows.empty()) return;
   const auto u = static_cast<Index>(batch_rows.size());
-  const Index d = g.d;
-  ws.slots.resize(batch_rows.size());
-  ws.fresh.resize(batch_rows.size());
   const int threads = kernel_threads(n * d);
   RowScratch<T>& scratch = row_scratch<T>();
   if (scratch.sums.rows() < threads || scratch.sums.cols() != d) scratch.sums.resize(threads, d);
   if (needs_scratch && (scratch.products.rows() < threads || scratch.products.cols() != d)) {
     scratch.products.resize(threads, d);
   }
-  grow_to_include(g, batch_rows, std::span<Index>(ws.slots), ws.fresh.data(), ws.merged);
-
+  prepare(batch_rows);
   const RowGrouper& grouper = ws.grouper;
+  const Index bytes = d * static_cast<Index>(sizeof(T));
   parallel_rows(u, n * d, [&](Index begin, Index end, int worker) {
     T* sum = scratch.sums.row(worker).data();
     T* product = needs_scratch ? scratch.products.row(worker).data() : nullptr;
     for (Index j = begin; j < end; ++j) {
       const auto uj = static_cast<std::size_t>(j);
-      if (j + 1 < end) {
-        // Groups visit the rows in id order, i.e. at random positions: fetch the next ahead.
-        const Index bytes = d * static_cast<Index>(sizeof(T));
-        prefetch_row(rows.source_row(grouper.positions(uj + 1)[0]), bytes, bytes);
-      }
+      // Groups visit the rows in id order, i.e. at random positions: fetch the next ahead.
+      if (j + 1 < end) prefetch_row(rows.source_row(grouper.positions(uj + 1)[0]), bytes, bytes);
       const auto positions = grouper.positions(uj);
       const T row_scale = freq ? scale / static_cast<T>(positions.size()) : scale;
-      add_row_sum(rows, d, positions, row_scale, ws.fresh[uj] != 0,
-                  g.values.row(ws.slots[uj]).data(), sum, product);
+      visit(j, positions, row_scale, sum, product, worker);
     }
   });
+}
+
+/// The accumulation of a sparse backward into a row-sparse gradient: g[ids[p]] += scale · (what
+/// `rows` says position p contributes), each distinct id's contributions summed in position
+/// order, then scaled and added to the row's running value (or assigned to a row this call
+/// creates). Validated by SparseRowGrad's public calls; the gradient's layout changes only after
+/// all scratch is sized (strong guarantee).
+template <class T, class Id, class Rows>
+void accumulate_rows(SparseRowsRef<T> g, Index vocab_size, std::span<const Id> ids,
+                     const Rows& rows, bool needs_scratch, T scale, bool freq, TokenId skip_row) {
+  GradWorkspace& ws = grad_workspace();
+  for_each_grouped_row(
+      vocab_size, ids, rows, needs_scratch, g.d, scale, freq, skip_row,
+      [&](std::span<const TokenId> batch_rows) {
+        ws.slots.resize(batch_rows.size());
+        ws.fresh.resize(batch_rows.size());
+        grow_to_include(g, batch_rows, std::span<Index>(ws.slots), ws.fresh.data(), ws.merged);
+      },
+      [&](Index j, std::span<const Index> positions, T row_scale, T* sum, T* product, int) {
+        const auto uj = static_cast<std::size_t>(j);
+        add_row_sum(rows, g.d, positions, row_scale, ws.fresh[uj] != 0,
+                    g.values.row(ws.slots[uj]).data(), sum, product);
+      });
 }
 
 }  // namespace ember::inline EMBER_ISA::detail
