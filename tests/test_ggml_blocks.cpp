@@ -104,7 +104,7 @@ bool is_plain(GgmlType t) {
 
 }  // namespace
 
-TEST_CASE("GgmlType carries ggml's ids, names, block sizes and block bytes", "[ggml]") {
+TEST_CASE("ggml: GgmlType carries ggml's ids, names, block sizes and block bytes", "[ggml]") {
   CHECK(static_cast<std::uint32_t>(GgmlType::F32) == 0);
   CHECK(static_cast<std::uint32_t>(GgmlType::F16) == 1);
   CHECK(static_cast<std::uint32_t>(GgmlType::Q4_0) == 2);
@@ -163,7 +163,7 @@ TEST_CASE("GgmlType carries ggml's ids, names, block sizes and block bytes", "[g
   static_assert(ember::ggml_type_known(12) && ember::ggml_block_size(GgmlType::Q4_K) == 256);
 }
 
-TEST_CASE("ember decodes exactly the 13 types of the codec table", "[ggml]") {
+TEST_CASE("ggml: ember decodes exactly the 13 types of the codec table", "[ggml]") {
   int n = 0;
   for (std::uint32_t id = 0; id < 64; ++id) {
     const auto t = static_cast<GgmlType>(id);
@@ -180,8 +180,9 @@ TEST_CASE("ember decodes exactly the 13 types of the codec table", "[ggml]") {
   }
 }
 
-TEST_CASE("quantize gives ggml's reference bytes and dequantize ggml's floats on the golden inputs",
-          "[ggml]") {
+TEST_CASE(
+    "ggml: quantize gives ggml's reference bytes and dequantize ggml's floats on the golden inputs",
+    "[ggml]") {
   const std::vector<float> common = gi::common_rows();
   const std::vector<float> special = gi::special_row();
   for (const GgmlType t : gg::codec_types) {
@@ -227,7 +228,7 @@ TEST_CASE("quantize gives ggml's reference bytes and dequantize ggml's floats on
   }
 }
 
-TEST_CASE("fp16 and bf16 conversions agree with Eigen's on every half and on random floats",
+TEST_CASE("ggml: fp16 and bf16 conversions agree with Eigen's on every half and on random floats",
           "[ggml]") {
   for (std::uint32_t h = 0; h < 0x10000; ++h) {
     const auto bits = static_cast<std::uint16_t>(h);
@@ -261,7 +262,8 @@ TEST_CASE("fp16 and bf16 conversions agree with Eigen's on every half and on ran
   CHECK(gg::fp32_to_fp16(std::bit_cast<float>(0xffa5a5a5u)) == 0xFE00);
 }
 
-TEST_CASE("nearest_int rounds half to even and truncate_to_int is defined everywhere", "[ggml]") {
+TEST_CASE("ggml: nearest_int rounds half to even and truncate_to_int is defined everywhere",
+          "[ggml]") {
   CHECK(gg::nearest_int(0.5f) == 0);
   CHECK(gg::nearest_int(1.5f) == 2);
   CHECK(gg::nearest_int(-2.5f) == -2);
@@ -273,7 +275,7 @@ TEST_CASE("nearest_int rounds half to even and truncate_to_int is defined everyw
   CHECK(gg::to_int8(300.f) == static_cast<std::int8_t>(300 & 0xFF));
 }
 
-TEST_CASE("dot_row fuses decoding with the documented summation order", "[ggml]") {
+TEST_CASE("ggml: dot_row fuses decoding with the documented summation order", "[ggml]") {
   ember::Random rng(5);
   for (const GgmlType t : gg::codec_types) {
     for (const Index d : {Index{256}, Index{512}, Index{1024}}) {
@@ -327,7 +329,7 @@ TEST_CASE("dot_row fuses decoding with the documented summation order", "[ggml]"
   }
 }
 
-TEST_CASE("round trips of N(0, 1) data stay within each type's error bound", "[ggml]") {
+TEST_CASE("ggml: round trips of N(0, 1) data stay within each type's error bound", "[ggml]") {
   // Bounds a little above the maxima measured on 64 x 4096 N(0, 1) values (docs/gguf.md lists
   // them; `ember_tests "[ggml_errors]"` prints them).
   struct Bound {
@@ -359,7 +361,7 @@ TEST_CASE("round trips of N(0, 1) data stay within each type's error bound", "[g
   }
 }
 
-TEST_CASE("error of each type on N(0, 1) data, for docs/gguf.md", "[.][ggml_errors]") {
+TEST_CASE("ggml: error of each type on N(0, 1) data, for docs/gguf.md", "[.][ggml_errors]") {
   ember::Random rng(11);
   const Index d = 4096;
   std::vector<float> x(static_cast<std::size_t>(d) * 64);
@@ -384,7 +386,7 @@ TEST_CASE("error of each type on N(0, 1) data, for docs/gguf.md", "[.][ggml_erro
   }
 }
 
-TEST_CASE("the kernels' preconditions are checked by EMBER_ASSERT in test builds", "[ggml]") {
+TEST_CASE("ggml: the kernels' preconditions are checked by EMBER_ASSERT in test builds", "[ggml]") {
   std::vector<std::uint8_t> q(1024);
   std::vector<float> y(1024);
   // A width that is not a whole number of blocks.

@@ -149,7 +149,7 @@ auto open_and_load = [](const std::string& p) {
 
 }  // namespace
 
-TEST_CASE("every type ember encodes round-trips through a GGUF file, as ggml's bytes",
+TEST_CASE("gguf: every type ember encodes round-trips through a GGUF file, as ggml's bytes",
           "[io][gguf]") {
   ScratchDir dir;
   const Index d = 512;
@@ -193,7 +193,7 @@ TEST_CASE("every type ember encodes round-trips through a GGUF file, as ggml's b
   }
 }
 
-TEST_CASE("a written file holds ggml's quantization of the golden inputs", "[io][gguf]") {
+TEST_CASE("gguf: a written file holds ggml's quantization of the golden inputs", "[io][gguf]") {
   // Ties the writer to ggml's own bytes: the golden files of tests/data/ggml/ come from ggml.
   ScratchDir dir;
   const std::vector<float> x = ember_test::ggml_inputs::common_rows();
@@ -216,7 +216,8 @@ TEST_CASE("a written file holds ggml's quantization of the golden inputs", "[io]
   }
 }
 
-TEST_CASE("tensors keep the order they were added in and the alignment is honoured", "[io][gguf]") {
+TEST_CASE("gguf: tensors keep the order they were added in and the alignment is honoured",
+          "[io][gguf]") {
   ScratchDir dir;
   const RowMatrix<float> a = normal_table(3, 32, 2);
   const RowMatrix<double> b = normal_table(2, 256, 3).cast<double>();
@@ -240,7 +241,7 @@ TEST_CASE("tensors keep the order they were added in and the alignment is honour
   CHECK(f.load<double>("a.weight").rows() == 2);
 }
 
-TEST_CASE("metadata of every GGUF type round-trips with its type", "[io][gguf]") {
+TEST_CASE("gguf: metadata of every GGUF type round-trips with its type", "[io][gguf]") {
   ScratchDir dir;
   GgufWriter w;
   w.metadata("u8", std::uint8_t{200})
@@ -327,8 +328,9 @@ TEST_CASE("metadata of every GGUF type round-trips with its type", "[io][gguf]")
   CHECK_THROWS_AS(f.vocabulary(), ember::KeyError);
 }
 
-TEST_CASE("vocabulary() keeps repeated tokens, each id with its token, a repeat at its first id",
-          "[io][gguf]") {
+TEST_CASE(
+    "gguf: vocabulary() keeps repeated tokens, each id with its token, a repeat at its first id",
+    "[io][gguf]") {
   ScratchDir dir;
   const std::vector<std::string> tokens = {"<unk>", "<s>", "a", "\xe2\x96\x81the", "a", "<s>"};
   const RowMatrix<float> table = normal_table(6, 32, 5);
@@ -346,7 +348,7 @@ TEST_CASE("vocabulary() keeps repeated tokens, each id with its token, a repeat 
   CHECK(v.id("\xe2\x96\x81the") == 3);
 }
 
-TEST_CASE("GgufWriter refuses what it cannot write and writes nothing then", "[io][gguf]") {
+TEST_CASE("gguf: GgufWriter refuses what it cannot write and writes nothing then", "[io][gguf]") {
   ScratchDir dir;
   const RowMatrix<float> t96 = normal_table(4, 96, 6);
   GgufWriter w;
@@ -413,7 +415,7 @@ TEST_CASE("GgufWriter refuses what it cannot write and writes nothing then", "[i
   CHECK(std::isnan(fn.load<float>("bad", {.allow_non_finite = true})(2, 17)));
 }
 
-TEST_CASE("a tensor of a type ember does not decode leaves the file readable", "[io][gguf]") {
+TEST_CASE("gguf: a tensor of a type ember does not decode leaves the file readable", "[io][gguf]") {
   ScratchDir dir;
   Raw r;
   r.kvs = {kv_str("general.architecture", "x")};
@@ -438,7 +440,8 @@ TEST_CASE("a tensor of a type ember does not decode leaves the file readable", "
   }
 }
 
-TEST_CASE("empty tensors (a zero dimension, as ggml allows) load as empty tables", "[io][gguf]") {
+TEST_CASE("gguf: empty tensors (a zero dimension, as ggml allows) load as empty tables",
+          "[io][gguf]") {
   ScratchDir dir;
   Raw r;
   r.tensors = {{"e", {0, std::uint64_t{1} << 62}, 0, 0}, {"f", {32, 0}, 2 /* q4_0 */, 0}};
@@ -697,7 +700,7 @@ TEST_CASE("gguf: malformed headers are rejected with their byte offset",
   }
 }
 
-TEST_CASE("the committed tests/data/tiny.gguf is what GgufWriter writes", "[io][gguf]") {
+TEST_CASE("gguf: the committed tests/data/tiny.gguf is what GgufWriter writes", "[io][gguf]") {
   // To regenerate after a deliberate format change: EMBER_WRITE_FIXTURES=1 ember_tests
   // "[gguf]" writes it into tests/data/.
   ScratchDir dir;
