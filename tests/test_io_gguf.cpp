@@ -48,7 +48,7 @@ RowMatrix<float> normal_table(Index rows, Index cols, std::uint64_t seed) {
   return t;
 }
 
-bool same_bits(const RowMatrix<float>& a, const RowMatrix<float>& b) {
+bool identical_floats(const RowMatrix<float>& a, const RowMatrix<float>& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() &&
          std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.size()) * 4) == 0;
 }
@@ -186,10 +186,10 @@ TEST_CASE("gguf: every type ember encodes round-trips through a GGUF file, as gg
     RowMatrix<float> want(V, d);
     gg::dequantize(t, q.data(), V * d, want.data());
     const RowMatrix<float> got = f.load<float>("token_embd.weight");
-    CHECK(same_bits(got, want));
+    CHECK(identical_floats(got, want));
     const RowMatrix<double> got_d = f.load<double>("token_embd.weight");
     CHECK(got_d == got.cast<double>());
-    if (t == GgmlType::F32) CHECK(same_bits(got, table));
+    if (t == GgmlType::F32) CHECK(identical_floats(got, table));
   }
 }
 
