@@ -282,21 +282,23 @@ inline void decode_q3_k(const std::uint8_t* b, float* y) noexcept {
   int sc[16];
   q3_k_scales(b + 96, sc);
   int is = 0;
-  unsigned m = 1;
+  int bit = 0;  // ggml's mask m = 1 << bit
   for (int n = 0; n < qk_k; n += 128) {
     int shift = 0;
     for (int j = 0; j < 4; ++j) {
       for (int half = 0; half < 2; ++half) {
         const float dl = d_all * static_cast<float>(sc[is++] - 32);
-        const int o = 16 * half;
+        const std::uint8_t* qq = q + 16 * half;
+        const std::uint8_t* hh = hm + 16 * half;
         for (int l = 0; l < 16; ++l) {
-          const int v = ((q[o + l] >> shift) & 3) - ((hm[o + l] & m) != 0 ? 0 : 4);
+          // q - (high bit ? 0 : 4), without a branch.
+          const int v = ((qq[l] >> shift) & 3) + (((hh[l] >> bit) & 1) << 2) - 4;
           y[l] = dl * static_cast<float>(v);
         }
         y += 16;
       }
       shift += 2;
-      m <<= 1;
+      ++bit;
     }
     q += 32;
   }
@@ -354,8 +356,7 @@ inline void decode_q5_k(const std::uint8_t* b, float* y) noexcept {
   const std::uint8_t* qh = b + 16;
   const std::uint8_t* ql = b + 48;
   int is = 0;
-  unsigned u1 = 1;
-  unsigned u2 = 2;
+  int b1 = 0;  // ggml's masks u1 = 1 << b1, u2 = 2 << b1
   for (int j = 0; j < qk_k; j += 64) {
     int sc = 0;
     int m = 0;
@@ -366,20 +367,19 @@ inline void decode_q5_k(const std::uint8_t* b, float* y) noexcept {
     const float d2 = d * static_cast<float>(sc);
     const float m2 = min * static_cast<float>(m);
     for (int l = 0; l < 32; ++l) {
-      const int v = (ql[l] & 0xF) + ((qh[l] & u1) != 0 ? 16 : 0);
+      const int v = (ql[l] & 0xF) + (((qh[l] >> b1) & 1) << 4);
       const float p = d1 * static_cast<float>(v);
       y[l] = p - m1;
     }
     for (int l = 0; l < 32; ++l) {
-      const int v = (ql[l] >> 4) + ((qh[l] & u2) != 0 ? 16 : 0);
+      const int v = (ql[l] >> 4) + (((qh[l] >> (b1 + 1)) & 1) << 4);
       const float p = d2 * static_cast<float>(v);
       y[32 + l] = p - m2;
     }
     y += 64;
     ql += 32;
     is += 2;
-    u1 <<= 2;
-    u2 <<= 2;
+    b1 += 2;
   }
 }
 
@@ -394,16 +394,21 @@ inline void decode_q6_k(const std::uint8_t* b, float* y) noexcept {
   for (int n = 0; n < qk_k; n += 128) {
     float ds[8];
     for (int k = 0; k < 8; ++k) ds[k] = d * static_cast<float>(static_cast<std::int8_t>(sc[k]));
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-      const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      y[l] = ds[is] * static_cast<float>(q1);
-      y[l + 32] = ds[is + 2] * static_cast<float>(q2);
-      y[l + 64] = ds[is + 4] * static_cast<float>(q3);
-      y[l + 96] = ds[is + 6] * static_cast<float>(q4);
+    for (int half = 0; half < 2; ++half) {
+      const float d0 = ds[half];
+      const float d2 = ds[half + 2];
+      const float d4 = ds[half + 4];
+      const float d6 = ds[half + 6];
+      for (int l = 16 * half; l < 16 * half + 16; ++l) {
+        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d0 * static_cast<float>(q1);
+        y[l + 32] = d2 * static_cast<float>(q2);
+        y[l + 64] = d4 * static_cast<float>(q3);
+        y[l + 96] = d6 * static_cast<float>(q4);
+      }
     }
     y += 128;
     ql += 64;
