@@ -53,6 +53,9 @@ std::size_t replay(const std::string& name, Harness harness) {
 TEST_CASE("fuzz inputs replay: npy", "[reliability][fuzz]") {
   CHECK(replay("npy", ember_fuzz::fuzz_npy) >= 5);
 }
+TEST_CASE("fuzz inputs replay: gguf", "[reliability][fuzz]") {
+  CHECK(replay("gguf", ember_fuzz::fuzz_gguf) >= 4);
+}
 #if defined(EMBER_FUZZ_HAVE_IO)
 TEST_CASE("fuzz inputs replay: safetensors", "[reliability][fuzz]") {
   CHECK(replay("safetensors", ember_fuzz::fuzz_safetensors) >= 3);
@@ -80,6 +83,7 @@ TEST_CASE("the harnesses accept pseudo-random inputs of every length up to 300 b
   // seed files with one byte flipped at every position.
   std::vector<std::pair<std::string, Harness>> all = {
       {"npy", ember_fuzz::fuzz_npy},
+      {"gguf", ember_fuzz::fuzz_gguf},
       {"w2v_binary", ember_fuzz::fuzz_w2v_binary},
       {"w2v_text", ember_fuzz::fuzz_w2v_text},
       {"glove", ember_fuzz::fuzz_glove},

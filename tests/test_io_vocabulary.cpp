@@ -92,3 +92,26 @@ TEST_CASE("load_vocabulary rejects bad files naming the line", "[io][vocabulary]
   check("", "empty file, expected one token per line", 1);
   CHECK_THROWS_AS(ember::io::load_vocabulary(dir.file("nope.txt")), ember::FormatError);
 }
+
+TEST_CASE("Vocabulary::with_repeats keeps every id's token and maps a repeat to its first id",
+          "[io][vocabulary]") {
+  auto v = ember::io::Vocabulary::with_repeats({"<unk>", "a", "b", "a", "c", "a"});
+  CHECK(v.size() == 6);
+  CHECK(v.token(3) == "a");
+  CHECK(v.token(5) == "a");
+  CHECK(v.id("a") == 1);
+  CHECK(v.id("c") == 4);
+  CHECK(v.ids({"b", "a"}) == std::vector<ember::TokenId>{2, 1});
+  // add() of a repeated string returns its first id and appends nothing.
+  CHECK(v.add("a") == 1);
+  CHECK(v.size() == 6);
+  // Truncating past a repeat keeps the first id's entry; truncating before it drops the token.
+  v.truncate(4);
+  CHECK(v.id("a") == 1);
+  CHECK_FALSE(v.contains("c"));
+  v.truncate(1);
+  CHECK_FALSE(v.contains("a"));
+  CHECK(v.id("<unk>") == 0);
+  // The checked constructor still refuses repeats.
+  CHECK_THROWS_AS(ember::io::Vocabulary({"a", "a"}), ember::ValueError);
+}

@@ -1,4 +1,4 @@
-// Fault injection on save: every writer (npy, safetensors, word2vec binary/text, GloVe,
+// Fault injection on save: every writer (npy, safetensors, GGUF, word2vec binary/text, GloVe,
 // vocabulary) interrupted after k bytes for every k, failing at fsync or rename, writing into a
 // full "disk" (RLIMIT_FSIZE), a missing directory, a path under a file and a read-only location.
 // Each failure must be a FormatError naming the file, leave the previous file byte-identical and
@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include "ember/io/detail/atomic_write.hpp"
+#include "ember/io/gguf.hpp"
 #include "ember/io/npy.hpp"
 #include "ember/io/vocabulary.hpp"
 #include "ember/io/word2vec.hpp"
@@ -63,6 +64,17 @@ std::vector<Saver> savers() {
        }},
       {"save_vocabulary",
        [](const std::string& p, int v) { ember::io::save_vocabulary(p, vocab(v)); }},
+      {"GgufWriter::save",
+       [](const std::string& p, int v) {
+         const auto q = table(v, 3, 64);
+         const auto f = table(v);
+         ember::io::GgufWriter w;
+         w.metadata("general.architecture", "ember")
+             .metadata("tokenizer.ggml.tokens", vocab(v).tokens())
+             .add("token_embd.weight", q, ember::GgmlType::Q8_0)
+             .add("output_norm.weight", f, ember::GgmlType::F32);
+         w.save(p);
+       }},
   };
 #if defined(EMBER_TEST_HAVE_IO)
   s.push_back({"SafetensorsWriter::save", [](const std::string& p, int v) {

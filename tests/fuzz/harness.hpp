@@ -30,6 +30,7 @@
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/input_embedding.hpp"
+#include "ember/io/gguf.hpp"
 #include "ember/io/npy.hpp"
 #include "ember/io/vocabulary.hpp"
 #include "ember/io/word2vec.hpp"
@@ -177,6 +178,94 @@ inline void fuzz_safetensors(const std::uint8_t* data, std::size_t size) {
   });
 }
 #endif
+
+/// Reads every metadata value of a GGUF file through the typed getter of its stored type.
+inline void read_gguf_value(const ember::io::GgufFile& file, const ember::io::GgufKeyInfo& k) {
+  using T = ember::io::GgufValueType;
+  auto scalar_or_array = [&](auto tag) {
+    using V = decltype(tag);
+    if (k.is_array()) {
+      require(file.get<std::vector<V>>(k.key).size() == k.count, "array length differs");
+    } else {
+      (void)file.get<V>(k.key);
+    }
+  };
+  switch (k.element_type) {
+    case T::UINT8:
+      scalar_or_array(std::uint8_t{});
+      break;
+    case T::INT8:
+      scalar_or_array(std::int8_t{});
+      break;
+    case T::UINT16:
+      scalar_or_array(std::uint16_t{});
+      break;
+    case T::INT16:
+      scalar_or_array(std::int16_t{});
+      break;
+    case T::UINT32:
+      scalar_or_array(std::uint32_t{});
+      break;
+    case T::INT32:
+      scalar_or_array(std::int32_t{});
+      break;
+    case T::FLOAT32:
+      scalar_or_array(float{});
+      break;
+    case T::BOOL:
+      scalar_or_array(bool{});
+      break;
+    case T::STRING:
+      scalar_or_array(std::string_view{});
+      break;
+    case T::UINT64:
+      scalar_or_array(std::uint64_t{});
+      break;
+    case T::INT64:
+      scalar_or_array(std::int64_t{});
+      break;
+    case T::FLOAT64:
+      scalar_or_array(double{});
+      break;
+    default:
+      require(false, "a value type outside 0..12 was accepted");
+  }
+}
+
+/// Opens a GGUF file, reads every value and loads every tensor as float (checked) and double (NaN
+/// allowed); every tensor must lie inside the file, aligned, and its shape match its load.
+inline void fuzz_gguf(const std::uint8_t* data, std::size_t size) {
+  const std::string& path = InputFile::instance().write(data, size);
+  expect_ok_or_ember_error(path, [&] {
+    const ember::io::GgufFile file(path);
+    require(file.version() == 2 || file.version() == 3, "a version other than 2 or 3 accepted");
+    const std::uint64_t a = file.alignment();
+    require(a != 0 && (a & (a - 1)) == 0, "alignment not a power of two");
+    for (const auto& k : file.key_infos()) {
+      require(k.offset <= size, "a value past the end of the file");
+      read_gguf_value(file, k);
+    }
+    for (const auto& t : file.tensors()) {
+      require(t.offset % a == 0, "tensor data misaligned");
+      require(t.offset <= size && t.bytes <= size - t.offset, "tensor data past the end");
+      require(file.bytes(t.name).size() == t.bytes, "bytes() size differs from the info");
+      expect_ok_or_ember_error(path, [&] {
+        const auto m = file.load<float>(t.name);
+        require(m.rows() == t.rows() && m.cols() == t.cols(), "load shape differs from info");
+        require(all_finite(m), "load returned a non-finite value");
+      });
+      expect_ok_or_ember_error(path, [&] {
+        const auto m = file.load<double>(t.name, {.allow_non_finite = true});
+        require(m.rows() == t.rows() && m.cols() == t.cols(), "load<double> shape differs");
+      });
+    }
+    expect_ok_or_ember_error(path, [&] {
+      const auto v = file.vocabulary();
+      require(static_cast<std::uint64_t>(v.size()) == file.key_info("tokenizer.ggml.tokens").count,
+              "vocabulary size differs from the token count");
+    });
+  });
+}
 
 inline void check_word_vectors(const auto& wv) {
   require(wv.vocab.size() == wv.vectors.rows(), "vocabulary size differs from the table rows");

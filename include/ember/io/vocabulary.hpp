@@ -23,7 +23,9 @@
 
 namespace ember::inline EMBER_ISA::io {
 
-/// A bijection between V distinct tokens and the ids 0 .. V-1 (id = row of the table).
+/// A bijection between V distinct tokens and the ids 0 .. V-1 (id = row of the table), or, when
+/// built by with_repeats(), V tokens some of which repeat: every id keeps its token and a repeated
+/// token maps to its first id (GGUF token lists repeat strings; a table row exists for each id).
 ///
 /// Unknown tokens: id() throws KeyError unless an unk id was set with set_unk_id(), in which case
 /// it returns that id; find() never throws and returns std::nullopt. The caller decides.
@@ -54,12 +56,25 @@ class Vocabulary {
     tokens_ = std::move(tokens);
   }
 
+  /// The vocabulary with token i at id i, repeats allowed: token(i) is tokens[i] for every i, and
+  /// id()/find() of a repeated string give its first id.
+  /// Complexity: O(V) hash insertions.
+  [[nodiscard]] static Vocabulary with_repeats(std::vector<std::string> tokens) {
+    Vocabulary v;
+    v.index_.reserve(tokens.size());
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+      v.index_.try_emplace(tokens[i], static_cast<TokenId>(i));
+    v.tokens_ = std::move(tokens);
+    return v;
+  }
+
   /// Number of tokens V.
   [[nodiscard]] Index size() const noexcept { return static_cast<Index>(tokens_.size()); }
   /// True when the vocabulary has no token.
   [[nodiscard]] bool empty() const noexcept { return tokens_.empty(); }
 
-  /// Appends `token` with id size() and returns that id; returns the existing id if present.
+  /// Appends `token` with id size() and returns that id; returns the existing (first) id if
+  /// present.
   TokenId add(std::string token) {
     const auto id = static_cast<TokenId>(tokens_.size());
     const auto [it, inserted] = index_.try_emplace(token, id);
@@ -126,7 +141,11 @@ class Vocabulary {
   /// Keeps only the first n tokens (and drops the unk id if it is >= n).
   void truncate(Index n) {
     if (n < 0 || n >= size()) return;
-    for (auto i = static_cast<std::size_t>(n); i < tokens_.size(); ++i) index_.erase(tokens_[i]);
+    for (auto i = static_cast<std::size_t>(n); i < tokens_.size(); ++i) {
+      // A repeat of an earlier token must not drop that token's entry (with_repeats()).
+      const auto it = index_.find(tokens_[i]);
+      if (it != index_.end() && it->second >= n) index_.erase(it);
+    }
     tokens_.resize(static_cast<std::size_t>(n));
     if (unk_ && *unk_ >= n) unk_.reset();
   }
