@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <ember/ggml_type.hpp>
+#include <ember/io/ggml_type.hpp>
 #include <ember/io/gguf.hpp>
 
 namespace {
@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
     std::printf("* Dumping %zu tensor(s)\n", f.tensors().size());
     n = 0;
     for (const auto& t : f.tensors()) {
-      std::string type(ember::to_string(t.type));
+      std::string type(ember::io::to_string(t.type));
       for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
       std::printf(
           "  %5d: %10llu | %5llu, %5llu, %5llu, %5llu | %-7s | %8llu bytes | %s\n", ++n,

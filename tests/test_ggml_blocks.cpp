@@ -1,7 +1,7 @@
-// ggml's block formats (detail/ggml_blocks.hpp) and GgmlType (ggml_type.hpp): quantization byte
-// for byte and dequantization bit for bit against ggml's own reference code (the golden files of
-// tests/data/ggml/, see the README there), the fp16/bf16 conversions against Eigen, the fused row
-// dot product against its documented order, round-trip error bounds and the preconditions.
+// ggml's block formats (detail/ggml_blocks.hpp) and io::GgmlType (io/ggml_type.hpp): quantization
+// byte for byte and dequantization bit for bit against ggml's own reference code (the golden files
+// of tests/data/ggml/, see the README there), the fp16/bf16 conversions against Eigen, the fused
+// row dot product against its documented order, round-trip error bounds and the preconditions.
 #include "ember/detail/ggml_blocks.hpp"
 
 #include <bit>
@@ -15,7 +15,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "ember/ggml_type.hpp"
+#include "ember/io/ggml_type.hpp"
 #include "ember/random.hpp"
 #include "support/ggml_inputs.hpp"
 #include "support/io_files.hpp"
@@ -23,8 +23,8 @@
 namespace {
 
 namespace gg = ember::detail::ggml;
-namespace gi = ember_test::ggml_inputs;
-using ember::GgmlType;
+using ember::io::GgmlType;
+using Type = gg::Type;
 using ember::Index;
 
 /// One golden file of tests/data/ggml/ (layout in its README).
@@ -39,9 +39,9 @@ struct Golden {
   std::uint64_t random_hash = 0;
 };
 
-Golden read_golden(GgmlType type) {
+Golden read_golden(Type type) {
   const auto bytes = ember_test::read_bytes(
-      ember_test::data_file("ggml/" + std::string(to_string(type)) + ".bin"));
+      ember_test::data_file("ggml/" + std::string(gg::traits(type).name) + ".bin"));
   REQUIRE(bytes.size() > 24);
   REQUIRE(std::string(bytes.begin(), bytes.begin() + 8) == "EMBGGML1");
   std::size_t at = 8;
@@ -76,31 +76,29 @@ Golden read_golden(GgmlType type) {
 }
 
 /// Byte offsets of the fp16 scale fields of one block (kept finite in the random-byte inputs).
-std::vector<std::size_t> half_fields(GgmlType t) {
+std::vector<std::size_t> half_fields(Type t) {
   switch (t) {
-    case GgmlType::Q4_0:
-    case GgmlType::Q5_0:
-    case GgmlType::Q8_0:
+    case Type::Q4_0:
+    case Type::Q5_0:
+    case Type::Q8_0:
       return {0};
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_1:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
+    case Type::Q4_1:
+    case Type::Q5_1:
+    case Type::Q4_K:
+    case Type::Q5_K:
       return {0, 2};
-    case GgmlType::Q2_K:
+    case Type::Q2_K:
       return {80, 82};
-    case GgmlType::Q3_K:
+    case Type::Q3_K:
       return {108};
-    case GgmlType::Q6_K:
+    case Type::Q6_K:
       return {208};
     default:
       return {};
   }
 }
 
-bool is_plain(GgmlType t) {
-  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
-}
+bool is_plain(Type t) { return t == Type::F32 || t == Type::F16 || t == Type::BF16; }
 
 }  // namespace
 
@@ -121,13 +119,13 @@ TEST_CASE("ggml: GgmlType carries ggml's ids, names, block sizes and block bytes
   // Removed ids are not types, nor anything past the last one.
   for (const std::uint32_t id : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 43u, 1000u, 0xFFFFFFFFu}) {
     INFO("id " << id);
-    CHECK_FALSE(ember::ggml_type_known(id));
-    CHECK(ember::ggml_block_size(static_cast<GgmlType>(id)) == 0);
-    CHECK(ember::ggml_type_size(static_cast<GgmlType>(id)) == 0);
+    CHECK_FALSE(ember::io::ggml_type_known(id));
+    CHECK(ember::io::ggml_block_size(static_cast<GgmlType>(id)) == 0);
+    CHECK(ember::io::ggml_type_size(static_cast<GgmlType>(id)) == 0);
     CHECK(to_string(static_cast<GgmlType>(id)) == "unknown");
   }
   int known = 0;
-  for (std::uint32_t id = 0; id < 64; ++id) known += ember::ggml_type_known(id) ? 1 : 0;
+  for (std::uint32_t id = 0; id < 64; ++id) known += ember::io::ggml_type_known(id) ? 1 : 0;
   CHECK(known == 35);
 
   struct Row {
@@ -152,54 +150,57 @@ TEST_CASE("ggml: GgmlType carries ggml's ids, names, block sizes and block bytes
   for (const Row& r : rows) {
     INFO(r.name);
     CHECK(to_string(r.t) == r.name);
-    CHECK(ember::ggml_block_size(r.t) == r.block);
-    CHECK(ember::ggml_type_size(r.t) == r.bytes);
-    CHECK(ember::ggml_row_size(r.t, 4 * r.block) == 4 * r.bytes);
-    const gg::Traits tr = gg::traits(r.t);
+    CHECK(ember::io::ggml_block_size(r.t) == r.block);
+    CHECK(ember::io::ggml_type_size(r.t) == r.bytes);
+    CHECK(ember::io::ggml_row_size(r.t, 4 * r.block) == 4 * r.bytes);
+    const gg::Traits tr = gg::traits(ember::io::detail::kernel_type(r.t));
     CHECK(tr.block_size == r.block);
     CHECK(tr.block_bytes == r.bytes);
     CHECK(tr.name == r.name);
   }
-  static_assert(ember::ggml_type_known(12) && ember::ggml_block_size(GgmlType::Q4_K) == 256);
+  static_assert(ember::io::ggml_type_known(12) &&
+                ember::io::ggml_block_size(GgmlType::Q4_K) == 256);
 }
 
 TEST_CASE("ggml: ember decodes exactly the 13 types of the codec table", "[ggml]") {
   int n = 0;
   for (std::uint32_t id = 0; id < 64; ++id) {
-    const auto t = static_cast<GgmlType>(id);
+    const auto t = static_cast<Type>(id);
     if (gg::decodes(t)) {
       ++n;
-      CHECK(ember::ggml_type_known(id));
+      CHECK(ember::io::ggml_type_known(id));
     }
   }
   CHECK(n == 13);
   for (const GgmlType t : {GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::IQ2_XXS, GgmlType::IQ4_NL,
                            GgmlType::I8, GgmlType::I32, GgmlType::F64, GgmlType::TQ1_0,
                            GgmlType::MXFP4, GgmlType::NVFP4, GgmlType::Q1_0, GgmlType::Q2_0}) {
-    CHECK_FALSE(gg::traits(t).decodes);
+    CHECK_FALSE(gg::traits(ember::io::detail::kernel_type(t)).decodes);
+    CHECK_FALSE(ember::io::ggml_type_decodes(t));
   }
 }
 
 TEST_CASE(
     "ggml: quantize gives ggml's reference bytes and dequantize ggml's floats on the golden inputs",
     "[ggml]") {
-  const std::vector<float> common = gi::common_rows();
-  const std::vector<float> special = gi::special_row();
-  for (const GgmlType t : gg::codec_types) {
-    INFO("type " << to_string(t));
+  const std::vector<float> common = ember_test::ggml_common_rows();
+  const std::vector<float> special = ember_test::ggml_special_row();
+  for (const Type t : gg::codec_types) {
+    INFO("type " << gg::traits(t).name);
     const Golden g = read_golden(t);
     REQUIRE(g.type == static_cast<std::uint32_t>(t));
-    REQUIRE(g.row_len == gi::row_len);
-    REQUIRE(g.row_bytes == static_cast<std::uint32_t>(gg::row_bytes(t, gi::row_len)));
+    REQUIRE(g.row_len == ember_test::ggml_row_len);
+    REQUIRE(g.row_bytes == static_cast<std::uint32_t>(gg::row_bytes(t, ember_test::ggml_row_len)));
     std::vector<float> x = common;
     if (is_plain(t)) x.insert(x.end(), special.begin(), special.end());
-    REQUIRE(g.rows == x.size() / gi::row_len);
+    REQUIRE(g.rows == x.size() / ember_test::ggml_row_len);
 
     std::vector<std::uint8_t> q(g.row_bytes);
-    std::vector<float> y(gi::row_len);
+    std::vector<float> y(ember_test::ggml_row_len);
     for (std::uint32_t r = 0; r < g.rows; ++r) {
       INFO("input row " << r);
-      gg::quantize(t, x.data() + r * gi::row_len, static_cast<Index>(gi::row_len), q.data());
+      gg::quantize(t, x.data() + r * ember_test::ggml_row_len,
+                   static_cast<Index>(ember_test::ggml_row_len), q.data());
       const std::uint8_t* want = g.quantized.data() + std::size_t{r} * g.row_bytes;
       std::size_t first = g.row_bytes;
       for (std::size_t k = 0; k < g.row_bytes; ++k) {
@@ -210,8 +211,8 @@ TEST_CASE(
       }
       if (first != g.row_bytes)
         FAIL_CHECK("quantized bytes differ from ggml's from byte " << first);
-      gg::dequantize(t, want, static_cast<Index>(gi::row_len), y.data());
-      CHECK(gi::fnv1a(y.data(), y.size()) == g.row_hashes[r]);
+      gg::dequantize(t, want, static_cast<Index>(ember_test::ggml_row_len), y.data());
+      CHECK(ember_test::ggml_fnv1a(y.data(), y.size()) == g.row_hashes[r]);
     }
     // The whole input at once (rows back to back) gives the same bytes.
     std::vector<std::uint8_t> all(g.quantized.size());
@@ -219,12 +220,12 @@ TEST_CASE(
     CHECK(all == g.quantized);
 
     // Random block bytes: scales and quants ggml's quantizers never produce.
-    const auto bs = static_cast<std::size_t>(ember::ggml_block_size(t));
-    const auto rb = gi::random_block_bytes(
-        g.random_blocks, static_cast<std::size_t>(ember::ggml_type_size(t)), half_fields(t));
+    const auto bs = static_cast<std::size_t>(gg::traits(t).block_size);
+    const auto rb = ember_test::ggml_random_block_bytes(
+        g.random_blocks, static_cast<std::size_t>(gg::traits(t).block_bytes), half_fields(t));
     std::vector<float> yr(g.random_blocks * bs);
     gg::decode_row(t, rb.data(), static_cast<Index>(yr.size()), yr.data());
-    CHECK(gi::fnv1a(yr.data(), yr.size()) == g.random_hash);
+    CHECK(ember_test::ggml_fnv1a(yr.data(), yr.size()) == g.random_hash);
   }
 }
 
@@ -277,9 +278,9 @@ TEST_CASE("ggml: nearest_int rounds half to even and truncate_to_int is defined 
 
 TEST_CASE("ggml: dot_row fuses decoding with the documented summation order", "[ggml]") {
   ember::Random rng(5);
-  for (const GgmlType t : gg::codec_types) {
+  for (const Type t : gg::codec_types) {
     for (const Index d : {Index{256}, Index{512}, Index{1024}}) {
-      INFO(to_string(t) << " d = " << d);
+      INFO(gg::traits(t).name << " d = " << d);
       std::vector<float> row(static_cast<std::size_t>(d));
       std::vector<float> x(static_cast<std::size_t>(d));
       for (auto& v : row) v = static_cast<float>(rng.normal());
@@ -305,9 +306,9 @@ TEST_CASE("ggml: dot_row fuses decoding with the documented summation order", "[
     }
   }
   // The plain types accept any width; the lanes continue across the last partial chunk.
-  for (const GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+  for (const Type t : {Type::F32, Type::F16, Type::BF16}) {
     for (const Index d : {Index{1}, Index{7}, Index{13}, Index{300}}) {
-      INFO(to_string(t) << " d = " << d);
+      INFO(gg::traits(t).name << " d = " << d);
       std::vector<float> row(static_cast<std::size_t>(d));
       std::vector<float> x(static_cast<std::size_t>(d));
       for (auto& v : row) v = static_cast<float>(rng.normal());
@@ -333,22 +334,21 @@ TEST_CASE("ggml: round trips of N(0, 1) data stay within each type's error bound
   // Bounds a little above the maxima measured on 64 x 4096 N(0, 1) values (docs/gguf.md lists
   // them; `ember_tests "[ggml_errors]"` prints them).
   struct Bound {
-    GgmlType t;
+    Type t;
     double max_abs;
   };
   const Bound bounds[] = {
-      {GgmlType::F32, 0.0},   {GgmlType::F16, 0.002}, {GgmlType::BF16, 0.02},
-      {GgmlType::Q8_0, 0.02}, {GgmlType::Q6_K, 0.08}, {GgmlType::Q5_1, 0.13},
-      {GgmlType::Q5_0, 0.2},  {GgmlType::Q5_K, 0.18}, {GgmlType::Q4_1, 0.27},
-      {GgmlType::Q4_0, 0.4},  {GgmlType::Q4_K, 0.32}, {GgmlType::Q3_K, 0.7},
-      {GgmlType::Q2_K, 1.5},
+      {Type::F32, 0.0},   {Type::F16, 0.002}, {Type::BF16, 0.02}, {Type::Q8_0, 0.02},
+      {Type::Q6_K, 0.08}, {Type::Q5_1, 0.13}, {Type::Q5_0, 0.2},  {Type::Q5_K, 0.18},
+      {Type::Q4_1, 0.27}, {Type::Q4_0, 0.4},  {Type::Q4_K, 0.32}, {Type::Q3_K, 0.7},
+      {Type::Q2_K, 1.5},
   };
   ember::Random rng(11);
   const Index d = 4096;
   std::vector<float> x(static_cast<std::size_t>(d) * 16);
   for (auto& v : x) v = static_cast<float>(rng.normal());
   for (const Bound& b : bounds) {
-    INFO(to_string(b.t));
+    INFO(gg::traits(b.t).name);
     const Index n = static_cast<Index>(x.size());
     std::vector<std::uint8_t> q(static_cast<std::size_t>(gg::row_bytes(b.t, n)));
     gg::quantize(b.t, x.data(), n, q.data());
@@ -366,7 +366,7 @@ TEST_CASE("ggml: error of each type on N(0, 1) data, for docs/gguf.md", "[.][ggm
   const Index d = 4096;
   std::vector<float> x(static_cast<std::size_t>(d) * 64);
   for (auto& v : x) v = static_cast<float>(rng.normal());
-  for (const GgmlType t : gg::codec_types) {
+  for (const Type t : gg::codec_types) {
     const Index n = static_cast<Index>(x.size());
     std::vector<std::uint8_t> q(static_cast<std::size_t>(gg::row_bytes(t, n)));
     gg::quantize(t, x.data(), n, q.data());
@@ -380,8 +380,8 @@ TEST_CASE("ggml: error of each type on N(0, 1) data, for docs/gguf.md", "[.][ggm
       sq += e * e;
     }
     // A docs/gguf.md table row: type, block size, bytes per row at d = 4096, max and rms error.
-    std::printf("| %-4s | %3d | %5d | %.4f | %.4f |\n", to_string(t).data(),
-                static_cast<int>(ember::ggml_block_size(t)), static_cast<int>(gg::row_bytes(t, d)),
+    std::printf("| %-4s | %3d | %5d | %.4f | %.4f |\n", gg::traits(t).name.data(),
+                static_cast<int>(gg::traits(t).block_size), static_cast<int>(gg::row_bytes(t, d)),
                 worst, std::sqrt(sq / static_cast<double>(x.size())));
   }
 }
@@ -390,10 +390,14 @@ TEST_CASE("ggml: the kernels' preconditions are checked by EMBER_ASSERT in test 
   std::vector<std::uint8_t> q(1024);
   std::vector<float> y(1024);
   // A width that is not a whole number of blocks.
-  CHECK_THROWS_AS(gg::decode_row(GgmlType::Q4_K, q.data(), 96, y.data()), std::logic_error);
-  CHECK_THROWS_AS(gg::quantize(GgmlType::Q4_0, y.data(), 33, q.data()), std::logic_error);
-  CHECK_THROWS_AS(gg::dot_row(GgmlType::Q8_0, q.data(), y.data(), 40), std::logic_error);
+  CHECK_THROWS_AS(gg::decode_row(Type::Q4_K, q.data(), 96, y.data()), std::logic_error);
+  CHECK_THROWS_AS(gg::quantize(Type::Q4_0, y.data(), 33, q.data()), std::logic_error);
+  CHECK_THROWS_AS(gg::dot_row(Type::Q8_0, q.data(), y.data(), 40), std::logic_error);
   // A type ember does not decode.
-  CHECK_THROWS_AS(gg::decode_row(GgmlType::IQ2_XXS, q.data(), 256, y.data()), std::logic_error);
-  CHECK_THROWS_AS(gg::quantize(GgmlType::Q8_K, y.data(), 256, q.data()), std::logic_error);
+  CHECK_THROWS_AS(
+      gg::decode_row(ember::io::detail::kernel_type(GgmlType::IQ2_XXS), q.data(), 256, y.data()),
+      std::logic_error);
+  CHECK_THROWS_AS(
+      gg::quantize(ember::io::detail::kernel_type(GgmlType::Q8_K), y.data(), 256, q.data()),
+      std::logic_error);
 }

@@ -19,16 +19,16 @@
 #include <catch2/catch.hpp>
 
 #include "ember/detail/ggml_blocks.hpp"
-#include "ember/ggml_type.hpp"
+#include "ember/io/ggml_type.hpp"
 #include "ember/random.hpp"
 #include "support/ggml_inputs.hpp"
 #include "support/gguf_fixtures.hpp"
 #include "support/io_files.hpp"
 #include "support/malformed.hpp"
 
-using ember::GgmlType;
 using ember::Index;
 using ember::RowMatrix;
+using ember::io::GgmlType;
 using ember::io::GgufFile;
 using ember::io::GgufValueType;
 using ember::io::GgufWriter;
@@ -155,7 +155,8 @@ TEST_CASE("gguf: every type ember encodes round-trips through a GGUF file, as gg
   const Index d = 512;
   const Index V = 5;
   const RowMatrix<float> table = normal_table(V, d, 1);
-  for (const GgmlType t : gg::codec_types) {
+  for (const gg::Type kt : gg::codec_types) {
+    const auto t = static_cast<GgmlType>(kt);
     INFO(to_string(t));
     const std::string path = dir.file(std::string(to_string(t)) + ".gguf");
     GgufWriter w;
@@ -172,19 +173,19 @@ TEST_CASE("gguf: every type ember encodes round-trips through a GGUF file, as gg
     CHECK(info.ne == std::array<std::uint64_t, 4>{512, 5, 1, 1});
     CHECK(info.cols() == d);
     CHECK(info.rows() == V);
-    CHECK(info.row_bytes == static_cast<std::uint64_t>(ember::ggml_row_size(t, d)));
+    CHECK(info.row_bytes == static_cast<std::uint64_t>(ember::io::ggml_row_size(t, d)));
     CHECK(info.bytes == 5 * info.row_bytes);
     CHECK(info.offset == f.data_offset());
     CHECK(info.offset % 32 == 0);
 
     // The stored bytes are the kernels' quantization (ggml's, see test_ggml_blocks.cpp) ...
     std::vector<std::uint8_t> q(static_cast<std::size_t>(info.bytes));
-    gg::quantize(t, table.data(), V * d, q.data());
+    gg::quantize(kt, table.data(), V * d, q.data());
     const auto bytes = f.bytes("token_embd.weight");
     CHECK(std::vector<std::uint8_t>(bytes.begin(), bytes.end()) == q);
     // ... and load<float> is their dequantization, bit for bit.
     RowMatrix<float> want(V, d);
-    gg::dequantize(t, q.data(), V * d, want.data());
+    gg::dequantize(kt, q.data(), V * d, want.data());
     const RowMatrix<float> got = f.load<float>("token_embd.weight");
     CHECK(identical_floats(got, want));
     const RowMatrix<double> got_d = f.load<double>("token_embd.weight");
@@ -196,10 +197,11 @@ TEST_CASE("gguf: every type ember encodes round-trips through a GGUF file, as gg
 TEST_CASE("gguf: a written file holds ggml's quantization of the golden inputs", "[io][gguf]") {
   // Ties the writer to ggml's own bytes: the golden files of tests/data/ggml/ come from ggml.
   ScratchDir dir;
-  const std::vector<float> x = ember_test::ggml_inputs::common_rows();
-  const Index rows = static_cast<Index>(x.size() / ember_test::ggml_inputs::row_len);
+  const std::vector<float> x = ember_test::ggml_common_rows();
+  const Index rows = static_cast<Index>(x.size() / ember_test::ggml_row_len);
   const Eigen::Map<const RowMatrix<float>> table(x.data(), rows, 256);
-  for (const GgmlType t : gg::codec_types) {
+  for (const gg::Type kt : gg::codec_types) {
+    const auto t = static_cast<GgmlType>(kt);
     INFO(to_string(t));
     const std::string path = dir.file("golden.gguf");
     GgufWriter w;
@@ -207,7 +209,7 @@ TEST_CASE("gguf: a written file holds ggml's quantization of the golden inputs",
     w.save(path);
     const auto golden =
         ember_test::read_bytes(ember_test::data_file("ggml/" + std::string(to_string(t)) + ".bin"));
-    const std::size_t row_bytes = static_cast<std::size_t>(ember::ggml_row_size(t, 256));
+    const std::size_t row_bytes = static_cast<std::size_t>(ember::io::ggml_row_size(t, 256));
     const std::size_t n = static_cast<std::size_t>(rows) * row_bytes;
     const GgufFile f(path);
     const auto bytes = f.bytes("t");

@@ -71,8 +71,8 @@ std::vector<Saver> savers() {
          ember::io::GgufWriter w;
          w.metadata("general.architecture", "ember")
              .metadata("tokenizer.ggml.tokens", vocab(v).tokens())
-             .add("token_embd.weight", q, ember::GgmlType::Q8_0)
-             .add("output_norm.weight", f, ember::GgmlType::F32);
+             .add("token_embd.weight", q, ember::io::GgmlType::Q8_0)
+             .add("output_norm.weight", f, ember::io::GgmlType::F32);
          w.save(p);
        }},
   };

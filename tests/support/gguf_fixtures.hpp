@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ember/ggml_type.hpp"
+#include "ember/io/ggml_type.hpp"
 #include "ember/io/gguf.hpp"
 #include "ember/random.hpp"
 #include "ember/types.hpp"
@@ -54,10 +54,10 @@ inline void write_tiny_gguf(const std::string& path) {
       .metadata("tokenizer.ggml.scores",
                 std::vector<float>{0.f, 0.f, 0.f, -1.f, -2.f, -3.f, -1.f, -4.f})
       .metadata("tokenizer.ggml.token_type", std::vector<std::int32_t>{2, 3, 3, 1, 1, 1, 1, 1});
-  w.add("token_embd.weight", t.token_embd, ember::GgmlType::Q4_K)
-      .add("position_embd.weight", t.position, ember::GgmlType::Q8_0)
-      .add("output_norm.weight", t.norm, ember::GgmlType::F32)
-      .add("output.weight", t.head, ember::GgmlType::BF16);
+  w.add("token_embd.weight", t.token_embd, ember::io::GgmlType::Q4_K)
+      .add("position_embd.weight", t.position, ember::io::GgmlType::Q8_0)
+      .add("output_norm.weight", t.norm, ember::io::GgmlType::F32)
+      .add("output.weight", t.head, ember::io::GgmlType::BF16);
   w.save(path);
 }
 

@@ -15,7 +15,6 @@
 
 #include "ember/config.hpp"
 #include "ember/errors.hpp"
-#include "ember/ggml_type.hpp"
 #include "ember/types.hpp"
 
 // ggml's results are those of its C code evaluated operation by operation (ggml builds ggml-base,
@@ -35,7 +34,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-namespace ember::detail::ggml {
+namespace ember::inline EMBER_ISA::detail::ggml {
 
 // ---- scalar conversions (ggml-impl.h) ----------------------------------------------------------
 
@@ -124,33 +123,86 @@ inline void store_u16(std::uint8_t* p, std::uint16_t v) noexcept {
   return fp16_to_fp32(load_u16(p));
 }
 
-// ---- type traits -------------------------------------------------------------------------------
+// ---- type ids and traits ------------------------------------------------------------------
+
+/// A ggml tensor element type by ggml's numeric id (`enum ggml_type` of ggml.h; io::GgmlType names
+/// every id). The enumerators are the types these kernels encode and decode; any other id is a
+/// value of the type too, and the traits below describe it.
+enum class Type : std::uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  BF16 = 30,
+};
+
+/// ggml's type traits of one id: name, elements per block, bytes per block. Zero sizes and an
+/// empty name mark an id that is not a type.
+struct TypeRow {
+  std::string_view name;
+  std::uint32_t block_size;
+  std::uint32_t type_size;
+};
+
+/// One row per id 0..42, as ggml.c's type_traits table (sizes are sizeof of ggml-common.h's
+/// block structs; ggml 0.25.1, which ends at GGML_TYPE_COUNT = 43).
+inline constexpr TypeRow type_rows[] = {
+    {"f32", 1, 4},        {"f16", 1, 2},       {"q4_0", 32, 18},     {"q4_1", 32, 20},
+    {"", 0, 0},           {"", 0, 0},          {"q5_0", 32, 22},     {"q5_1", 32, 24},
+    {"q8_0", 32, 34},     {"q8_1", 32, 36},    {"q2_K", 256, 84},    {"q3_K", 256, 110},
+    {"q4_K", 256, 144},   {"q5_K", 256, 176},  {"q6_K", 256, 210},   {"q8_K", 256, 292},
+    {"iq2_xxs", 256, 66}, {"iq2_xs", 256, 74}, {"iq3_xxs", 256, 98}, {"iq1_s", 256, 50},
+    {"iq4_nl", 32, 18},   {"iq3_s", 256, 110}, {"iq2_s", 256, 82},   {"iq4_xs", 256, 136},
+    {"i8", 1, 1},         {"i16", 1, 2},       {"i32", 1, 4},        {"i64", 1, 8},
+    {"f64", 1, 8},        {"iq1_m", 256, 56},  {"bf16", 1, 2},       {"", 0, 0},
+    {"", 0, 0},           {"", 0, 0},          {"tq1_0", 256, 54},   {"tq2_0", 256, 66},
+    {"", 0, 0},           {"", 0, 0},          {"", 0, 0},           {"mxfp4", 32, 17},
+    {"nvfp4", 64, 36},    {"q1_0", 128, 18},   {"q2_0", 64, 18},
+};
+
+/// Number of ids ggml's table covers (GGML_TYPE_COUNT).
+inline constexpr std::uint32_t type_count = 43;
+static_assert(sizeof(type_rows) / sizeof(type_rows[0]) == type_count);
+
+/// The traits of id `id`: a row of type_rows, or the empty row past its end.
+[[nodiscard]] constexpr TypeRow type_row(std::uint32_t id) noexcept {
+  return id < type_count ? type_rows[id] : TypeRow{"", 0, 0};
+}
 
 /// What ember knows of one ggml type.
 struct Traits {
-  GgmlType type;
-  std::string_view name;  ///< ggml's name ("q4_K")
+  Type type;
+  std::string_view name;  ///< ggml's name ("q4_K"); "unknown" for an id that is not a type
   Index block_size;       ///< elements per block
   Index block_bytes;      ///< bytes per block
   bool decodes;           ///< ember encodes and decodes it
 };
 
 /// The types ember encodes and decodes, in ggml's id order.
-inline constexpr GgmlType codec_types[] = {
-    GgmlType::F32,  GgmlType::F16,  GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
-    GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-    GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::BF16};
+inline constexpr Type codec_types[] = {Type::F32,  Type::F16,  Type::Q4_0, Type::Q4_1, Type::Q5_0,
+                                       Type::Q5_1, Type::Q8_0, Type::Q2_K, Type::Q3_K, Type::Q4_K,
+                                       Type::Q5_K, Type::Q6_K, Type::BF16};
 
 /// True when ember encodes and decodes `type`.
-[[nodiscard]] constexpr bool decodes(GgmlType type) noexcept {
-  for (const GgmlType t : codec_types)
+[[nodiscard]] constexpr bool decodes(Type type) noexcept {
+  for (const Type t : codec_types)
     if (t == type) return true;
   return false;
 }
 
-/// The traits of `type` (any value; an unknown one has zero sizes and the name "unknown").
-[[nodiscard]] constexpr Traits traits(GgmlType type) noexcept {
-  return {type, to_string(type), ggml_block_size(type), ggml_type_size(type), decodes(type)};
+/// The traits of `type` (any id; one that is not a type has zero sizes and the name "unknown").
+[[nodiscard]] constexpr Traits traits(Type type) noexcept {
+  const TypeRow row = type_row(static_cast<std::uint32_t>(type));
+  return {type, row.block_size != 0 ? row.name : std::string_view("unknown"), Index{row.block_size},
+          Index{row.type_size}, decodes(type)};
 }
 
 // ---- block decoders: one block of ggml-common.h's layout -> floats
@@ -1089,8 +1141,9 @@ inline void encode_q6_k(const float* x, std::uint8_t* b) noexcept {
 // ---- rows ------------------------------------------------------------------------------------
 
 /// Bytes of a row of d elements of `type` (d a multiple of its block size).
-[[nodiscard]] constexpr Index row_bytes(GgmlType type, Index d) noexcept {
-  return ggml_row_size(type, d);
+[[nodiscard]] constexpr Index row_bytes(Type type, Index d) noexcept {
+  const TypeRow row = type_row(static_cast<std::uint32_t>(type));
+  return d / Index{row.block_size} * Index{row.type_size};
 }
 
 /// A block kernel as a type, so the generic code below inlines it (a function pointer would be an
@@ -1106,36 +1159,36 @@ struct Kernel {
 /// Calls f(block_decoder, block_size, block_bytes) for a block type; returns false for a plain
 /// type (F32, F16, BF16) or one ember does not decode.
 template <class F>
-bool with_block_decoder(GgmlType type, F&& f) {
+bool with_block_decoder(Type type, F&& f) {
   switch (type) {
-    case GgmlType::Q4_0:
+    case Type::Q4_0:
       f(Kernel<decode_q4_0>{}, 32, 18);
       return true;
-    case GgmlType::Q4_1:
+    case Type::Q4_1:
       f(Kernel<decode_q4_1>{}, 32, 20);
       return true;
-    case GgmlType::Q5_0:
+    case Type::Q5_0:
       f(Kernel<decode_q5_0>{}, 32, 22);
       return true;
-    case GgmlType::Q5_1:
+    case Type::Q5_1:
       f(Kernel<decode_q5_1>{}, 32, 24);
       return true;
-    case GgmlType::Q8_0:
+    case Type::Q8_0:
       f(Kernel<decode_q8_0>{}, 32, 34);
       return true;
-    case GgmlType::Q2_K:
+    case Type::Q2_K:
       f(Kernel<decode_q2_k>{}, 256, 84);
       return true;
-    case GgmlType::Q3_K:
+    case Type::Q3_K:
       f(Kernel<decode_q3_k>{}, 256, 110);
       return true;
-    case GgmlType::Q4_K:
+    case Type::Q4_K:
       f(Kernel<decode_q4_k>{}, 256, 144);
       return true;
-    case GgmlType::Q5_K:
+    case Type::Q5_K:
       f(Kernel<decode_q5_k>{}, 256, 176);
       return true;
-    case GgmlType::Q6_K:
+    case Type::Q6_K:
       f(Kernel<decode_q6_k>{}, 256, 210);
       return true;
     default:
@@ -1144,16 +1197,16 @@ bool with_block_decoder(GgmlType type, F&& f) {
 }
 
 /// Decodes n elements of the plain types: little-endian F32, F16 or BF16 bits to float.
-inline void decode_plain(GgmlType type, const std::uint8_t* src, Index n, float* dst) noexcept {
+inline void decode_plain(Type type, const std::uint8_t* src, Index n, float* dst) noexcept {
   EMBER_DETAIL_GGML_NO_CONTRACT
   switch (type) {
-    case GgmlType::F32:
+    case Type::F32:
       for (Index i = 0; i < n; ++i) {
         const std::uint8_t* p = src + 4 * i;
         dst[i] = std::bit_cast<float>(load_u32(p));
       }
       break;
-    case GgmlType::F16:
+    case Type::F16:
       for (Index i = 0; i < n; ++i) dst[i] = fp16_to_fp32(load_u16(src + 2 * i));
       break;
     default:  // BF16
@@ -1166,8 +1219,8 @@ inline void decode_plain(GgmlType type, const std::uint8_t* src, Index n, float*
 /// The switch runs once per row; each block is decoded by a plain, vectorisable loop.
 /// Preconditions (checked by GgufFile / GgufWriter): decodes(type), d a multiple of the block
 /// size, `row` holds row_bytes(type, d) bytes, `dst` room for d floats.
-inline void decode_row(GgmlType type, const std::uint8_t* row, Index d, float* dst) {
-  EMBER_ASSERT(decodes(type) && d % ggml_block_size(type) == 0);
+inline void decode_row(Type type, const std::uint8_t* row, Index d, float* dst) {
+  EMBER_ASSERT(decodes(type) && d % traits(type).block_size == 0);
   const bool blocks = with_block_decoder(type, [&](auto decode, Index bs, Index bytes) {
     const Index nb = d / bs;
     for (Index i = 0; i < nb; ++i) decode(row + i * bytes, dst + i * bs);
@@ -1177,56 +1230,56 @@ inline void decode_row(GgmlType type, const std::uint8_t* row, Index d, float* d
 
 /// dequantize(type, src, n, dst): n elements (a multiple of the block size) from packed blocks,
 /// the same as decode_row over one row of n.
-inline void dequantize(GgmlType type, const std::uint8_t* src, Index n, float* dst) {
+inline void dequantize(Type type, const std::uint8_t* src, Index n, float* dst) {
   decode_row(type, src, n, dst);
 }
 
 /// Encodes n floats (a multiple of the block size; finite for the block types) as `type`, bit for
 /// bit as ggml's quantize_row_*_ref (F16: ggml_fp32_to_fp16_row, BF16: ggml_fp32_to_bf16_row_ref,
 /// F32: a copy). Preconditions: decodes(type), `dst` holds row_bytes(type, n) bytes.
-inline void quantize(GgmlType type, const float* src, Index n, std::uint8_t* dst) {
-  EMBER_ASSERT(decodes(type) && n % ggml_block_size(type) == 0);
+inline void quantize(Type type, const float* src, Index n, std::uint8_t* dst) {
+  EMBER_ASSERT(decodes(type) && n % traits(type).block_size == 0);
   auto blocks = [&](auto encode, Index bs, Index bytes) {
     for (Index i = 0; i < n / bs; ++i) encode(src + i * bs, dst + i * bytes);
   };
   switch (type) {
-    case GgmlType::F32:
+    case Type::F32:
       for (Index i = 0; i < n; ++i) store_u32(dst + 4 * i, std::bit_cast<std::uint32_t>(src[i]));
       break;
-    case GgmlType::F16:
+    case Type::F16:
       for (Index i = 0; i < n; ++i) store_u16(dst + 2 * i, fp32_to_fp16(src[i]));
       break;
-    case GgmlType::BF16:
+    case Type::BF16:
       for (Index i = 0; i < n; ++i) store_u16(dst + 2 * i, fp32_to_bf16(src[i]));
       break;
-    case GgmlType::Q4_0:
+    case Type::Q4_0:
       blocks(Kernel<encode_q4_0>{}, 32, 18);
       break;
-    case GgmlType::Q4_1:
+    case Type::Q4_1:
       blocks(Kernel<encode_q4_1>{}, 32, 20);
       break;
-    case GgmlType::Q5_0:
+    case Type::Q5_0:
       blocks(Kernel<encode_q5_0>{}, 32, 22);
       break;
-    case GgmlType::Q5_1:
+    case Type::Q5_1:
       blocks(Kernel<encode_q5_1>{}, 32, 24);
       break;
-    case GgmlType::Q8_0:
+    case Type::Q8_0:
       blocks(Kernel<encode_q8_0>{}, 32, 34);
       break;
-    case GgmlType::Q2_K:
+    case Type::Q2_K:
       blocks(Kernel<encode_q2_k>{}, 256, 84);
       break;
-    case GgmlType::Q3_K:
+    case Type::Q3_K:
       blocks(Kernel<encode_q3_k>{}, 256, 110);
       break;
-    case GgmlType::Q4_K:
+    case Type::Q4_K:
       blocks(Kernel<encode_q4_k>{}, 256, 144);
       break;
-    case GgmlType::Q5_K:
+    case Type::Q5_K:
       blocks(Kernel<encode_q5_k>{}, 256, 176);
       break;
-    case GgmlType::Q6_K:
+    case Type::Q6_K:
       blocks(Kernel<encode_q6_k>{}, 256, 210);
       break;
     default:
@@ -1275,10 +1328,9 @@ inline void dot_accumulate(const float* v, const float* x, Index n, float* acc) 
 /// k = c mod 8 accumulates the products of its columns in increasing c, in float, starting from
 /// +0; the lanes are combined as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
 /// Preconditions: as decode_row, and x holds d floats.
-[[nodiscard]] inline float dot_row(GgmlType type, const std::uint8_t* row, const float* x,
-                                   Index d) {
+[[nodiscard]] inline float dot_row(Type type, const std::uint8_t* row, const float* x, Index d) {
   EMBER_DETAIL_GGML_NO_CONTRACT
-  EMBER_ASSERT(decodes(type) && d % ggml_block_size(type) == 0);
+  EMBER_ASSERT(decodes(type) && d % traits(type).block_size == 0);
   float acc[dot_lanes] = {};
   alignas(64) float buf[qk_k];
   const bool blocks = with_block_decoder(type, [&](auto decode, Index bs, Index bytes) {
@@ -1289,7 +1341,7 @@ inline void dot_accumulate(const float* v, const float* x, Index n, float* acc) 
     }
   });
   if (!blocks) {
-    const Index item = ggml_type_size(type);
+    const Index item = traits(type).block_bytes;
     for (Index c = 0; c < d; c += qk_k) {
       const Index n = std::min<Index>(qk_k, d - c);
       decode_plain(type, row + c * item, n, buf);
@@ -1305,7 +1357,7 @@ inline void dot_accumulate(const float* v, const float* x, Index n, float* acc) 
   return ab + ef;
 }
 
-}  // namespace ember::detail::ggml
+}  // namespace ember::inline EMBER_ISA::detail::ggml
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options

@@ -27,15 +27,15 @@
 
 #include "ember/detail/ggml_blocks.hpp"
 #include "ember/errors.hpp"
-#include "ember/ggml_type.hpp"
 #include "ember/io/detail/atomic_write.hpp"
 #include "ember/io/detail/byteorder.hpp"
 #include "ember/io/detail/checks.hpp"
 #include "ember/io/detail/mapped_file.hpp"
+#include "ember/io/ggml_type.hpp"
 #include "ember/io/vocabulary.hpp"
 #include "ember/types.hpp"
 
-namespace ember::io {
+namespace ember::inline EMBER_ISA::io {
 
 /// The value types of GGUF metadata, with gguf.h's numeric values (enum gguf_type).
 enum class GgufValueType : std::uint32_t {
@@ -294,12 +294,7 @@ class GgufFile {
   [[nodiscard]] RowMatrix<T> load(const std::string& name,
                                   const GgufLoadOptions& options = {}) const {
     static_assert(Scalar<T>, "GgufFile::load<T>: T must be float or double");
-    const GgufTensorInfo& t = info(name);
-    if (!ember::detail::ggml::decodes(t.type)) {
-      fail(t.offset, "tensor '" + name + "' has type " + std::string(to_string(t.type)) +
-                         ", which ember does not decode (it decodes f32, f16, bf16, q4_0, q4_1, "
-                         "q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K and q6_K)");
-    }
+    const GgufTensorInfo& t = decodable(name);
     const Index rows = t.rows();
     const Index cols = t.cols();
     RowMatrix<T> out(rows, cols);
@@ -310,9 +305,10 @@ class GgufFile {
     for (Index r = 0; r < rows; ++r) {
       const std::uint8_t* src = p + static_cast<std::size_t>(r) * rb;
       if constexpr (std::is_same_v<T, float>) {
-        ember::detail::ggml::decode_row(t.type, src, cols, out.data() + r * cols);
+        ember::detail::ggml::decode_row(detail::kernel_type(t.type), src, cols,
+                                        out.data() + r * cols);
       } else {
-        ember::detail::ggml::decode_row(t.type, src, cols, buf.data());
+        ember::detail::ggml::decode_row(detail::kernel_type(t.type), src, cols, buf.data());
         for (Index c = 0; c < cols; ++c)
           out(r, c) = static_cast<double>(buf[static_cast<std::size_t>(c)]);
       }
@@ -437,6 +433,17 @@ class GgufFile {
 
   [[noreturn]] void fail(std::uint64_t offset, const std::string& what) const {
     detail::fail_at_byte(path(), offset, what);
+  }
+
+  /// The tensor `name`, of a type ember decodes. Throws: KeyError; FormatError naming the type.
+  const GgufTensorInfo& decodable(const std::string& name) const {
+    const GgufTensorInfo& t = info(name);
+    if (!ggml_type_decodes(t.type)) {
+      fail(t.offset, "tensor '" + name + "' has type " + std::string(to_string(t.type)) +
+                         ", which ember does not decode (it decodes f32, f16, bf16, q4_0, q4_1, "
+                         "q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K and q6_K)");
+    }
+    return t;
   }
 
   [[noreturn]] void type_error(const GgufKeyInfo& k, const std::string& expected) const {
@@ -740,7 +747,7 @@ class GgufFile {
 /// ember::io::GgufWriter w;
 /// w.metadata("general.architecture", "llama")
 ///     .metadata("tokenizer.ggml.tokens", vocab.tokens())
-///     .add("token_embd.weight", emb.weight(), ember::GgmlType::Q4_K);
+///     .add("token_embd.weight", emb.weight(), ember::io::GgmlType::Q4_K);
 /// w.save("model.gguf");
 /// ```
 class GgufWriter {
@@ -766,7 +773,7 @@ class GgufWriter {
         throw ValueError("GgufWriter::add: tensor name '" + name + "' is already used", 0.0);
       }
     }
-    if (!ember::detail::ggml::decodes(type)) {
+    if (!ggml_type_decodes(type)) {
       throw ValueError("GgufWriter::add: tensor '" + name + "' cannot be stored as " +
                            std::string(to_string(type)) +
                            " (ember encodes f32, f16, bf16, q4_0, "
@@ -912,7 +919,7 @@ class GgufWriter {
         const Index r1 = std::min(e.rows, r0 + static_cast<Index>(rows_per_chunk));
         for (Index r = r0; r < r1; ++r) {
           const float* src = row_as_float(e, r, row);
-          ember::detail::ggml::quantize(e.type, src, e.cols,
+          ember::detail::ggml::quantize(detail::kernel_type(e.type), src, e.cols,
                                         buf.data() + static_cast<std::size_t>(r - r0) * rb);
         }
         out.write(buf.data(), static_cast<std::size_t>(r1 - r0) * rb);
@@ -1030,4 +1037,4 @@ class GgufWriter {
   std::vector<std::pair<std::string, Value>> values_;
 };
 
-}  // namespace ember::io
+}  // namespace ember::inline EMBER_ISA::io

@@ -1,4 +1,4 @@
-/// GgmlType: the tensor element types of ggml (and so of GGUF files), with ggml's numeric ids,
+/// io::GgmlType: the tensor element types of ggml (and so of GGUF files), with ggml's numeric ids,
 /// names, block sizes and bytes per block.
 // SPDX-License-Identifier: MIT
 #pragma once
@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <string_view>
 
+#include "ember/config.hpp"
+#include "ember/detail/ggml_blocks.hpp"
 #include "ember/types.hpp"
 
-namespace ember {
+namespace ember::inline EMBER_ISA::io {
 
 /// The element types ggml defines, with ggml's own numeric values (`enum ggml_type` of ggml.h, as
 /// of ggml 0.25.1, which ends at GGML_TYPE_COUNT = 43). A GGUF tensor's type field holds one of
@@ -19,8 +21,9 @@ namespace ember {
 /// in-memory repacked layouts that ggml no longer accepts in files. ggml_type_known() is false for
 /// them and for everything from 43 on.
 ///
-/// ember encodes and decodes F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K...Q6_K (see
-/// io/gguf.hpp); the others can be described (names, sizes) but not decoded.
+/// ember encodes and decodes F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K...Q6_K
+/// (ggml_type_decodes(); codec::Ggml, io/gguf.hpp); the others can be described (names, sizes)
+/// but not decoded.
 enum class GgmlType : std::uint32_t {
   F32 = 0,
   F16 = 1,
@@ -60,62 +63,34 @@ enum class GgmlType : std::uint32_t {
 };
 
 namespace detail {
-
-/// ggml's type traits: name, elements per block, bytes per block. Zero sizes and an empty name
-/// mark an id that is not a type.
-struct GgmlTypeRow {
-  std::string_view name;
-  std::uint32_t block_size;
-  std::uint32_t type_size;
-};
-
-/// One row per id 0..42, as ggml.c's type_traits table (sizes are sizeof of ggml-common.h's
-/// block structs).
-inline constexpr GgmlTypeRow ggml_type_rows[] = {
-    {"f32", 1, 4},        {"f16", 1, 2},       {"q4_0", 32, 18},     {"q4_1", 32, 20},
-    {"", 0, 0},           {"", 0, 0},          {"q5_0", 32, 22},     {"q5_1", 32, 24},
-    {"q8_0", 32, 34},     {"q8_1", 32, 36},    {"q2_K", 256, 84},    {"q3_K", 256, 110},
-    {"q4_K", 256, 144},   {"q5_K", 256, 176},  {"q6_K", 256, 210},   {"q8_K", 256, 292},
-    {"iq2_xxs", 256, 66}, {"iq2_xs", 256, 74}, {"iq3_xxs", 256, 98}, {"iq1_s", 256, 50},
-    {"iq4_nl", 32, 18},   {"iq3_s", 256, 110}, {"iq2_s", 256, 82},   {"iq4_xs", 256, 136},
-    {"i8", 1, 1},         {"i16", 1, 2},       {"i32", 1, 4},        {"i64", 1, 8},
-    {"f64", 1, 8},        {"iq1_m", 256, 56},  {"bf16", 1, 2},       {"", 0, 0},
-    {"", 0, 0},           {"", 0, 0},          {"tq1_0", 256, 54},   {"tq2_0", 256, 66},
-    {"", 0, 0},           {"", 0, 0},          {"", 0, 0},           {"mxfp4", 32, 17},
-    {"nvfp4", 64, 36},    {"q1_0", 128, 18},   {"q2_0", 64, 18},
-};
-
-/// Number of ids ggml's table covers (GGML_TYPE_COUNT).
-inline constexpr std::uint32_t ggml_type_count = 43;
-static_assert(sizeof(ggml_type_rows) / sizeof(ggml_type_rows[0]) == ggml_type_count);
-
+/// The id the block kernels of detail/ggml_blocks.hpp take for `type` (the same number).
+[[nodiscard]] constexpr ember::detail::ggml::Type kernel_type(GgmlType type) noexcept {
+  return static_cast<ember::detail::ggml::Type>(type);
+}
 }  // namespace detail
 
 /// True when `id` is a type ggml defines today (an enumerator of GgmlType); false for the removed
 /// ids 4, 5, 31-33, 36-38 and anything from 43 on.
 [[nodiscard]] constexpr bool ggml_type_known(std::uint32_t id) noexcept {
-  return id < detail::ggml_type_count && detail::ggml_type_rows[id].block_size != 0;
+  return ember::detail::ggml::type_row(id).block_size != 0;
 }
 
 /// ggml's name of `type` ("f32", "q4_K", "iq2_xxs", ...), as ggml_type_name() and GGUF tools print
 /// it; "unknown" for a value that is not a type.
 [[nodiscard]] constexpr std::string_view to_string(GgmlType type) noexcept {
-  const auto id = static_cast<std::uint32_t>(type);
-  return ggml_type_known(id) ? detail::ggml_type_rows[id].name : std::string_view("unknown");
+  return ember::detail::ggml::traits(detail::kernel_type(type)).name;
 }
 
 /// Elements per block of `type` (1 for the plain types, 32 for Q4_0...Q8_1, 256 for the K-quants,
 /// ...), as ggml_blck_size(); 0 for a value that is not a type. A row of a tensor of this type
 /// holds a whole number of blocks.
 [[nodiscard]] constexpr Index ggml_block_size(GgmlType type) noexcept {
-  const auto id = static_cast<std::uint32_t>(type);
-  return ggml_type_known(id) ? Index{detail::ggml_type_rows[id].block_size} : 0;
+  return Index{ember::detail::ggml::type_row(static_cast<std::uint32_t>(type)).block_size};
 }
 
 /// Bytes per block of `type`, as ggml_type_size(); 0 for a value that is not a type.
 [[nodiscard]] constexpr Index ggml_type_size(GgmlType type) noexcept {
-  const auto id = static_cast<std::uint32_t>(type);
-  return ggml_type_known(id) ? Index{detail::ggml_type_rows[id].type_size} : 0;
+  return Index{ember::detail::ggml::type_row(static_cast<std::uint32_t>(type)).type_size};
 }
 
 /// Bytes of a row of `n` elements of `type`: n / ggml_block_size(type) blocks, as ggml_row_size().
@@ -124,4 +99,11 @@ static_assert(sizeof(ggml_type_rows) / sizeof(ggml_type_rows[0]) == ggml_type_co
   return n / ggml_block_size(type) * ggml_type_size(type);
 }
 
-}  // namespace ember
+/// True when ember encodes and decodes `type` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+/// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K): GgufWriter can store it, GgufFile::load and GgufFile::table
+/// read it.
+[[nodiscard]] constexpr bool ggml_type_decodes(GgmlType type) noexcept {
+  return ember::detail::ggml::decodes(detail::kernel_type(type));
+}
+
+}  // namespace ember::inline EMBER_ISA::io
