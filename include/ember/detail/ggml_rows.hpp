@@ -1,0 +1,559 @@
+/// Row kernels over ggml's block formats for lookups and tied logits: a row decoded and scaled
+/// straight into its output (cached or streaming stores), and dot products of encoded rows with up
+/// to four float vectors at a time, reading each encoded row once. AVX2 where the build has it,
+/// ggml's reference decoders (detail/ggml_blocks.hpp) otherwise; the decoded values are those of
+/// the reference decoders bit for bit in every build.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "ember/config.hpp"
+#include "ember/detail/ggml_blocks.hpp"
+#include "ember/types.hpp"
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__) && defined(__F16C__)
+#include <immintrin.h>
+#define EMBER_DETAIL_GGML_AVX2 1
+#else
+#define EMBER_DETAIL_GGML_AVX2 0
+#endif
+
+// The helpers of ggml_blocks.hpp these kernels call per block (load_half, scale_min_k4, ...) are
+// compiled with contraction off; GCC inlines only functions built with the same options, so the
+// kernels here use the same setting (they need nothing else: their products are kept rounded by
+// detail::rounded's empty asm, and the dot products ask for fused multiply-adds explicitly).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace ember::inline EMBER_ISA::detail::ggml {
+
+/// Hidden rows one pass of dot_rows serves: each encoded row is decoded once per group of up to
+/// this many vectors.
+inline constexpr Index dot_group = 4;
+
+#if EMBER_DETAIL_GGML_AVX2
+namespace avx2 {
+
+// Each block decoder below hands its decoded values to a sink, 32 consecutive columns at a time
+// as four vectors of 8 (sink.put32(c, y0, y1, y2, y3), columns c..c+31 of the row), computed with
+// the operations of the reference decoder of ggml_blocks.hpp in the same order: code · scale
+// rounded, then the offset added (detail::rounded's empty asm keeps the product from being fused
+// into a multiply-add). The plain types hand over the last d mod 32 values one at a time
+// (sink.put1(c, y)).
+
+/// float(q) · a for 8 integer codes.
+EMBER_ALWAYS_INLINE __m256 times(__m256i q, __m256 a) noexcept {
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(q), a);
+}
+
+/// float(q) · a + b for 8 integer codes, the product rounded before the add.
+EMBER_ALWAYS_INLINE __m256 times_plus(__m256i q, __m256 a, __m256 b) noexcept {
+  __m256 p = times(q, a);
+  asm("" : "+x"(p));
+  return _mm256_add_ps(p, b);
+}
+
+/// The 16 bytes of v as two vectors of 8 unsigned 32-bit codes (bytes 0-7, then 8-15).
+EMBER_ALWAYS_INLINE void widen(__m128i v, __m256i& lo, __m256i& hi) noexcept {
+  lo = _mm256_cvtepu8_epi32(v);
+  hi = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
+}
+
+EMBER_ALWAYS_INLINE __m128i load16(const std::uint8_t* p) noexcept {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+
+/// Each byte of v shifted right by `shift` (0..7), then masked.
+EMBER_ALWAYS_INLINE __m128i bits(__m128i v, int shift, int mask) noexcept {
+  return _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(shift)),
+                       _mm_set1_epi8(static_cast<char>(mask)));
+}
+
+/// Codes of 32 columns whose scale and offset change every 16 columns: y = code · a + b per half
+/// (b absent: code · a alone, as the reference decoders of those types compute).
+template <bool Offset, class Sink>
+EMBER_ALWAYS_INLINE void put_halves(Sink& sink, Index c, __m128i first, __m128i second, float a0,
+                                    float b0, float a1, float b1) {
+  __m256i q0, q1, q2, q3;
+  widen(first, q0, q1);
+  widen(second, q2, q3);
+  const __m256 va0 = _mm256_set1_ps(a0), va1 = _mm256_set1_ps(a1);
+  if constexpr (Offset) {
+    const __m256 vb0 = _mm256_set1_ps(b0), vb1 = _mm256_set1_ps(b1);
+    sink.put32(c, times_plus(q0, va0, vb0), times_plus(q1, va0, vb0), times_plus(q2, va1, vb1),
+               times_plus(q3, va1, vb1));
+  } else {
+    sink.put32(c, times(q0, va0), times(q1, va0), times(q2, va1), times(q3, va1));
+  }
+}
+
+/// Codes 0..15 of 32 columns (bytes `first`, then `second`) minus `bias`, times a (Q4_0, Q5_0).
+template <class Sink>
+EMBER_ALWAYS_INLINE void put_centered(Sink& sink, Index c, __m128i first, __m128i second, int bias,
+                                      float a) {
+  __m256i q0, q1, q2, q3;
+  widen(first, q0, q1);
+  widen(second, q2, q3);
+  const __m256i vb = _mm256_set1_epi32(bias);
+  const __m256 va = _mm256_set1_ps(a);
+  sink.put32(c, times(_mm256_sub_epi32(q0, vb), va), times(_mm256_sub_epi32(q1, vb), va),
+             times(_mm256_sub_epi32(q2, vb), va), times(_mm256_sub_epi32(q3, vb), va));
+}
+
+/// The fifth bits of Q5_0/Q5_1: bit e of qh for column e of the block, as 0 or 16 per byte
+/// (columns 0-15 in `first`, 16-31 in `second`).
+EMBER_ALWAYS_INLINE void fifth_bits(std::uint32_t qh, __m128i& first, __m128i& second) noexcept {
+  const __m128i all = _mm_set1_epi32(static_cast<int>(qh));
+  // Byte k of `first` is byte k / 8 of qh, of `second` byte 2 + k / 8; bit k mod 8 is selected.
+  const __m128i spread0 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m128i spread1 = _mm_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m128i select = _mm_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+  const __m128i sixteen = _mm_set1_epi8(16);
+  auto pick = [&](__m128i spread) {
+    const __m128i bytes = _mm_and_si128(_mm_shuffle_epi8(all, spread), select);
+    return _mm_and_si128(_mm_cmpeq_epi8(bytes, select), sixteen);
+  };
+  first = pick(spread0);
+  second = pick(spread1);
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void q4_0(const std::uint8_t* b, Index c, Sink& sink) {
+  const __m128i qs = load16(b + 2);
+  put_centered(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), 8, load_half(b));
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void q4_1(const std::uint8_t* b, Index c, Sink& sink) {
+  const float d = load_half(b);
+  const float m = load_half(b + 2);
+  const __m128i qs = load16(b + 4);
+  put_halves<true>(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), d, m, d, m);
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void q5_0(const std::uint8_t* b, Index c, Sink& sink) {
+  __m128i h0, h1;
+  fifth_bits(load_u32(b + 2), h0, h1);
+  const __m128i qs = load16(b + 6);
+  put_centered(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0), _mm_or_si128(bits(qs, 4, 0x0F), h1),
+               16, load_half(b));
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void q5_1(const std::uint8_t* b, Index c, Sink& sink) {
+  const float d = load_half(b);
+  const float m = load_half(b + 2);
+  __m128i h0, h1;
+  fifth_bits(load_u32(b + 4), h0, h1);
+  const __m128i qs = load16(b + 8);
+  put_halves<true>(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0),
+                   _mm_or_si128(bits(qs, 4, 0x0F), h1), d, m, d, m);
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void q8_0(const std::uint8_t* b, Index c, Sink& sink) {
+  const __m256 d = _mm256_set1_ps(load_half(b));
+  const std::uint8_t* q = b + 2;
+  auto codes = [&](int k) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * k)));
+  };
+  sink.put32(c, times(codes(0), d), times(codes(1), d), times(codes(2), d), times(codes(3), d));
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void q2_k(const std::uint8_t* b, Index c, Sink& sink) {
+  const std::uint8_t* scales = b;
+  const float d = load_half(b + 80);
+  const float min = load_half(b + 82);
+  int is = 0;
+  for (int n = 0; n < 2; ++n) {
+    const std::uint8_t* q = b + 16 + 32 * n;
+    const __m128i q0 = load16(q);
+    const __m128i q1 = load16(q + 16);
+    for (int j = 0; j < 4; ++j) {
+      const std::uint8_t s0 = scales[is];
+      const std::uint8_t s1 = scales[is + 1];
+      is += 2;
+      const float dl0 = d * static_cast<float>(s0 & 0xF);
+      const float ml0 = min * static_cast<float>(s0 >> 4);
+      const float dl1 = d * static_cast<float>(s1 & 0xF);
+      const float ml1 = min * static_cast<float>(s1 >> 4);
+      put_halves<true>(sink, c, bits(q0, 2 * j, 3), bits(q1, 2 * j, 3), dl0, -ml0, dl1, -ml1);
+      c += 32;
+    }
+  }
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void q3_k(const std::uint8_t* b, Index c, Sink& sink) {
+  const float d_all = load_half(b + 108);
+  int sc[16];
+  q3_k_scales(b + 96, sc);
+  const __m128i h0 = load16(b);
+  const __m128i h1 = load16(b + 16);
+  int is = 0;
+  int bit = 0;
+  for (int n = 0; n < 2; ++n) {
+    const std::uint8_t* q = b + 32 + 32 * n;
+    const __m128i q0 = load16(q);
+    const __m128i q1 = load16(q + 16);
+    for (int j = 0; j < 4; ++j) {
+      const float dl0 = d_all * static_cast<float>(sc[is] - 32);
+      const float dl1 = d_all * static_cast<float>(sc[is + 1] - 32);
+      is += 2;
+      // q - (high bit ? 0 : 4) as (q | high bit << 2) - 4, kept unsigned per byte until widened.
+      const __m128i v0 = _mm_or_si128(bits(q0, 2 * j, 3), _mm_slli_epi16(bits(h0, bit, 1), 2));
+      const __m128i v1 = _mm_or_si128(bits(q1, 2 * j, 3), _mm_slli_epi16(bits(h1, bit, 1), 2));
+      __m256i a0, a1, a2, a3;
+      widen(v0, a0, a1);
+      widen(v1, a2, a3);
+      const __m256i vfour = _mm256_set1_epi32(4);
+      const __m256 vd0 = _mm256_set1_ps(dl0), vd1 = _mm256_set1_ps(dl1);
+      sink.put32(c, times(_mm256_sub_epi32(a0, vfour), vd0),
+                 times(_mm256_sub_epi32(a1, vfour), vd0), times(_mm256_sub_epi32(a2, vfour), vd1),
+                 times(_mm256_sub_epi32(a3, vfour), vd1));
+      c += 32;
+      ++bit;
+    }
+  }
+}
+
+/// The scales and offsets of sub-blocks 2j and 2j + 1 of a Q4_K/Q5_K block (super-block scale d
+/// and min scale `min`), as the reference computes them.
+EMBER_ALWAYS_INLINE void k4_pair(const std::uint8_t* b, float d, float min, int j, float& d1,
+                                 float& m1, float& d2, float& m2) noexcept {
+  int sc = 0;
+  int m = 0;
+  scale_min_k4(2 * j, b + 4, sc, m);
+  d1 = d * static_cast<float>(sc);
+  m1 = min * static_cast<float>(m);
+  scale_min_k4(2 * j + 1, b + 4, sc, m);
+  d2 = d * static_cast<float>(sc);
+  m2 = min * static_cast<float>(m);
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void q4_k(const std::uint8_t* b, Index c, Sink& sink) {
+  const float d = load_half(b);
+  const float min = load_half(b + 2);
+  const std::uint8_t* q = b + 16;
+  for (int j = 0; j < 4; ++j) {
+    float d1, m1, d2, m2;
+    k4_pair(b, d, min, j, d1, m1, d2, m2);
+    const __m128i r0 = load16(q);
+    const __m128i r1 = load16(q + 16);
+    put_halves<true>(sink, c, bits(r0, 0, 0x0F), bits(r1, 0, 0x0F), d1, -m1, d1, -m1);
+    put_halves<true>(sink, c + 32, bits(r0, 4, 0x0F), bits(r1, 4, 0x0F), d2, -m2, d2, -m2);
+    q += 32;
+    c += 64;
+  }
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void q5_k(const std::uint8_t* b, Index c, Sink& sink) {
+  const __m128i h0 = load16(b + 16);
+  const __m128i h1 = load16(b + 32);
+  const std::uint8_t* ql = b + 48;
+  const float d = load_half(b);
+  const float min = load_half(b + 2);
+  for (int j = 0; j < 4; ++j) {
+    float d1, m1, d2, m2;
+    k4_pair(b, d, min, j, d1, m1, d2, m2);
+    const __m128i r0 = load16(ql);
+    const __m128i r1 = load16(ql + 16);
+    const int b1 = 2 * j;
+    const __m128i lo0 = _mm_or_si128(bits(r0, 0, 0x0F), _mm_slli_epi16(bits(h0, b1, 1), 4));
+    const __m128i lo1 = _mm_or_si128(bits(r1, 0, 0x0F), _mm_slli_epi16(bits(h1, b1, 1), 4));
+    const __m128i hi0 = _mm_or_si128(bits(r0, 4, 0x0F), _mm_slli_epi16(bits(h0, b1 + 1, 1), 4));
+    const __m128i hi1 = _mm_or_si128(bits(r1, 4, 0x0F), _mm_slli_epi16(bits(h1, b1 + 1, 1), 4));
+    put_halves<true>(sink, c, lo0, lo1, d1, -m1, d1, -m1);
+    put_halves<true>(sink, c + 32, hi0, hi1, d2, -m2, d2, -m2);
+    ql += 32;
+    c += 64;
+  }
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void q6_k(const std::uint8_t* b, Index c, Sink& sink) {
+  const float d = load_half(b + 208);
+  for (int n = 0; n < 2; ++n) {
+    const std::uint8_t* ql = b + 64 * n;
+    const std::uint8_t* qh = b + 128 + 32 * n;
+    const std::uint8_t* sc = b + 192 + 8 * n;
+    float ds[8];
+    for (int k = 0; k < 8; ++k) ds[k] = d * static_cast<float>(static_cast<std::int8_t>(sc[k]));
+    const __m128i l0 = load16(ql);
+    const __m128i l1 = load16(ql + 16);
+    const __m128i l2 = load16(ql + 32);
+    const __m128i l3 = load16(ql + 48);
+    const __m128i g0 = load16(qh);
+    const __m128i g1 = load16(qh + 16);
+    // Quarter k: columns 32k..32k+31, low nibbles of ql[0..31] (k = 0) or ql[32..63] (k = 1),
+    // their high nibbles (k = 2, 3), with bits 2k, 2k+1 of qh as bits 4, 5; code - 32.
+    for (int k = 0; k < 4; ++k) {
+      const __m128i a = (k % 2 == 0) ? l0 : l2;
+      const __m128i e = (k % 2 == 0) ? l1 : l3;
+      const int shift = k < 2 ? 0 : 4;
+      const __m128i v0 = _mm_or_si128(bits(a, shift, 0x0F), _mm_slli_epi16(bits(g0, 2 * k, 3), 4));
+      const __m128i v1 = _mm_or_si128(bits(e, shift, 0x0F), _mm_slli_epi16(bits(g1, 2 * k, 3), 4));
+      __m256i q0, q1, q2, q3;
+      widen(v0, q0, q1);
+      widen(v1, q2, q3);
+      const __m256i bias = _mm256_set1_epi32(32);
+      const __m256 s0 = _mm256_set1_ps(ds[2 * k]);
+      const __m256 s1 = _mm256_set1_ps(ds[2 * k + 1]);
+      sink.put32(c, times(_mm256_sub_epi32(q0, bias), s0), times(_mm256_sub_epi32(q1, bias), s0),
+                 times(_mm256_sub_epi32(q2, bias), s1), times(_mm256_sub_epi32(q3, bias), s1));
+      c += 32;
+    }
+  }
+}
+
+/// The plain types: 32 values at a time through `load8` (8 values from element k on), then the
+/// last d mod 32 one by one through `load1`.
+template <class Sink, class Load8, class Load1>
+EMBER_ALWAYS_INLINE void plain_row(Index d, Sink& sink, Load8 load8, Load1 load1) {
+  const Index whole = d - d % 32;
+  for (Index c = 0; c < whole; c += 32) {
+    sink.put32(c, load8(c), load8(c + 8), load8(c + 16), load8(c + 24));
+  }
+  for (Index c = whole; c < d; ++c) sink.put1(c, load1(c));
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void f32_row(const std::uint8_t* row, Index d, Sink& sink) {
+  plain_row(
+      d, sink, [&](Index k) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k); },
+      [&](Index k) { return std::bit_cast<float>(load_u32(row + 4 * k)); });
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void f16_row(const std::uint8_t* row, Index d, Sink& sink) {
+  plain_row(
+      d, sink, [&](Index k) { return _mm256_cvtph_ps(load16(row + 2 * k)); },
+      [&](Index k) { return fp16_to_fp32(load_u16(row + 2 * k)); });
+}
+
+template <class Sink>
+EMBER_ALWAYS_INLINE void bf16_row(const std::uint8_t* row, Index d, Sink& sink) {
+  plain_row(
+      d, sink,
+      [&](Index k) {
+        const __m256i wide = _mm256_cvtepu16_epi32(load16(row + 2 * k));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+      },
+      [&](Index k) { return bf16_to_fp32(load_u16(row + 2 * k)); });
+}
+
+/// Feeds the d / size blocks of `bytes` bytes at `row` to `sink` through Block.
+template <class Sink, void (*Block)(const std::uint8_t*, Index, Sink&)>
+EMBER_ALWAYS_INLINE void feed_blocks(const std::uint8_t* row, Index d, Index size, Index bytes,
+                                     Sink& sink) {
+  const Index nb = d / size;
+  for (Index i = 0; i < nb; ++i) Block(row + i * bytes, i * size, sink);
+}
+
+/// Feeds row `row` (d values of `type`) to `sink`, block after block.
+template <class Sink>
+EMBER_ALWAYS_INLINE void feed_row(Type type, const std::uint8_t* row, Index d, Sink& sink) {
+  switch (type) {
+    case Type::F32:
+      f32_row(row, d, sink);
+      break;
+    case Type::F16:
+      f16_row(row, d, sink);
+      break;
+    case Type::BF16:
+      bf16_row(row, d, sink);
+      break;
+    case Type::Q4_0:
+      feed_blocks<Sink, q4_0<Sink>>(row, d, 32, 18, sink);
+      break;
+    case Type::Q4_1:
+      feed_blocks<Sink, q4_1<Sink>>(row, d, 32, 20, sink);
+      break;
+    case Type::Q5_0:
+      feed_blocks<Sink, q5_0<Sink>>(row, d, 32, 22, sink);
+      break;
+    case Type::Q5_1:
+      feed_blocks<Sink, q5_1<Sink>>(row, d, 32, 24, sink);
+      break;
+    case Type::Q8_0:
+      feed_blocks<Sink, q8_0<Sink>>(row, d, 32, 34, sink);
+      break;
+    case Type::Q2_K:
+      feed_blocks<Sink, q2_k<Sink>>(row, d, 256, 84, sink);
+      break;
+    case Type::Q3_K:
+      feed_blocks<Sink, q3_k<Sink>>(row, d, 256, 110, sink);
+      break;
+    case Type::Q4_K:
+      feed_blocks<Sink, q4_k<Sink>>(row, d, 256, 144, sink);
+      break;
+    case Type::Q5_K:
+      feed_blocks<Sink, q5_k<Sink>>(row, d, 256, 176, sink);
+      break;
+    case Type::Q6_K:
+      feed_blocks<Sink, q6_k<Sink>>(row, d, 256, 210, sink);
+      break;
+  }
+}
+
+/// Sink of a lookup: dst[c] = y · s, stored (or streamed: dst 32-byte aligned).
+template <bool Stream>
+struct ScaledStore {
+  float* dst;
+  float s;
+  __m256 vs = _mm256_set1_ps(s);
+  EMBER_ALWAYS_INLINE void store(Index c, __m256 y) const noexcept {
+    if constexpr (Stream) {
+      _mm256_stream_ps(dst + c, _mm256_mul_ps(y, vs));
+    } else {
+      _mm256_storeu_ps(dst + c, _mm256_mul_ps(y, vs));
+    }
+  }
+  EMBER_ALWAYS_INLINE void put32(Index c, __m256 y0, __m256 y1, __m256 y2, __m256 y3) const {
+    store(c, y0);
+    store(c + 8, y1);
+    store(c + 16, y2);
+    store(c + 24, y3);
+  }
+  EMBER_ALWAYS_INLINE void put1(Index c, float y) const noexcept { dst[c] = y * s; }
+};
+
+EMBER_ALWAYS_INLINE __m256 multiply_add(__m256 a, __m256 b, __m256 acc) noexcept {
+#if defined(__FMA__)
+  return _mm256_fmadd_ps(a, b, acc);
+#else
+  return _mm256_add_ps(_mm256_mul_ps(a, b), acc);
+#endif
+}
+
+/// Sink of a dot product with N vectors h[j]: four accumulators per vector (one per group of 8
+/// columns of each 32) while N <= 2, one per vector above, so the chains of dependent adds stay
+/// short; the columns of a plain type's tail go to a scalar sum per vector.
+template <std::size_t N>
+struct Dots {
+  static constexpr std::size_t lanes = N <= 2 ? 4 : 1;
+  const float* h;  // vector j starts at h + j · h_stride
+  Index h_stride;
+  __m256 acc[N][lanes] = {};
+  float tail[N] = {};
+
+  EMBER_ALWAYS_INLINE void reset() noexcept {
+    for (std::size_t j = 0; j < N; ++j) {
+      for (std::size_t k = 0; k < lanes; ++k) acc[j][k] = _mm256_setzero_ps();
+      tail[j] = 0.0f;
+    }
+  }
+  EMBER_ALWAYS_INLINE void put32(Index c, __m256 y0, __m256 y1, __m256 y2, __m256 y3) noexcept {
+    for (std::size_t j = 0; j < N; ++j) {
+      const float* x = h + static_cast<Index>(j) * h_stride + c;
+      acc[j][0] = multiply_add(y0, _mm256_loadu_ps(x), acc[j][0]);
+      acc[j][1 % lanes] = multiply_add(y1, _mm256_loadu_ps(x + 8), acc[j][1 % lanes]);
+      acc[j][2 % lanes] = multiply_add(y2, _mm256_loadu_ps(x + 16), acc[j][2 % lanes]);
+      acc[j][3 % lanes] = multiply_add(y3, _mm256_loadu_ps(x + 24), acc[j][3 % lanes]);
+    }
+  }
+  EMBER_ALWAYS_INLINE void put1(Index c, float y) noexcept {
+    for (std::size_t j = 0; j < N; ++j) tail[j] += y * h[static_cast<Index>(j) * h_stride + c];
+  }
+  /// The dot product with vector j: the accumulators summed lane by lane, then the 8 lanes in
+  /// pairs (through memory: GCC 12 at -O2 lost the stores of its caller with the shuffle
+  /// intrinsics here), then the tail.
+  [[nodiscard]] EMBER_ALWAYS_INLINE float result(std::size_t j) const noexcept {
+    __m256 v = acc[j][0];
+    for (std::size_t k = 1; k < lanes; ++k) v = _mm256_add_ps(v, acc[j][k]);
+    alignas(32) float l[8];
+    _mm256_store_ps(l, v);
+    return (((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))) + tail[j];
+  }
+};
+
+template <std::size_t N>
+void dot_rows_n(Type type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                const float* h, Index h_stride, float* out, Index out_stride) {
+  Dots<N> dots{h, h_stride};
+  for (Index r = 0; r < count; ++r) {
+    dots.reset();
+    feed_row(type, rows + r * row_stride, d, dots);
+    for (std::size_t j = 0; j < N; ++j)
+      out[static_cast<Index>(j) * out_stride + r] = dots.result(j);
+  }
+}
+
+}  // namespace avx2
+#endif
+
+/// dst[c] = decoded(row)[c] · s for c in [0, d): decode_row's value (ggml's dequantization, bit for
+/// bit) times s, rounded once. Stream: the stores are non-temporal where the build has AVX2 (dst
+/// must then be 32-byte aligned, and the caller orders them with an sfence before the output is
+/// published), ordinary otherwise.
+/// Preconditions: as decode_row.
+template <bool Stream = false>
+void decode_row_scaled(Type type, const std::uint8_t* row, Index d, float s, float* dst) {
+  EMBER_ASSERT(decodes(type) && d % traits(type).block_size == 0);
+#if EMBER_DETAIL_GGML_AVX2
+  EMBER_ASSERT(!Stream || reinterpret_cast<std::uintptr_t>(dst) % 32 == 0);
+  avx2::ScaledStore<Stream> sink{dst, s};
+  avx2::feed_row(type, row, d, sink);
+#else
+  decode_row(type, row, d, dst);
+  for (Index c = 0; c < d; ++c) dst[c] = dst[c] * s;
+#endif
+}
+
+/// out[j·out_stride + r] = Σ_c decoded(row r)[c] · h[j·h_stride + c] for the `count` encoded rows
+/// starting at `rows` (row_stride bytes apart) and the n vectors of h, each row decoded once per
+/// group of dot_group vectors and never stored whole. The kernel of tied logits for a few hidden
+/// rows.
+///
+/// The decoded values are decode_row's exactly; their products with h are summed in float in an
+/// order fixed by the build (with AVX2: 8-lane vector accumulators, products fused into the adds
+/// where the build has FMA; else dot_row's order), the same for every row, call and thread count.
+/// Against the dot product of the decoded row computed in double the error is that of a float sum
+/// of d products: at most about d · 2⁻²⁴ · Σ_c |decoded[c] · h[c]|.
+/// Preconditions: as decode_row; h holds n rows of d floats, out n rows of `count`.
+inline void dot_rows(Type type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                     const float* h, Index h_stride, Index n, float* out, Index out_stride) {
+  EMBER_ASSERT(decodes(type) && d % traits(type).block_size == 0);
+  for (Index j0 = 0; j0 < n; j0 += dot_group) {
+    const Index g = std::min(dot_group, n - j0);
+    const float* hj = h + j0 * h_stride;
+    float* oj = out + j0 * out_stride;
+#if EMBER_DETAIL_GGML_AVX2
+    switch (g) {
+      case 1:
+        avx2::dot_rows_n<1>(type, rows, row_stride, count, d, hj, h_stride, oj, out_stride);
+        break;
+      case 2:
+        avx2::dot_rows_n<2>(type, rows, row_stride, count, d, hj, h_stride, oj, out_stride);
+        break;
+      case 3:
+        avx2::dot_rows_n<3>(type, rows, row_stride, count, d, hj, h_stride, oj, out_stride);
+        break;
+      default:
+        avx2::dot_rows_n<4>(type, rows, row_stride, count, d, hj, h_stride, oj, out_stride);
+        break;
+    }
+#else
+    for (Index r = 0; r < count; ++r) {
+      for (Index j = 0; j < g; ++j) {
+        oj[j * out_stride + r] = dot_row(type, rows + r * row_stride, hj + j * h_stride, d);
+      }
+    }
+#endif
+  }
+}
+
+}  // namespace ember::inline EMBER_ISA::detail::ggml
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
