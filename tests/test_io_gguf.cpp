@@ -440,6 +440,31 @@ TEST_CASE("gguf: a tensor of a type ember does not decode leaves the file readab
     CHECK_THAT(e.what(), Catch::Contains("tensor 'iq' has type iq2_xxs, which ember does not "
                                          "decode"));
   }
+  // Nor does a table view of it: the same error, at table().
+  try {
+    (void)f.table("iq");
+    FAIL("a table view of iq2_xxs");
+  } catch (const ember::FormatError& e) {
+    CHECK(e.offset() == r.data_at);
+    CHECK_THAT(e.what(), Catch::Contains("tensor 'iq' has type iq2_xxs, which ember does not "
+                                         "decode"));
+  }
+  CHECK(f.table("f").vocab_size() == 1);
+}
+
+TEST_CASE("gguf: table() refuses the ternary types and empty tensors", "[io][gguf]") {
+  ScratchDir dir;
+  Raw r;
+  r.tensors = {{"tq", {256, 2}, static_cast<std::uint32_t>(GgmlType::TQ1_0), 0},
+               {"e", {32, 0}, 2 /* q4_0 */, 128}};
+  r.data = Bytes(128, 0);
+  const Bytes b = build(r);
+  const std::string path = dir.file("tq.gguf");
+  ember_test::write_bytes(path, b);
+  const GgufFile f(path);
+  CHECK_THROWS_WITH(f.table("tq"), Catch::Contains("has type tq1_0, which ember does not decode"));
+  CHECK_THROWS_AS(f.table("tq"), ember::FormatError);
+  CHECK_THROWS_AS(f.table("e"), ember::ShapeError);
 }
 
 TEST_CASE("gguf: empty tensors (a zero dimension, as ggml allows) load as empty tables",

@@ -232,8 +232,29 @@ inline void read_gguf_value(const ember::io::GgufFile& file, const ember::io::Gg
   }
 }
 
-/// Opens a GGUF file, reads every value and loads every tensor as float (checked) and double (NaN
-/// allowed); every tensor must lie inside the file, aligned, and its shape match its load.
+/// The table view of one tensor: its first and last rows decode to load's values (times the scale,
+/// NaN for NaN), and the logits of one hidden row have one entry per row.
+inline void check_gguf_table(const ember::io::GgufFile& file, const ember::io::GgufTensorInfo& t) {
+  const ember::GgmlEmbeddingView view = file.table(t.name, ember::LookupScale::none());
+  require(view.vocab_size() == t.rows() && view.d_model() == t.cols(), "table shape differs");
+  const auto all = file.load<float>(t.name, {.allow_non_finite = true});
+  const std::vector<ember::Index> ids{0, t.rows() - 1};
+  const auto rows = view.forward(ids);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    for (ember::Index c = 0; c < t.cols(); ++c) {
+      const float a = rows(static_cast<ember::Index>(i), c);
+      const float b = all(ids[i], c);
+      require((std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof a) == 0,
+              "a table row differs from load's");
+    }
+  }
+  const auto z = view.logits(ember::RowMatrix<float>::Ones(1, t.cols()));
+  require(z.rows() == 1 && z.cols() == t.rows(), "logits shape differs");
+}
+
+/// Opens a GGUF file, reads every value, loads every tensor as float (checked) and double (NaN
+/// allowed) and views it as a table; every tensor must lie inside the file, aligned, and its shape
+/// match its load.
 inline void fuzz_gguf(const std::uint8_t* data, std::size_t size) {
   const std::string& path = InputFile::instance().write(data, size);
   expect_ok_or_ember_error(path, [&] {
@@ -258,6 +279,7 @@ inline void fuzz_gguf(const std::uint8_t* data, std::size_t size) {
         const auto m = file.load<double>(t.name, {.allow_non_finite = true});
         require(m.rows() == t.rows() && m.cols() == t.cols(), "load<double> shape differs");
       });
+      expect_ok_or_ember_error(path, [&] { check_gguf_table(file, t); });
     }
     expect_ok_or_ember_error(path, [&] {
       const auto v = file.vocabulary();

@@ -107,6 +107,15 @@ void scaled_add_rows(Rows rows, ConstTableRef<T> table, std::span<const Id> ids,
   });
 }
 
+/// Codecs that can also decode a row with non-temporal stores (codec::Ggml):
+/// decode_row_streaming(row, d, s, dst) writes what decode_row writes, dst 32-byte aligned; the
+/// caller ends its rows with stream_fence().
+template <class Codec>
+concept StreamingDecode = requires(const Codec& c, const typename Codec::Unit* row, Index d,
+                                   typename Codec::Value s, typename Codec::Value* dst) {
+  c.decode_row_streaming(row, d, s, dst);
+};
+
 /// ids[n], table[V, d] (any codec) -> out[n, d]: out[i] = store(decode(table[ids[i]]) · scale),
 /// the lookup alone (gather's path when nothing is added). Validated as gather.
 template <class O, class Codec, class Id>
@@ -119,6 +128,31 @@ EMBER_ALWAYS_INLINE void lookup_rows(const CodecRows<Codec>& rows, std::span<con
   const Index ahead = table.ahead;
   const Index row_bytes = table.row_bytes();
   const Id* id_data = ids.data();
+#if EMBER_DETAIL_HAVE_AVX_ROWS
+  if constexpr (std::is_same_v<O, V> && StreamingDecode<Codec>) {
+    // An output of kStreamMinBytes or more would only evict itself from cache: its 32-byte
+    // aligned rows go out with streaming stores (a row that is not aligned, with ordinary ones).
+    if (n * d * static_cast<Index>(sizeof(V)) >= kStreamMinBytes) {
+      parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
+        for (Index i = begin; i < end; ++i) {
+          if (i + ahead < end) {
+            prefetch_row(table.row(static_cast<Index>(id_data[i + ahead])), row_bytes);
+          }
+          const auto id = static_cast<Index>(id_data[i]);
+          EMBER_ASSERT(id >= 0 && id < table.rows);
+          V* dst = out.row(i);
+          if (reinterpret_cast<std::uintptr_t>(dst) % 32 == 0) {
+            table.codec.decode_row_streaming(table.row(id), d, scale, dst);
+          } else {
+            table.decode(id, scale, dst);
+          }
+        }
+        stream_fence();
+      });
+      return;
+    }
+  }
+#endif
   parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
     // A row in the value type, for outputs stored in another type (none otherwise).
     [[maybe_unused]] std::conditional_t<std::is_same_v<O, V>, Index, RowVector<V>> scratch{};

@@ -9,6 +9,7 @@
 #include <Eigen/Core>
 
 #include "ember/config.hpp"
+#include "ember/detail/parallel.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/types.hpp"
 
@@ -41,7 +42,23 @@ void decode_block(const CodecRows<Codec>& table, Index r0, Index len,
     table.decode(r0 + r, typename Codec::Value(1), block.row(r).data());
 }
 
+/// Hidden rows up to which a codec with its own dot product (StreamingDot) reads the encoded table
+/// once, row by row, instead of decoding blocks of rows for a GEMM: the decode-time case, where
+/// a GEMM of a few rows is bound by reading W anyway.
+inline constexpr Index logits_stream_max_rows = 8;
+
+/// Codecs that dot encoded rows with float vectors without storing them decoded (codec::Ggml):
+/// dot_rows(rows, row_stride, count, d, h, h_stride, n, out, out_stride) writes
+/// out[j·out_stride + r] = Σ_c decoded(row r)[c] · h[j·h_stride + c].
+template <class Codec>
+concept StreamingDot = requires(const Codec& c, const typename Codec::Unit* rows, Index i,
+                                const float* h, float* out) {
+  c.dot_rows(rows, i, i, i, h, i, i, out, i);
+};
+
 /// hidden[n, d], W[V, d] -> out[n, V] = hidden · Wᵀ: one GEMM over a plain table or the master,
+/// the codec's dot_rows over the encoded rows for n <= logits_stream_max_rows (StreamingDot
+/// codecs; chunks of rows split across threads, each logit computed alike whatever the split),
 /// else one GEMM per block of logits_block_rows decoded rows.
 /// Validated by the public logits() callers (hidden n x d, out n x V, out overlapping neither).
 template <class Codec>
@@ -61,6 +78,16 @@ void logits(const LogitsTable<Codec>& w,
       return;
     }
     const Index v = table.rows;
+    if constexpr (StreamingDot<Codec>) {
+      if (hidden.rows() <= logits_stream_max_rows) {
+        parallel_rows(v, v * table.d * hidden.rows(), [&](Index begin, Index end, int /*worker*/) {
+          table.codec.dot_rows(table.row(begin), table.stride, end - begin, table.d, hidden.data(),
+                               hidden.outerStride(), hidden.rows(), out.data() + begin,
+                               out.outerStride());
+        });
+        return;
+      }
+    }
     RowMatrix<V> block(std::min(v, logits_block_rows), table.d);
     for (Index r0 = 0; r0 < v; r0 += logits_block_rows) {
       const Index len = std::min(logits_block_rows, v - r0);

@@ -1,6 +1,7 @@
 /// GGUF files (ggml's model format): a validated, memory-mapped reader of tensors and typed
-/// metadata that decodes F32/F16/BF16, Q4_0...Q8_0 and Q2_K...Q6_K tables bit-identically to ggml,
-/// and an atomic writer that quantizes tables exactly as ggml's reference quantizers do.
+/// metadata that decodes F32/F16/BF16, Q4_0...Q8_0 and Q2_K...Q6_K tables bit-identically to ggml
+/// (loaded, or viewed in place as tables), and an atomic writer that quantizes tables exactly as
+/// ggml's reference quantizers do.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -27,12 +28,14 @@
 
 #include "ember/detail/ggml_blocks.hpp"
 #include "ember/errors.hpp"
+#include "ember/ggml_embedding.hpp"
 #include "ember/io/detail/atomic_write.hpp"
 #include "ember/io/detail/byteorder.hpp"
 #include "ember/io/detail/checks.hpp"
 #include "ember/io/detail/mapped_file.hpp"
 #include "ember/io/ggml_type.hpp"
 #include "ember/io/vocabulary.hpp"
+#include "ember/table.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::io {
@@ -226,6 +229,7 @@ struct GgufLoadOptions {
 /// ```cpp
 /// ember::io::GgufFile f("model.gguf");
 /// ember::RowMatrix<float> wte = f.load<float>("token_embd.weight");  // V x d, decoded
+/// ember::GgmlEmbeddingView tok = f.table("token_embd.weight", ember::LookupScale::none());
 /// ember::io::Vocabulary vocab = f.vocabulary();                     // tokenizer.ggml.tokens
 /// auto ctx = f.get<std::uint32_t>("llama.context_length");
 /// ```
@@ -324,6 +328,26 @@ class GgufFile {
       }
     }
     return out;
+  }
+
+  /// A zero-copy table over tensor `name` (ne[0] = d_model values per row, rows() = ne[1]·ne[2]·
+  /// ne[3] = vocab_size rows), its rows decoded on demand exactly as load<float> decodes them,
+  /// times the lookup scale (√d_model unless `scale` says otherwise; LLaMA-style models use
+  /// LookupScale::none()). The view holds the file mapping (keep_alive()), so it stays valid after
+  /// this GgufFile is destroyed. Values are not checked for NaN or infinity (load() does).
+  /// Throws: KeyError if there is no such tensor; FormatError (at the tensor's data offset) naming
+  ///         the type for a type ember does not decode (IQ*, TQ*, Q8_1, Q8_K, MXFP4, ...);
+  ///         ShapeError for an empty tensor.
+  /// Complexity: O(1); nothing is read or decoded.
+  [[nodiscard]] GgmlEmbeddingView table(const std::string& name, LookupScale scale = {}) const {
+    const GgufTensorInfo& t = decodable(name);
+    return GgmlEmbeddingView(codec::Ggml(t.type), file_->data() + t.offset, t.rows(), t.cols(),
+                             static_cast<Index>(t.row_bytes), file_, scale);
+  }
+  /// table(name) with the lookup scale `scale` (LookupScale::constant(scale)).
+  /// Throws: as table(name); ValueError unless scale is finite.
+  [[nodiscard]] GgmlEmbeddingView table(const std::string& name, float scale) const {
+    return table(name, LookupScale::constant(static_cast<double>(scale)));
   }
 
   // ---- metadata ------------------------------------------------------------------------------

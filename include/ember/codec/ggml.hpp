@@ -1,0 +1,96 @@
+/// codec::Ggml: rows stored in one of ggml's block formats (Q4_0 ... Q8_0, Q2_K ... Q6_K) or its
+/// plain F32/F16/BF16, chosen at run time, decoded bit for bit as ggml dequantizes them: the codec
+/// of GgmlEmbeddingView and of GgufFile::table.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ember/config.hpp"
+#include "ember/detail/ggml_blocks.hpp"
+#include "ember/detail/ggml_rows.hpp"
+#include "ember/errors.hpp"
+#include "ember/io/ggml_type.hpp"
+#include "ember/types.hpp"
+
+namespace ember::inline EMBER_ISA::codec {
+
+/// A row of d values stored as ggml stores a row of a tensor of type `type()`: d / block_size
+/// blocks of ggml-common.h's layout (for Q4_K at d = 4096, 16 super-blocks of 144 bytes), or d
+/// little-endian F32/F16/BF16 values. The interface is described in codec/plain.hpp; units are
+/// bytes, so a table of this codec is a view of row bytes (element_rows is false).
+///
+/// Decoding at lookup scale s gives float(ggml's dequantized value) · s: the value is exactly
+/// ggml's dequantize_row_* output (detail/ggml_blocks.hpp, tested against ggml's own bytes and
+/// floats), and s is applied to it in one more rounding, never folded into a block's scale.
+///
+/// Tied logits of up to 8 hidden rows read each encoded row once and dot it with the hidden rows
+/// as it is decoded (dot_rows); more hidden rows decode blocks of rows for a GEMM.
+///
+/// Thread safety: a codec is an immutable value.
+class Ggml {
+ public:
+  using Unit = std::uint8_t;
+  using Value = float;
+  static constexpr bool element_rows = false;
+  static constexpr bool is_plain = false;
+  static constexpr const char* family = "GgmlEmbedding";
+  static constexpr const char* view_family = "GgmlEmbeddingView";
+
+  /// The codec of `type`.
+  /// Throws: ValueError naming the type unless ember decodes it (io::ggml_type_decodes: F32, F16,
+  ///         BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K ... Q6_K).
+  explicit Ggml(io::GgmlType type) : type_(checked(type)) {}
+
+  /// The ggml type of the rows.
+  [[nodiscard]] io::GgmlType type() const noexcept { return static_cast<io::GgmlType>(type_); }
+  /// ggml's name of the type ("q4_K", "f16", ...).
+  [[nodiscard]] const char* name() const noexcept {
+    return detail::ggml::traits(type_).name.data();
+  }
+  /// Bytes of a row of d values: d / block_size blocks (ggml_row_size).
+  [[nodiscard]] Index units_per_row(Index d) const noexcept {
+    return detail::ggml::row_bytes(type_, d);
+  }
+  /// True when d is a whole number of blocks (any d for F32, F16 and BF16).
+  [[nodiscard]] bool holds_width(Index d) const noexcept {
+    return d % detail::ggml::traits(type_).block_size == 0;
+  }
+
+  /// dst[c] = ggml's dequantized value c of the row · s, for the d columns.
+  EMBER_ALWAYS_INLINE void decode_row(const std::uint8_t* row, Index d, float s, float* dst) const {
+    detail::ggml::decode_row_scaled<false>(type_, row, d, s, dst);
+  }
+
+  /// decode_row with non-temporal stores where the build has AVX2, for outputs too large to stay
+  /// in cache; dst must be 32-byte aligned, and the caller issues an sfence before the output is
+  /// read by another thread.
+  EMBER_ALWAYS_INLINE void decode_row_streaming(const std::uint8_t* row, Index d, float s,
+                                                float* dst) const {
+    detail::ggml::decode_row_scaled<true>(type_, row, d, s, dst);
+  }
+
+  /// out[j·out_stride + r] = Σ_c decoded(row r)[c] · h[j·h_stride + c] for `count` rows starting
+  /// at `rows` (row_stride bytes apart) and n vectors h: detail::ggml::dot_rows, which documents
+  /// the summation order and its error bound.
+  void dot_rows(const std::uint8_t* rows, Index row_stride, Index count, Index d, const float* h,
+                Index h_stride, Index n, float* out, Index out_stride) const {
+    detail::ggml::dot_rows(type_, rows, row_stride, count, d, h, h_stride, n, out, out_stride);
+  }
+
+ private:
+  static detail::ggml::Type checked(io::GgmlType type) {
+    if (!io::ggml_type_decodes(type)) {
+      throw ValueError("codec::Ggml: ember does not decode ggml type " +
+                           std::string(io::to_string(type)) + " (id " +
+                           std::to_string(static_cast<std::uint32_t>(type)) + ")",
+                       static_cast<double>(static_cast<std::uint32_t>(type)));
+    }
+    return io::detail::kernel_type(type);
+  }
+
+  detail::ggml::Type type_;
+};
+
+}  // namespace ember::inline EMBER_ISA::codec
