@@ -1,7 +1,8 @@
 // neighbours: nearest neighbours and analogies over a word2vec / GloVe file, as gensim answers
-// them.
+// them, or over the token table of a GGUF model (token_embd.weight, named by the file's tokenizer
+// tokens).
 //
-//   neighbours FILE --format w2v-bin|w2v-text|glove [--topn K] WORD...
+//   neighbours FILE --format w2v-bin|w2v-text|glove|gguf [--topn K] WORD...
 //   neighbours FILE --format ... [--topn K] [--cosmul] --analogy A B C   (B - A + C)
 //
 // Prints `word<TAB>score` lines (score to 6 decimals); exits non-zero on any error.
@@ -12,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <ember/io/gguf.hpp>
 #include <ember/io/word2vec.hpp>
 #include <ember/query/similarity.hpp>
 
@@ -24,7 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("FILE", file, "word-vector file")->required();
   app.add_option("--format", format, "file format")
       ->required()
-      ->check(CLI::IsMember({"w2v-bin", "w2v-text", "glove"}));
+      ->check(CLI::IsMember({"w2v-bin", "w2v-text", "glove", "gguf"}));
   app.add_option("--topn", topn, "neighbours per query (default 10)")->check(CLI::PositiveNumber);
   auto* a = app.add_option("--analogy", analogy, "A B C: A is to B as C is to ? (B - A + C)")
                 ->expected(3);
@@ -40,11 +42,19 @@ int main(int argc, char** argv) {
   }
 
   try {
-    const auto fmt = format == "w2v-bin"    ? ember::io::WordFormat::word2vec_binary
-                     : format == "w2v-text" ? ember::io::WordFormat::word2vec_text
-                                            : ember::io::WordFormat::glove;
-    auto wv = ember::io::load_word_vectors<float>(file, fmt);
-    const ember::query::Neighbours<float> nn(wv.vectors, std::move(wv.vocab));
+    const ember::query::Neighbours<float> nn = [&] {
+      if (format == "gguf") {
+        // The token table as ggml stores it (any type ember decodes), decoded once to be indexed.
+        const ember::io::GgufFile gguf(file);
+        const ember::GgmlEmbeddingView tokens = gguf.table("token_embd.weight");
+        return ember::query::Neighbours<float>(tokens.dequantize(), gguf.vocabulary());
+      }
+      const auto fmt = format == "w2v-bin"    ? ember::io::WordFormat::word2vec_binary
+                       : format == "w2v-text" ? ember::io::WordFormat::word2vec_text
+                                              : ember::io::WordFormat::glove;
+      auto wv = ember::io::load_word_vectors<float>(file, fmt);
+      return ember::query::Neighbours<float>(wv.vectors, std::move(wv.vocab));
+    }();
     auto print = [&](const std::vector<ember::query::Neighbour<float>>& result) {
       for (const auto& r : result)
         std::printf("%s\t%.6f\n", nn.word(r.id).c_str(), static_cast<double>(r.score));
