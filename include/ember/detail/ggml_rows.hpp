@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "ember/config.hpp"
 #include "ember/detail/ggml_blocks.hpp"
@@ -21,10 +23,10 @@
 #define EMBER_DETAIL_GGML_AVX2 0
 #endif
 
-// The helpers of ggml_blocks.hpp these kernels call per block (load_half, scale_min_k4, ...) are
-// compiled with contraction off; GCC inlines only functions built with the same options, so the
-// kernels here use the same setting (they need nothing else: their products are kept rounded by
-// detail::rounded's empty asm, and the dot products ask for fused multiply-adds explicitly).
+// The helpers of ggml_blocks.hpp these kernels call per block (scale_min_k4, q3_k_scales, load_u32,
+// ...) are compiled with contraction off; GCC inlines only functions built with the same options,
+// so the kernels here use the same setting (they need nothing else: their products are kept rounded
+// by detail::rounded's empty asm, and the dot products ask for fused multiply-adds explicitly).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
@@ -39,12 +41,11 @@ inline constexpr Index dot_group = 4;
 #if EMBER_DETAIL_GGML_AVX2
 namespace avx2 {
 
-// Each block decoder below hands its decoded values to a sink, 32 consecutive columns at a time
-// as four vectors of 8 (sink.put32(c, y0, y1, y2, y3), columns c..c+31 of the row), computed with
-// the operations of the reference decoder of ggml_blocks.hpp in the same order: code · scale
-// rounded, then the offset added (detail::rounded's empty asm keeps the product from being fused
-// into a multiply-add). The plain types hand over the last d mod 32 values one at a time
-// (sink.put1(c, y)).
+// Each block decoder below hands a row to a sink 32 consecutive columns at a time (columns c ..
+// c+31), as integer codes with their scales (sink.codes(c, Codes32)): column c + i stands for
+// (q_i - k) · a + b with the (a, b) of its half (columns 0-15 or 16-31), the reference decoder's
+// value when the product is rounded before b is added. The plain types hand over float values
+// (sink.put32(c, y0, y1, y2, y3)), and the last d mod 32 of them one at a time (sink.put1(c, y)).
 
 /// float(q) · a for 8 integer codes.
 EMBER_ALWAYS_INLINE __m256 times(__m256i q, __m256 a) noexcept {
@@ -58,12 +59,6 @@ EMBER_ALWAYS_INLINE __m256 times_plus(__m256i q, __m256 a, __m256 b) noexcept {
   return _mm256_add_ps(p, b);
 }
 
-/// The 16 bytes of v as two vectors of 8 unsigned 32-bit codes (bytes 0-7, then 8-15).
-EMBER_ALWAYS_INLINE void widen(__m128i v, __m256i& lo, __m256i& hi) noexcept {
-  lo = _mm256_cvtepu8_epi32(v);
-  hi = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
-}
-
 EMBER_ALWAYS_INLINE __m128i load16(const std::uint8_t* p) noexcept {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
@@ -74,35 +69,47 @@ EMBER_ALWAYS_INLINE __m128i bits(__m128i v, int shift, int mask) noexcept {
                        _mm_set1_epi8(static_cast<char>(mask)));
 }
 
-/// Codes of 32 columns whose scale and offset change every 16 columns: y = code · a + b per half
-/// (b absent: code · a alone, as the reference decoders of those types compute).
-template <bool Offset, class Sink>
-EMBER_ALWAYS_INLINE void put_halves(Sink& sink, Index c, __m128i first, __m128i second, float a0,
-                                    float b0, float a1, float b1) {
-  __m256i q0, q1, q2, q3;
-  widen(first, q0, q1);
-  widen(second, q2, q3);
-  const __m256 va0 = _mm256_set1_ps(a0), va1 = _mm256_set1_ps(a1);
-  if constexpr (Offset) {
-    const __m256 vb0 = _mm256_set1_ps(b0), vb1 = _mm256_set1_ps(b1);
-    sink.put32(c, times_plus(q0, va0, vb0), times_plus(q1, va0, vb0), times_plus(q2, va1, vb1),
-               times_plus(q3, va1, vb1));
-  } else {
-    sink.put32(c, times(q0, va0), times(q1, va0), times(q2, va1), times(q3, va1));
+/// 32 columns as byte codes: bytes[0] holds the codes of columns c..c+15, bytes[1] those of
+/// c+16..c+31 (unsigned, or signed when Signed); column c + i is (q_i - k) · a0 (+ b0) for i < 16
+/// and (q_i - k) · a1 (+ b1) above. Offset: b0 and b1 are added (k is 0 then); Same: a1 == a0 and
+/// b1 == b0 (one scale for the 32 columns).
+template <bool Offset, bool Same, bool Signed = false>
+struct Codes32 {
+  __m128i bytes[2];
+  int k;
+  float a0, b0, a1, b1;
+  /// The codes of columns c + 8i .. c + 8i + 7 as 32-bit integers.
+  [[nodiscard]] EMBER_ALWAYS_INLINE __m256i codes8(int i) const noexcept {
+    const __m128i v = i % 2 == 0 ? bytes[i / 2] : _mm_srli_si128(bytes[i / 2], 8);
+    return Signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
   }
+  /// The reference value of columns c + 8i .. c + 8i + 7: (q - k) · a, rounded, (+ b).
+  [[nodiscard]] EMBER_ALWAYS_INLINE __m256 value(int i) const noexcept {
+    const __m256i q = codes8(i);
+    const __m256i v = k != 0 ? _mm256_sub_epi32(q, _mm256_set1_epi32(k)) : q;
+    const bool second = !Same && i >= 2;
+    const __m256 a = _mm256_set1_ps(second ? a1 : a0);
+    if constexpr (Offset) {
+      return times_plus(v, a, _mm256_set1_ps(second ? b1 : b0));
+    } else {
+      return times(v, a);
+    }
+  }
+};
+
+/// Hands 32 columns given as bytes of codes (columns c..c+15 in `first`, c+16..c+31 in `second`)
+/// to the sink.
+template <bool Offset, bool Same, class Sink>
+EMBER_ALWAYS_INLINE void put_bytes(Sink& sink, Index c, __m128i first, __m128i second, int k,
+                                   float a0, float b0, float a1, float b1) {
+  sink.codes(c, Codes32<Offset, Same>{{first, second}, k, a0, b0, a1, b1});
 }
 
-/// Codes 0..15 of 32 columns (bytes `first`, then `second`) minus `bias`, times a (Q4_0, Q5_0).
-template <class Sink>
-EMBER_ALWAYS_INLINE void put_centered(Sink& sink, Index c, __m128i first, __m128i second, int bias,
-                                      float a) {
-  __m256i q0, q1, q2, q3;
-  widen(first, q0, q1);
-  widen(second, q2, q3);
-  const __m256i vb = _mm256_set1_epi32(bias);
-  const __m256 va = _mm256_set1_ps(a);
-  sink.put32(c, times(_mm256_sub_epi32(q0, vb), va), times(_mm256_sub_epi32(q1, vb), va),
-             times(_mm256_sub_epi32(q2, vb), va), times(_mm256_sub_epi32(q3, vb), va));
+/// The fp16 value at p, converted by F16C (exact, as the reference load_half; NaNs quieted alike).
+EMBER_ALWAYS_INLINE float half_at(const std::uint8_t* p) noexcept {
+  std::uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return _cvtsh_ss(h);
 }
 
 /// The fifth bits of Q5_0/Q5_1: bit e of qh for column e of the block, as 0 or 16 per byte
@@ -125,15 +132,16 @@ EMBER_ALWAYS_INLINE void fifth_bits(std::uint32_t qh, __m128i& first, __m128i& s
 template <class Sink>
 EMBER_ALWAYS_INLINE void q4_0(const std::uint8_t* b, Index c, Sink& sink) {
   const __m128i qs = load16(b + 2);
-  put_centered(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), 8, load_half(b));
+  const float d = half_at(b);
+  put_bytes<false, true>(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), 8, d, 0.0f, d, 0.0f);
 }
 
 template <class Sink>
 EMBER_ALWAYS_INLINE void q4_1(const std::uint8_t* b, Index c, Sink& sink) {
-  const float d = load_half(b);
-  const float m = load_half(b + 2);
+  const float d = half_at(b);
+  const float m = half_at(b + 2);
   const __m128i qs = load16(b + 4);
-  put_halves<true>(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), d, m, d, m);
+  put_bytes<true, true>(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), 0, d, m, d, m);
 }
 
 template <class Sink>
@@ -141,36 +149,33 @@ EMBER_ALWAYS_INLINE void q5_0(const std::uint8_t* b, Index c, Sink& sink) {
   __m128i h0, h1;
   fifth_bits(load_u32(b + 2), h0, h1);
   const __m128i qs = load16(b + 6);
-  put_centered(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0), _mm_or_si128(bits(qs, 4, 0x0F), h1),
-               16, load_half(b));
+  const float d = half_at(b);
+  put_bytes<false, true>(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0),
+                         _mm_or_si128(bits(qs, 4, 0x0F), h1), 16, d, 0.0f, d, 0.0f);
 }
 
 template <class Sink>
 EMBER_ALWAYS_INLINE void q5_1(const std::uint8_t* b, Index c, Sink& sink) {
-  const float d = load_half(b);
-  const float m = load_half(b + 2);
+  const float d = half_at(b);
+  const float m = half_at(b + 2);
   __m128i h0, h1;
   fifth_bits(load_u32(b + 4), h0, h1);
   const __m128i qs = load16(b + 8);
-  put_halves<true>(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0),
-                   _mm_or_si128(bits(qs, 4, 0x0F), h1), d, m, d, m);
+  put_bytes<true, true>(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0),
+                        _mm_or_si128(bits(qs, 4, 0x0F), h1), 0, d, m, d, m);
 }
 
 template <class Sink>
 EMBER_ALWAYS_INLINE void q8_0(const std::uint8_t* b, Index c, Sink& sink) {
-  const __m256 d = _mm256_set1_ps(load_half(b));
-  const std::uint8_t* q = b + 2;
-  auto codes = [&](int k) {
-    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * k)));
-  };
-  sink.put32(c, times(codes(0), d), times(codes(1), d), times(codes(2), d), times(codes(3), d));
+  const float d = half_at(b);
+  sink.codes(c, Codes32<false, true, true>{{load16(b + 2), load16(b + 18)}, 0, d, 0.0f, d, 0.0f});
 }
 
 template <class Sink>
 EMBER_ALWAYS_INLINE void q2_k(const std::uint8_t* b, Index c, Sink& sink) {
   const std::uint8_t* scales = b;
-  const float d = load_half(b + 80);
-  const float min = load_half(b + 82);
+  const float d = half_at(b + 80);
+  const float min = half_at(b + 82);
   int is = 0;
   for (int n = 0; n < 2; ++n) {
     const std::uint8_t* q = b + 16 + 32 * n;
@@ -184,7 +189,8 @@ EMBER_ALWAYS_INLINE void q2_k(const std::uint8_t* b, Index c, Sink& sink) {
       const float ml0 = min * static_cast<float>(s0 >> 4);
       const float dl1 = d * static_cast<float>(s1 & 0xF);
       const float ml1 = min * static_cast<float>(s1 >> 4);
-      put_halves<true>(sink, c, bits(q0, 2 * j, 3), bits(q1, 2 * j, 3), dl0, -ml0, dl1, -ml1);
+      put_bytes<true, false>(sink, c, bits(q0, 2 * j, 3), bits(q1, 2 * j, 3), 0, dl0, -ml0, dl1,
+                             -ml1);
       c += 32;
     }
   }
@@ -192,7 +198,7 @@ EMBER_ALWAYS_INLINE void q2_k(const std::uint8_t* b, Index c, Sink& sink) {
 
 template <class Sink>
 EMBER_ALWAYS_INLINE void q3_k(const std::uint8_t* b, Index c, Sink& sink) {
-  const float d_all = load_half(b + 108);
+  const float d_all = half_at(b + 108);
   int sc[16];
   q3_k_scales(b + 96, sc);
   const __m128i h0 = load16(b);
@@ -207,17 +213,10 @@ EMBER_ALWAYS_INLINE void q3_k(const std::uint8_t* b, Index c, Sink& sink) {
       const float dl0 = d_all * static_cast<float>(sc[is] - 32);
       const float dl1 = d_all * static_cast<float>(sc[is + 1] - 32);
       is += 2;
-      // q - (high bit ? 0 : 4) as (q | high bit << 2) - 4, kept unsigned per byte until widened.
+      // q - (high bit ? 0 : 4) as (q | high bit << 2) - 4.
       const __m128i v0 = _mm_or_si128(bits(q0, 2 * j, 3), _mm_slli_epi16(bits(h0, bit, 1), 2));
       const __m128i v1 = _mm_or_si128(bits(q1, 2 * j, 3), _mm_slli_epi16(bits(h1, bit, 1), 2));
-      __m256i a0, a1, a2, a3;
-      widen(v0, a0, a1);
-      widen(v1, a2, a3);
-      const __m256i vfour = _mm256_set1_epi32(4);
-      const __m256 vd0 = _mm256_set1_ps(dl0), vd1 = _mm256_set1_ps(dl1);
-      sink.put32(c, times(_mm256_sub_epi32(a0, vfour), vd0),
-                 times(_mm256_sub_epi32(a1, vfour), vd0), times(_mm256_sub_epi32(a2, vfour), vd1),
-                 times(_mm256_sub_epi32(a3, vfour), vd1));
+      put_bytes<false, false>(sink, c, v0, v1, 4, dl0, 0.0f, dl1, 0.0f);
       c += 32;
       ++bit;
     }
@@ -240,16 +239,16 @@ EMBER_ALWAYS_INLINE void k4_pair(const std::uint8_t* b, float d, float min, int 
 
 template <class Sink>
 EMBER_ALWAYS_INLINE void q4_k(const std::uint8_t* b, Index c, Sink& sink) {
-  const float d = load_half(b);
-  const float min = load_half(b + 2);
+  const float d = half_at(b);
+  const float min = half_at(b + 2);
   const std::uint8_t* q = b + 16;
   for (int j = 0; j < 4; ++j) {
     float d1, m1, d2, m2;
     k4_pair(b, d, min, j, d1, m1, d2, m2);
     const __m128i r0 = load16(q);
     const __m128i r1 = load16(q + 16);
-    put_halves<true>(sink, c, bits(r0, 0, 0x0F), bits(r1, 0, 0x0F), d1, -m1, d1, -m1);
-    put_halves<true>(sink, c + 32, bits(r0, 4, 0x0F), bits(r1, 4, 0x0F), d2, -m2, d2, -m2);
+    put_bytes<true, true>(sink, c, bits(r0, 0, 0x0F), bits(r1, 0, 0x0F), 0, d1, -m1, d1, -m1);
+    put_bytes<true, true>(sink, c + 32, bits(r0, 4, 0x0F), bits(r1, 4, 0x0F), 0, d2, -m2, d2, -m2);
     q += 32;
     c += 64;
   }
@@ -260,8 +259,8 @@ EMBER_ALWAYS_INLINE void q5_k(const std::uint8_t* b, Index c, Sink& sink) {
   const __m128i h0 = load16(b + 16);
   const __m128i h1 = load16(b + 32);
   const std::uint8_t* ql = b + 48;
-  const float d = load_half(b);
-  const float min = load_half(b + 2);
+  const float d = half_at(b);
+  const float min = half_at(b + 2);
   for (int j = 0; j < 4; ++j) {
     float d1, m1, d2, m2;
     k4_pair(b, d, min, j, d1, m1, d2, m2);
@@ -272,8 +271,8 @@ EMBER_ALWAYS_INLINE void q5_k(const std::uint8_t* b, Index c, Sink& sink) {
     const __m128i lo1 = _mm_or_si128(bits(r1, 0, 0x0F), _mm_slli_epi16(bits(h1, b1, 1), 4));
     const __m128i hi0 = _mm_or_si128(bits(r0, 4, 0x0F), _mm_slli_epi16(bits(h0, b1 + 1, 1), 4));
     const __m128i hi1 = _mm_or_si128(bits(r1, 4, 0x0F), _mm_slli_epi16(bits(h1, b1 + 1, 1), 4));
-    put_halves<true>(sink, c, lo0, lo1, d1, -m1, d1, -m1);
-    put_halves<true>(sink, c + 32, hi0, hi1, d2, -m2, d2, -m2);
+    put_bytes<true, true>(sink, c, lo0, lo1, 0, d1, -m1, d1, -m1);
+    put_bytes<true, true>(sink, c + 32, hi0, hi1, 0, d2, -m2, d2, -m2);
     ql += 32;
     c += 64;
   }
@@ -281,7 +280,7 @@ EMBER_ALWAYS_INLINE void q5_k(const std::uint8_t* b, Index c, Sink& sink) {
 
 template <class Sink>
 EMBER_ALWAYS_INLINE void q6_k(const std::uint8_t* b, Index c, Sink& sink) {
-  const float d = load_half(b + 208);
+  const float d = half_at(b + 208);
   for (int n = 0; n < 2; ++n) {
     const std::uint8_t* ql = b + 64 * n;
     const std::uint8_t* qh = b + 128 + 32 * n;
@@ -302,14 +301,7 @@ EMBER_ALWAYS_INLINE void q6_k(const std::uint8_t* b, Index c, Sink& sink) {
       const int shift = k < 2 ? 0 : 4;
       const __m128i v0 = _mm_or_si128(bits(a, shift, 0x0F), _mm_slli_epi16(bits(g0, 2 * k, 3), 4));
       const __m128i v1 = _mm_or_si128(bits(e, shift, 0x0F), _mm_slli_epi16(bits(g1, 2 * k, 3), 4));
-      __m256i q0, q1, q2, q3;
-      widen(v0, q0, q1);
-      widen(v1, q2, q3);
-      const __m256i bias = _mm256_set1_epi32(32);
-      const __m256 s0 = _mm256_set1_ps(ds[2 * k]);
-      const __m256 s1 = _mm256_set1_ps(ds[2 * k + 1]);
-      sink.put32(c, times(_mm256_sub_epi32(q0, bias), s0), times(_mm256_sub_epi32(q1, bias), s0),
-                 times(_mm256_sub_epi32(q2, bias), s1), times(_mm256_sub_epi32(q3, bias), s1));
+      put_bytes<false, false>(sink, c, v0, v1, 32, ds[2 * k], 0.0f, ds[2 * k + 1], 0.0f);
       c += 32;
     }
   }
@@ -418,6 +410,10 @@ struct ScaledStore {
       _mm256_storeu_ps(dst + c, _mm256_mul_ps(y, vs));
     }
   }
+  template <bool Offset, bool Same, bool Signed>
+  EMBER_ALWAYS_INLINE void codes(Index c, const Codes32<Offset, Same, Signed>& g) const {
+    for (int i = 0; i < 4; ++i) store(c + 8 * i, g.value(i));
+  }
   EMBER_ALWAYS_INLINE void put32(Index c, __m256 y0, __m256 y1, __m256 y2, __m256 y3) const {
     store(c, y0);
     store(c + 8, y1);
@@ -435,56 +431,171 @@ EMBER_ALWAYS_INLINE __m256 multiply_add(__m256 a, __m256 b, __m256 acc) noexcept
 #endif
 }
 
-/// Sink of a dot product with N vectors h[j]: four accumulators per vector (one per group of 8
-/// columns of each 32) while N <= 2, one per vector above, so the chains of dependent adds stay
-/// short; the columns of a plain type's tail go to a scalar sum per vector.
+/// The sum of the 8 lanes of v, in pairs (through memory: with the shuffle intrinsics here, GCC 12
+/// at -O2 lost the stores of the caller of a function inlining this).
+EMBER_ALWAYS_INLINE float lane_sum(__m256 v) noexcept {
+  alignas(32) float l[8];
+  _mm256_store_ps(l, v);
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+#if defined(__AVX512F__)
+/// The vector type of a dot product's accumulators: 16 lanes where the build has AVX-512F.
+using DotVector = __m512;
+EMBER_ALWAYS_INLINE __m512 dot_zero() noexcept { return _mm512_setzero_ps(); }
+/// 16 byte codes as floats.
+template <bool Signed>
+EMBER_ALWAYS_INLINE __m512 code_floats(__m128i bytes) noexcept {
+  return _mm512_cvtepi32_ps(Signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes));
+}
+EMBER_ALWAYS_INLINE __m512 dot_load(const float* x) noexcept { return _mm512_loadu_ps(x); }
+EMBER_ALWAYS_INLINE __m512 dot_mul(__m512 a, __m512 b) noexcept { return _mm512_mul_ps(a, b); }
+EMBER_ALWAYS_INLINE __m512 dot_fma(__m512 a, __m512 b, __m512 c) noexcept {
+  return _mm512_fmadd_ps(a, b, c);
+}
+EMBER_ALWAYS_INLINE __m512 dot_add(__m512 a, __m512 b) noexcept { return _mm512_add_ps(a, b); }
+EMBER_ALWAYS_INLINE __m512 dot_set1(float a) noexcept { return _mm512_set1_ps(a); }
+EMBER_ALWAYS_INLINE float dot_sum(__m512 v) noexcept {
+  return lane_sum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+#else
+using DotVector = __m256;
+EMBER_ALWAYS_INLINE __m256 dot_zero() noexcept { return _mm256_setzero_ps(); }
+EMBER_ALWAYS_INLINE __m256 dot_load(const float* x) noexcept { return _mm256_loadu_ps(x); }
+EMBER_ALWAYS_INLINE __m256 dot_mul(__m256 a, __m256 b) noexcept { return _mm256_mul_ps(a, b); }
+EMBER_ALWAYS_INLINE __m256 dot_fma(__m256 a, __m256 b, __m256 c) noexcept {
+  return multiply_add(a, b, c);
+}
+EMBER_ALWAYS_INLINE __m256 dot_add(__m256 a, __m256 b) noexcept { return _mm256_add_ps(a, b); }
+EMBER_ALWAYS_INLINE __m256 dot_set1(float a) noexcept { return _mm256_set1_ps(a); }
+EMBER_ALWAYS_INLINE float dot_sum(__m256 v) noexcept { return lane_sum(v); }
+#endif
+
+/// Sink of the dot products of a row with N vectors h_j (vector j at h + j · h_stride).
+///
+/// Codes are never turned into the decoded values: over each half of 32 columns (one scale a, one
+/// offset b), Σ_c ((q_c - k) · a + b) · h_c is computed as a · Σ_c q_c · h_c + (b - k · a) · Σ_c
+/// h_c, the sums of h over each 16 columns computed once per call (hsum) and the coefficients b - k
+/// · a of the row collected (coef) and applied when the row ends. The Σ q · h go into vector
+/// accumulators, two per vector h alternating (so consecutive multiply-adds do not wait on each
+/// other) while N <= 2, one per vector above. The plain types' values go into the same accumulators
+/// (8 at a time), the tail of their last 31 columns into a scalar sum.
 template <std::size_t N>
 struct Dots {
-  static constexpr std::size_t lanes = N <= 2 ? 4 : 1;
-  const float* h;  // vector j starts at h + j · h_stride
+  static constexpr std::size_t lanes = N <= 2 ? 2 : 1;
+  const float* h;
   Index h_stride;
-  __m256 acc[N][lanes] = {};
+  const float* hsum;  // hsum[j · groups + g] = Σ of h_j over columns 16g .. 16g + 15
+  Index groups;
+  float* coef;  // coef[g]: the row's b - k · a of columns 16g .. 16g + 15
+  DotVector acc[N][lanes] = {};
+  __m256 acc8[N] = {};
   float tail[N] = {};
 
   EMBER_ALWAYS_INLINE void reset() noexcept {
     for (std::size_t j = 0; j < N; ++j) {
-      for (std::size_t k = 0; k < lanes; ++k) acc[j][k] = _mm256_setzero_ps();
+      for (std::size_t k = 0; k < lanes; ++k) acc[j][k] = dot_zero();
+      acc8[j] = _mm256_setzero_ps();
       tail[j] = 0.0f;
     }
   }
+  [[nodiscard]] EMBER_ALWAYS_INLINE const float* x(std::size_t j, Index c) const noexcept {
+    return h + static_cast<Index>(j) * h_stride + c;
+  }
+  /// Adds a · p into vector j's accumulators, alternating between its two while it has two.
+  EMBER_ALWAYS_INLINE void add(std::size_t j, DotVector p, float a) noexcept {
+    acc[j][0] = dot_fma(p, dot_set1(a), acc[j][0]);
+    if constexpr (lanes == 2) std::swap(acc[j][0], acc[j][1]);
+  }
+
+  template <bool Offset, bool Same, bool Signed>
+  EMBER_ALWAYS_INLINE void codes(Index c, const Codes32<Offset, Same, Signed>& g) noexcept {
+    const Index group = c / 16;
+    coef[group] = Offset ? g.b0 : -static_cast<float>(g.k) * g.a0;
+    coef[group + 1] = Offset ? g.b1 : -static_cast<float>(g.k) * g.a1;
+#if defined(__AVX512F__)
+    const __m512 v0 = code_floats<Signed>(g.bytes[0]);
+    const __m512 v1 = code_floats<Signed>(g.bytes[1]);
+    for (std::size_t j = 0; j < N; ++j) {
+      const __m512 p0 = dot_mul(v0, dot_load(x(j, c)));
+      if constexpr (Same) {
+        add(j, dot_fma(v1, dot_load(x(j, c + 16)), p0), g.a0);
+      } else {
+        add(j, p0, g.a0);
+        add(j, dot_mul(v1, dot_load(x(j, c + 16))), g.a1);
+      }
+    }
+#else
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_cvtepi32_ps(g.codes8(i));
+    for (std::size_t j = 0; j < N; ++j) {
+      const __m256 p0 = dot_fma(v[1], dot_load(x(j, c + 8)), dot_mul(v[0], dot_load(x(j, c))));
+      const __m256 p1 =
+          dot_fma(v[3], dot_load(x(j, c + 24)), dot_mul(v[2], dot_load(x(j, c + 16))));
+      if constexpr (Same) {
+        add(j, dot_add(p0, p1), g.a0);
+      } else {
+        add(j, p0, g.a0);
+        add(j, p1, g.a1);
+      }
+    }
+#endif
+  }
   EMBER_ALWAYS_INLINE void put32(Index c, __m256 y0, __m256 y1, __m256 y2, __m256 y3) noexcept {
     for (std::size_t j = 0; j < N; ++j) {
-      const float* x = h + static_cast<Index>(j) * h_stride + c;
-      acc[j][0] = multiply_add(y0, _mm256_loadu_ps(x), acc[j][0]);
-      acc[j][1 % lanes] = multiply_add(y1, _mm256_loadu_ps(x + 8), acc[j][1 % lanes]);
-      acc[j][2 % lanes] = multiply_add(y2, _mm256_loadu_ps(x + 16), acc[j][2 % lanes]);
-      acc[j][3 % lanes] = multiply_add(y3, _mm256_loadu_ps(x + 24), acc[j][3 % lanes]);
+      const __m256 p0 = multiply_add(y1, _mm256_loadu_ps(x(j, c + 8)),
+                                     _mm256_mul_ps(y0, _mm256_loadu_ps(x(j, c))));
+      const __m256 p1 = multiply_add(y3, _mm256_loadu_ps(x(j, c + 24)),
+                                     _mm256_mul_ps(y2, _mm256_loadu_ps(x(j, c + 16))));
+      acc8[j] = _mm256_add_ps(acc8[j], _mm256_add_ps(p0, p1));
     }
   }
   EMBER_ALWAYS_INLINE void put1(Index c, float y) noexcept {
-    for (std::size_t j = 0; j < N; ++j) tail[j] += y * h[static_cast<Index>(j) * h_stride + c];
+    for (std::size_t j = 0; j < N; ++j) tail[j] += y * *x(j, c);
   }
-  /// The dot product with vector j: the accumulators summed lane by lane, then the 8 lanes in
-  /// pairs (through memory: GCC 12 at -O2 lost the stores of its caller with the shuffle
-  /// intrinsics here), then the tail.
-  [[nodiscard]] EMBER_ALWAYS_INLINE float result(std::size_t j) const noexcept {
-    __m256 v = acc[j][0];
-    for (std::size_t k = 1; k < lanes; ++k) v = _mm256_add_ps(v, acc[j][k]);
-    alignas(32) float l[8];
-    _mm256_store_ps(l, v);
-    return (((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))) + tail[j];
+  /// The dot product with vector j: its accumulators, then the offsets' Σ coef · hsum (codes),
+  /// then the tail (plain types).
+  [[nodiscard]] EMBER_ALWAYS_INLINE float result(std::size_t j, bool coded) const noexcept {
+    DotVector v = acc[j][0];
+    for (std::size_t k = 1; k < lanes; ++k) v = dot_add(v, acc[j][k]);
+    float r = dot_sum(v) + lane_sum(acc8[j]);
+    if (coded) {
+      const float* hs = hsum + static_cast<Index>(j) * groups;
+      __m256 o = _mm256_setzero_ps();
+      Index g = 0;
+      for (; g + 8 <= groups; g += 8) {
+        o = multiply_add(_mm256_loadu_ps(coef + g), _mm256_loadu_ps(hs + g), o);
+      }
+      float rest = 0.0f;
+      for (; g < groups; ++g) rest += coef[g] * hs[g];
+      r += lane_sum(o) + rest;
+    }
+    return r + tail[j];
   }
 };
 
 template <std::size_t N>
 void dot_rows_n(Type type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
                 const float* h, Index h_stride, float* out, Index out_stride) {
-  Dots<N> dots{h, h_stride};
+  const bool coded = traits(type).block_size > 1;
+  const Index groups = coded ? d / 16 : 0;
+  std::vector<float> hsum(static_cast<std::size_t>(groups) * N);
+  std::vector<float> coef(static_cast<std::size_t>(groups));
+  for (std::size_t j = 0; j < N; ++j) {
+    for (Index g = 0; g < groups; ++g) {
+      const float* x = h + static_cast<Index>(j) * h_stride + 16 * g;
+      float s = 0.0f;
+      for (int i = 0; i < 16; ++i) s += x[i];
+      hsum[j * static_cast<std::size_t>(groups) + static_cast<std::size_t>(g)] = s;
+    }
+  }
+  Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
   for (Index r = 0; r < count; ++r) {
     dots.reset();
     feed_row(type, rows + r * row_stride, d, dots);
-    for (std::size_t j = 0; j < N; ++j)
-      out[static_cast<Index>(j) * out_stride + r] = dots.result(j);
+    for (std::size_t j = 0; j < N; ++j) {
+      out[static_cast<Index>(j) * out_stride + r] = dots.result(j, coded);
+    }
   }
 }
 
