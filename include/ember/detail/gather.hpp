@@ -132,11 +132,14 @@ EMBER_ALWAYS_INLINE void lookup_rows(const CodecRows<Codec>& rows, std::span<con
   if constexpr (std::is_same_v<O, V> && StreamingDecode<Codec>) {
     // An output of kStreamMinBytes or more would only evict itself from cache: its 32-byte
     // aligned rows go out with streaming stores (a row that is not aligned, with ordinary ones).
+    // Decoding takes long enough that the hardware prefetchers never get ahead of a short row,
+    // so the whole of one of up to 4 KiB is asked for.
     if (n * d * static_cast<Index>(sizeof(V)) >= kStreamMinBytes) {
+      const Index head = row_bytes <= 4096 ? row_bytes : kPrefetchHeadBytes;
       parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
         for (Index i = begin; i < end; ++i) {
           if (i + ahead < end) {
-            prefetch_row(table.row(static_cast<Index>(id_data[i + ahead])), row_bytes);
+            prefetch_row(table.row(static_cast<Index>(id_data[i + ahead])), row_bytes, head);
           }
           const auto id = static_cast<Index>(id_data[i]);
           EMBER_ASSERT(id >= 0 && id < table.rows);
