@@ -65,13 +65,13 @@ namespace ember::inline EMBER_ISA::detail::ggml {
   const float scale_to_zero = 0x1.0p-110f;
   const float scaled = std::fabs(f) * scale_to_inf;
   float base = scaled * scale_to_zero;
-  const std::uint32_t w = std::bit_cast<std::uint32_t>(f);
+  const auto w = std::bit_cast<std::uint32_t>(f);
   const std::uint32_t shl1_w = w + w;
   const std::uint32_t sign = w & 0x80000000u;
   std::uint32_t bias = shl1_w & 0xFF000000u;
   if (bias < 0x71000000u) bias = 0x71000000u;
   base = std::bit_cast<float>((bias >> 1) + 0x07800000u) + base;
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(base);
+  const auto bits = std::bit_cast<std::uint32_t>(base);
   const std::uint32_t exp_bits = (bits >> 13) & 0x00007C00u;
   const std::uint32_t mantissa_bits = bits & 0x00000FFFu;
   const std::uint32_t nonsign = exp_bits + mantissa_bits;
@@ -86,7 +86,7 @@ namespace ember::inline EMBER_ISA::detail::ggml {
 /// Float -> bfloat16 as ggml_compute_fp32_to_bf16: round to nearest even; a NaN keeps its top 16
 /// bits with the quiet bit forced on.
 [[nodiscard]] inline std::uint16_t fp32_to_bf16(float f) noexcept {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const auto u = std::bit_cast<std::uint32_t>(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 64u);
   return static_cast<std::uint16_t>((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
 }
@@ -302,7 +302,7 @@ inline void decode_q2_k(const std::uint8_t* b, float* y) noexcept {
         const std::uint8_t sc = scales[is++];
         const float dl = d * static_cast<float>(sc & 0xF);
         const float ml = min * static_cast<float>(sc >> 4);
-        const std::uint8_t* qq = q + 16 * half;
+        const std::uint8_t* qq = q + static_cast<std::ptrdiff_t>(16 * half);
         for (int l = 0; l < 16; ++l) {
           const float p = dl * static_cast<float>((qq[l] >> shift) & 3);
           y[l] = p - ml;
@@ -340,8 +340,8 @@ inline void decode_q3_k(const std::uint8_t* b, float* y) noexcept {
     for (int j = 0; j < 4; ++j) {
       for (int half = 0; half < 2; ++half) {
         const float dl = d_all * static_cast<float>(sc[is++] - 32);
-        const std::uint8_t* qq = q + 16 * half;
-        const std::uint8_t* hh = hm + 16 * half;
+        const std::uint8_t* qq = q + static_cast<std::ptrdiff_t>(16 * half);
+        const std::uint8_t* hh = hm + static_cast<std::ptrdiff_t>(16 * half);
         for (int l = 0; l < 16; ++l) {
           // q - (high bit ? 0 : 4), without a branch.
           const int v = ((qq[l] >> shift) & 3) + (((hh[l] >> bit) & 1) << 2) - 4;
@@ -849,14 +849,15 @@ inline void encode_q2_k(const float* x, std::uint8_t* b) noexcept {
   std::uint8_t L[qk_k];
   std::uint8_t Laux[16];
   float weights[16];
-  float mins[qk_k / 16];
-  float sc[qk_k / 16];
+  float mins[qk_k / 16] = {};
+  float sc[qk_k / 16] = {};
   const float q4scale = 15.f;
   float max_scale = 0;
   float max_min = 0;
   for (int j = 0; j < qk_k / 16; ++j) {
     for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-    sc[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f,
+    sc[j] = make_qkx2_quants(16, 3, x + static_cast<std::ptrdiff_t>(16 * j), weights,
+                             L + static_cast<std::ptrdiff_t>(16 * j), &mins[j], Laux, -0.5f, 0.1f,
                              15, true);
     if (sc[j] > max_scale) max_scale = sc[j];
     if (mins[j] > max_min) max_min = mins[j];
@@ -905,11 +906,12 @@ inline void encode_q3_k(const float* x, std::uint8_t* b) noexcept {
   std::uint8_t* hmask = b;
   std::uint8_t* scales = b + 96;
   std::int8_t L[qk_k];
-  float sc[qk_k / 16];
+  float sc[qk_k / 16] = {};
   float max_scale = 0;
   float amax = 0;
   for (int j = 0; j < qk_k / 16; ++j) {
-    sc[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+    sc[j] = make_q3_quants(16, 4, x + static_cast<std::ptrdiff_t>(16 * j),
+                           L + static_cast<std::ptrdiff_t>(16 * j));
     const float scale = std::fabs(sc[j]);
     if (scale > amax) {
       amax = scale;
@@ -951,10 +953,10 @@ inline void encode_q3_k(const float* x, std::uint8_t* b) noexcept {
   std::memset(hmask, 0, qk_k / 8);
   int m = 0;
   unsigned hm = 1;
-  for (int j = 0; j < qk_k; ++j) {
-    if (L[j] > 3) {
+  for (std::int8_t& l : L) {
+    if (l > 3) {
       hmask[m] = static_cast<std::uint8_t>(hmask[m] | hm);
-      L[j] = static_cast<std::int8_t>(L[j] - 4);
+      l = static_cast<std::int8_t>(l - 4);
     }
     if (++m == qk_k / 8) {
       m = 0;
@@ -980,7 +982,8 @@ inline void k4_scales(const float* x, int nmax, float rmin, int nstep, std::uint
     }
     const float av_x = std::sqrt(sum_x2 / 32);
     for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-    scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin,
+    scales[j] = make_qkx2_quants(32, nmax, x + static_cast<std::ptrdiff_t>(32 * j), weights,
+                                 L + static_cast<std::ptrdiff_t>(32 * j), &mins[j], Laux, rmin,
                                  0.1f, nstep, false);
     if (scales[j] > max_scale) max_scale = scales[j];
     if (mins[j] > max_min) max_min = mins[j];
@@ -1091,7 +1094,8 @@ inline void encode_q6_k(const float* x, std::uint8_t* b) noexcept {
   float max_scale = 0;
   float max_abs_scale = 0;
   for (int ib = 0; ib < qk_k / 16; ++ib) {
-    const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+    const float scale = make_qx_quants(16, 32, x + static_cast<std::ptrdiff_t>(16 * ib),
+                                       L + static_cast<std::ptrdiff_t>(16 * ib));
     scales[ib] = scale;
     const float abs_scale = std::fabs(scale);
     if (abs_scale > max_abs_scale) {

@@ -63,6 +63,10 @@ EMBER_ALWAYS_INLINE __m128i load16(const std::uint8_t* p) noexcept {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
 
+EMBER_ALWAYS_INLINE __m256i load32(const std::uint8_t* p) noexcept {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
 /// Each byte of v shifted right by `shift` (0..7), then masked.
 EMBER_ALWAYS_INLINE __m128i bits(__m128i v, int shift, int mask) noexcept {
   return _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(shift)),
@@ -321,7 +325,7 @@ EMBER_ALWAYS_INLINE void plain_row(Index d, Sink& sink, Load8 load8, Load1 load1
 template <class Sink>
 EMBER_ALWAYS_INLINE void f32_row(const std::uint8_t* row, Index d, Sink& sink) {
   plain_row(
-      d, sink, [&](Index k) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k); },
+      d, sink, [&](Index k) { return _mm256_castsi256_ps(load32(row + 4 * k)); },
       [&](Index k) { return std::bit_cast<float>(load_u32(row + 4 * k)); });
 }
 

@@ -552,8 +552,8 @@ class GgufFile {
       }
       fail(4, why);
     }
-    const std::uint64_t n_tensors = cur.u<std::uint64_t>("the tensor count");
-    const std::uint64_t n_kv = cur.u<std::uint64_t>("the metadata count");
+    const auto n_tensors = cur.u<std::uint64_t>("the tensor count");
+    const auto n_kv = cur.u<std::uint64_t>("the metadata count");
     // The smallest entries: a key is 8 (length) + 1 + 4 (type) + 1 (u8 value) bytes; a tensor
     // 8 (name length) + 4 (dims) + 4 (type) + 8 (offset). Checked before anything is reserved.
     constexpr std::uint64_t min_kv = 14;
@@ -982,15 +982,16 @@ class GgufWriter {
 
   template <class I>
   static constexpr GgufValueType integer_type() {
+    constexpr bool is_signed = std::is_signed_v<I>;  // named: cppcheck misparses it inline
     if constexpr (sizeof(I) == 1) {
-      return std::is_signed_v<I> ? GgufValueType::INT8 : GgufValueType::UINT8;
+      return is_signed ? GgufValueType::INT8 : GgufValueType::UINT8;
     } else if constexpr (sizeof(I) == 2) {
-      return std::is_signed_v<I> ? GgufValueType::INT16 : GgufValueType::UINT16;
+      return is_signed ? GgufValueType::INT16 : GgufValueType::UINT16;
     } else if constexpr (sizeof(I) == 4) {
-      return std::is_signed_v<I> ? GgufValueType::INT32 : GgufValueType::UINT32;
+      return is_signed ? GgufValueType::INT32 : GgufValueType::UINT32;
     } else {
       static_assert(sizeof(I) == 8, "GgufWriter::metadata: integers of 1, 2, 4 or 8 bytes");
-      return std::is_signed_v<I> ? GgufValueType::INT64 : GgufValueType::UINT64;
+      return is_signed ? GgufValueType::INT64 : GgufValueType::UINT64;
     }
   }
 
