@@ -259,16 +259,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
-      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
-      if (r.run_type != Run::RT_Iteration && !median) continue;
-      Value& v = values_[r.run_name.str()];
+      if (!ember_bench::MedianOf::wanted(r)) continue;
       const auto it = r.counters.find("rows/s");
-      const double x = it != r.counters.end() ? it->second.value : r.GetAdjustedCPUTime();
-      if (median) {
-        v.median = x;
-      } else {
-        v.runs.push_back(x);
-      }
+      values_[r.run_name.str()].record(
+          r, it != r.counters.end() ? it->second.value : r.GetAdjustedCPUTime());
     }
   }
 
@@ -297,23 +291,12 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
 
  private:
-  struct Value {
-    double median = -1;
-    std::vector<double> runs;
-  };
   static double ratio(double a, double b) { return a > 0 && b > 0 ? a / b : 0.0; }
   [[nodiscard]] double get(const std::string& name) const {
     const auto it = values_.find(name);
-    if (it == values_.end()) return 0;
-    const Value& v = it->second;
-    if (v.median >= 0) return v.median;
-    if (v.runs.empty()) return 0;
-    std::vector<double> s = v.runs;
-    std::sort(s.begin(), s.end());
-    const std::size_t m = s.size() / 2;
-    return s.size() % 2 == 1 ? s[m] : 0.5 * (s[m - 1] + s[m]);
+    return it == values_.end() ? 0.0 : it->second.value();
   }
-  std::map<std::string, Value> values_;
+  std::map<std::string, ember_bench::MedianOf> values_;
 };
 
 }  // namespace

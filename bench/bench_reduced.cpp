@@ -152,19 +152,13 @@ class RatioReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
-      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
-      if (r.run_type != Run::RT_Iteration && !median) continue;
+      if (!ember_bench::MedianOf::wanted(r)) continue;
       const std::string name = r.run_name.str();  // without the "_median" suffix
       const auto lt = name.find('<'), gt = name.find('>');
       if (lt == std::string::npos || gt == std::string::npos) continue;
       const auto it = r.counters.find("rows/s");
       if (it == r.counters.end()) continue;
-      Rates& rates = rates_[{name.substr(gt + 1), name.substr(lt + 1, gt - lt - 1)}];
-      if (median) {
-        rates.median = it->second.value;
-      } else {
-        rates.runs.push_back(it->second.value);
-      }
+      rates_[{name.substr(gt + 1), name.substr(lt + 1, gt - lt - 1)}].record(r, it->second.value);
     }
   }
   void print_ratios() const {
@@ -185,19 +179,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
 
  private:
-  struct Rates {
-    double median = -1;        ///< the "median" aggregate, when reported
-    std::vector<double> runs;  ///< every reported iteration run
-    [[nodiscard]] double value() const {
-      if (median >= 0) return median;
-      if (runs.empty()) return 0;
-      std::vector<double> v = runs;
-      std::sort(v.begin(), v.end());
-      const std::size_t m = v.size() / 2;
-      return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-    }
-  };
-  std::map<std::pair<std::string, std::string>, Rates> rates_;
+  std::map<std::pair<std::string, std::string>, ember_bench::MedianOf> rates_;
 };
 
 }  // namespace

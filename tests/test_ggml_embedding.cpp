@@ -22,7 +22,7 @@
 #include "ember/errors.hpp"
 #include "ember/io/gguf.hpp"
 #include "ember/positional.hpp"
-#include "ember/random.hpp"
+#include "support/gguf_fixtures.hpp"
 #include "support/io_files.hpp"
 #include "support/reference.hpp"
 
@@ -38,14 +38,6 @@ constexpr GgmlType ggml_view_types[] = {
     GgmlType::F32,  GgmlType::F16,  GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
     GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
     GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::BF16};
-
-/// A rows x cols table of N(0, 1) values from Random(seed).
-RowMatrix<float> ggml_view_normal(Index rows, Index cols, std::uint64_t seed) {
-  ember::Random rng(seed);
-  RowMatrix<float> t(rows, cols);
-  for (Index i = 0; i < t.size(); ++i) t.data()[i] = static_cast<float>(rng.normal());
-  return t;
-}
 
 /// Writes `table` as the tensor "tok" of `type` to a GGUF file at `path`.
 void ggml_view_write(const std::string& path, const RowMatrix<float>& table, GgmlType type) {
@@ -95,7 +87,7 @@ TEST_CASE("ggml view: lookups are ggml's dequantized rows times the scale, round
   ember_test::ScratchDir dir;
   const Index v = 37;
   const Index d = 512;
-  const RowMatrix<float> table = ggml_view_normal(v, d, 1);
+  const RowMatrix<float> table = ember_test::gguf_normal_table(v, d, 1);
   const auto ids = ember_test::random_ids<int>(50, v, 2);
   // 1100 rows of 512 floats (2.2 MB) take the streaming-store path of large lookups.
   const auto many = ember_test::random_ids<int>(1100, v, 3);
@@ -136,7 +128,7 @@ TEST_CASE("ggml view: the scale is sqrt(d_model) by default, or the one asked fo
           "[ggml_embedding]") {
   ember_test::ScratchDir dir;
   const std::string path = dir.file("q8.gguf");
-  ggml_view_write(path, ggml_view_normal(4, 256, 4), GgmlType::Q8_0);
+  ggml_view_write(path, ember_test::gguf_normal_table(4, 256, 4), GgmlType::Q8_0);
   const ember::io::GgufFile f(path);
   CHECK(f.table("tok").scale() == 16.0f);
   CHECK(f.table("tok", ember::LookupScale::none()).scale() == 1.0f);
@@ -151,7 +143,7 @@ TEST_CASE("ggml view: the plain types take any width", "[ggml_embedding]") {
   for (const GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
     for (const Index d : {Index{1}, Index{13}, Index{300}}) {
       INFO(to_string(t) << " d = " << d);
-      const RowMatrix<float> table = ggml_view_normal(9, d, 5);
+      const RowMatrix<float> table = ember_test::gguf_normal_table(9, d, 5);
       const std::string path = dir.file("plain.gguf");
       ggml_view_write(path, table, t);
       const ember::io::GgufFile f(path);
@@ -159,7 +151,7 @@ TEST_CASE("ggml view: the plain types take any width", "[ggml_embedding]") {
       const GgmlEmbeddingView view = f.table("tok", 3.0f);
       const auto ids = ember_test::random_ids<int>(12, 9, 6);
       CHECK(ember_test::same_bits(view.forward(ids), ggml_view_expected(ref, ids, 3.0f)));
-      const RowMatrix<float> h = ggml_view_normal(3, d, 7);
+      const RowMatrix<float> h = ember_test::gguf_normal_table(3, d, 7);
       check_logits_close(view.logits(h), h, ref);
     }
   }
@@ -168,7 +160,7 @@ TEST_CASE("ggml view: the plain types take any width", "[ggml_embedding]") {
 TEST_CASE("ggml view: a view outlives its GgufFile and the file's name", "[ggml_embedding]") {
   ember_test::ScratchDir dir;
   const std::string path = dir.file("keep.gguf");
-  const RowMatrix<float> table = ggml_view_normal(16, 256, 8);
+  const RowMatrix<float> table = ember_test::gguf_normal_table(16, 256, 8);
   ggml_view_write(path, table, GgmlType::Q4_K);
   RowMatrix<float> ref;
   const GgmlEmbeddingView view = [&] {
@@ -191,7 +183,7 @@ TEST_CASE(
   ember_test::ScratchDir dir;
   const Index v = 21;
   const Index d = 512;
-  const RowMatrix<float> table = ggml_view_normal(v, d, 9);
+  const RowMatrix<float> table = ember_test::gguf_normal_table(v, d, 9);
   for (const GgmlType t : ggml_view_types) {
     INFO(to_string(t));
     const std::string path = dir.file("logits.gguf");
@@ -201,7 +193,8 @@ TEST_CASE(
     const GgmlEmbeddingView view = f.table("tok");
     for (Index n = 1; n <= ember::detail::logits_stream_max_rows; ++n) {
       INFO("n = " << n);
-      const RowMatrix<float> h = ggml_view_normal(n, d, 10 + static_cast<std::uint64_t>(n));
+      const RowMatrix<float> h =
+          ember_test::gguf_normal_table(n, d, 10 + static_cast<std::uint64_t>(n));
       const RowMatrix<float> z = view.logits(h);
       check_logits_close(z, h, w);
       // Into a block of a larger matrix, from a block of a larger matrix: the same bits.
@@ -218,7 +211,7 @@ TEST_CASE(
     // A float master makes them the master's GEMM.
     GgmlEmbeddingView exact = view;
     exact.set_float_master(w);
-    const RowMatrix<float> h = ggml_view_normal(2, d, 30);
+    const RowMatrix<float> h = ember_test::gguf_normal_table(2, d, 30);
     CHECK(ember_test::same_bits(exact.logits(h), ember::EmbeddingView<float>(w).logits(h)));
   }
 }
@@ -232,11 +225,11 @@ TEST_CASE("ggml view: logits of more hidden rows are the decoded table's GEMM, b
     const Index v = t == GgmlType::Q4_K ? ember::detail::logits_block_rows + 37 : 45;
     INFO(to_string(t) << " V = " << v);
     const std::string path = dir.file("gemm.gguf");
-    ggml_view_write(path, ggml_view_normal(v, d, 11), t);
+    ggml_view_write(path, ember_test::gguf_normal_table(v, d, 11), t);
     const ember::io::GgufFile f(path);
     const RowMatrix<float> w = f.load<float>("tok");
     const GgmlEmbeddingView view = f.table("tok");
-    const RowMatrix<float> h = ggml_view_normal(64, d, 12);
+    const RowMatrix<float> h = ember_test::gguf_normal_table(64, d, 12);
     const RowMatrix<float> z = view.logits(h);
     CHECK(ember_test::same_bits(z, ember::EmbeddingView<float>(w).logits(h)));
     check_logits_close(z, h, w);
@@ -247,7 +240,7 @@ TEST_CASE("ggml view: fused positions give forward plus the position rows", "[gg
   ember_test::ScratchDir dir;
   const Index d = 256;
   const std::string path = dir.file("pos.gguf");
-  ggml_view_write(path, ggml_view_normal(30, d, 13), GgmlType::Q5_K);
+  ggml_view_write(path, ember_test::gguf_normal_table(30, d, 13), GgmlType::Q5_K);
   const ember::io::GgufFile f(path);
   const GgmlEmbeddingView view = f.table("tok");
   const ember::SinusoidalEncoding<float> pe(16, d);
@@ -264,7 +257,7 @@ TEST_CASE("ggml view: bags pool the decoded rows as a float table of them would"
   ember_test::ScratchDir dir;
   const Index d = 256;
   const std::string path = dir.file("bag.gguf");
-  ggml_view_write(path, ggml_view_normal(25, d, 15), GgmlType::Q4_1);
+  ggml_view_write(path, ember_test::gguf_normal_table(25, d, 15), GgmlType::Q4_1);
   const ember::io::GgufFile f(path);
   const RowMatrix<float> w = f.load<float>("tok");
   const std::vector<int> ids{1, 4, 4, 9, 24, 0, 7};
@@ -280,7 +273,7 @@ TEST_CASE("ggml view: bags pool the decoded rows as a float table of them would"
 TEST_CASE("ggml view: rows in caller memory, with a row stride", "[ggml_embedding]") {
   const Index v = 6;
   const Index d = 64;
-  const RowMatrix<float> table = ggml_view_normal(v, d, 16);
+  const RowMatrix<float> table = ember_test::gguf_normal_table(v, d, 16);
   const ember::codec::Ggml codec(GgmlType::Q8_0);
   const Index rb = codec.units_per_row(d);
   REQUIRE(rb == 68);
@@ -297,7 +290,8 @@ TEST_CASE("ggml view: rows in caller memory, with a row stride", "[ggml_embeddin
   CHECK(view.row_stride() == stride);
   const std::vector<int> ids{5, 0, 2};
   CHECK(ember_test::same_bits(view.forward(ids), ggml_view_expected(ref, ids, 2.0f)));
-  check_logits_close(view.logits(ggml_view_normal(1, d, 17)), ggml_view_normal(1, d, 17), ref);
+  check_logits_close(view.logits(ember_test::gguf_normal_table(1, d, 17)),
+                     ember_test::gguf_normal_table(1, d, 17), ref);
   // A stride below a packed row is refused.
   CHECK_THROWS_AS(GgmlEmbeddingView(codec, bytes.data(), v, d, rb - 1), ember::ShapeError);
 }
@@ -307,7 +301,7 @@ TEST_CASE("ggml view: bad ids, shapes and types throw ember's errors and write n
   ember_test::ScratchDir dir;
   const Index d = 256;
   const std::string path = dir.file("err.gguf");
-  ggml_view_write(path, ggml_view_normal(10, d, 18), GgmlType::Q4_K);
+  ggml_view_write(path, ember_test::gguf_normal_table(10, d, 18), GgmlType::Q4_K);
   const ember::io::GgufFile f(path);
   const GgmlEmbeddingView view = f.table("tok");
 

@@ -41,13 +41,6 @@ namespace {
 
 namespace gg = ember::detail::ggml;
 
-RowMatrix<float> normal_table(Index rows, Index cols, std::uint64_t seed) {
-  ember::Random rng(seed);
-  RowMatrix<float> t(rows, cols);
-  for (Index i = 0; i < t.size(); ++i) t.data()[i] = static_cast<float>(rng.normal());
-  return t;
-}
-
 bool identical_floats(const RowMatrix<float>& a, const RowMatrix<float>& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() &&
          std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.size()) * 4) == 0;
@@ -154,7 +147,7 @@ TEST_CASE("gguf: every type ember encodes round-trips through a GGUF file, as gg
   ScratchDir dir;
   const Index d = 512;
   const Index V = 5;
-  const RowMatrix<float> table = normal_table(V, d, 1);
+  const RowMatrix<float> table = ember_test::gguf_normal_table(V, d, 1);
   for (const gg::Type kt : gg::codec_types) {
     const auto t = static_cast<GgmlType>(kt);
     INFO(to_string(t));
@@ -221,9 +214,9 @@ TEST_CASE("gguf: a written file holds ggml's quantization of the golden inputs",
 TEST_CASE("gguf: tensors keep the order they were added in and the alignment is honoured",
           "[io][gguf]") {
   ScratchDir dir;
-  const RowMatrix<float> a = normal_table(3, 32, 2);
-  const RowMatrix<double> b = normal_table(2, 256, 3).cast<double>();
-  RowMatrix<float> big = normal_table(10, 64, 4);
+  const RowMatrix<float> a = ember_test::gguf_normal_table(3, 32, 2);
+  const RowMatrix<double> b = ember_test::gguf_normal_table(2, 256, 3).cast<double>();
+  RowMatrix<float> big = ember_test::gguf_normal_table(10, 64, 4);
   GgufWriter w;
   w.metadata("general.alignment", std::uint32_t{64});
   w.add("z.weight", a, GgmlType::Q8_0)
@@ -335,7 +328,7 @@ TEST_CASE(
     "[io][gguf]") {
   ScratchDir dir;
   const std::vector<std::string> tokens = {"<unk>", "<s>", "a", "\xe2\x96\x81the", "a", "<s>"};
-  const RowMatrix<float> table = normal_table(6, 32, 5);
+  const RowMatrix<float> table = ember_test::gguf_normal_table(6, 32, 5);
   GgufWriter w;
   w.metadata("tokenizer.ggml.tokens", tokens).add("token_embd.weight", table, GgmlType::Q8_0);
   w.save(dir.file("vocab.gguf"));
@@ -352,7 +345,7 @@ TEST_CASE(
 
 TEST_CASE("gguf: GgufWriter refuses what it cannot write and writes nothing then", "[io][gguf]") {
   ScratchDir dir;
-  const RowMatrix<float> t96 = normal_table(4, 96, 6);
+  const RowMatrix<float> t96 = ember_test::gguf_normal_table(4, 96, 6);
   GgufWriter w;
   // A width the type's blocks do not divide: ShapeError with the facts, nothing added.
   for (const GgmlType t :
@@ -368,8 +361,8 @@ TEST_CASE("gguf: GgufWriter refuses what it cannot write and writes nothing then
                                            std::string(to_string(t)) + "'s block of 256"));
     }
   }
-  const RowMatrix<float> t40 = normal_table(2, 40, 1);
-  const RowMatrix<float> t256 = normal_table(1, 256, 1);
+  const RowMatrix<float> t40 = ember_test::gguf_normal_table(2, 40, 1);
+  const RowMatrix<float> t256 = ember_test::gguf_normal_table(1, 256, 1);
   CHECK_THROWS_AS(w.add("t", t40, GgmlType::Q8_0), ember::ShapeError);
   w.add("t", t96, GgmlType::Q8_0);                                     // 96 = 3 blocks of 32
   CHECK_THROWS_AS(w.add("t", t96, GgmlType::F32), ember::ValueError);  // duplicate name
@@ -390,7 +383,7 @@ TEST_CASE("gguf: GgufWriter refuses what it cannot write and writes nothing then
   CHECK(f.keys() == std::vector<std::string>{"k"});
 
   // A non-finite value in a table stored as a block type: ValueError at save, no file.
-  RowMatrix<float> bad = normal_table(3, 64, 7);
+  RowMatrix<float> bad = ember_test::gguf_normal_table(3, 64, 7);
   bad(2, 17) = std::numeric_limits<float>::quiet_NaN();
   GgufWriter wb;
   wb.add("bad", bad, GgmlType::Q4_0);

@@ -206,6 +206,36 @@ inline at::Tensor torch_ids(const std::vector<TokenId>& ids) {
 }
 #endif
 
+/// One benchmark's figure over --benchmark_repetitions, for the ratio tables some binaries print
+/// at the end: the "median" aggregate when it is reported (also with
+/// --benchmark_report_aggregates_only), else the median of the reported iterations.
+struct MedianOf {
+  double median = -1;        ///< the "median" aggregate, when reported
+  std::vector<double> runs;  ///< every reported iteration run
+  /// True for the runs a MedianOf takes: iterations and the median aggregate.
+  static bool wanted(const benchmark::BenchmarkReporter::Run& r) {
+    using Run = benchmark::BenchmarkReporter::Run;
+    return r.run_type == Run::RT_Iteration ||
+           (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median");
+  }
+  /// Records x, the figure of the wanted run r.
+  void record(const benchmark::BenchmarkReporter::Run& r, double x) {
+    if (r.run_type == benchmark::BenchmarkReporter::Run::RT_Aggregate) {
+      median = x;
+    } else {
+      runs.push_back(x);
+    }
+  }
+  [[nodiscard]] double value() const {
+    if (median >= 0) return median;
+    if (runs.empty()) return 0;
+    std::vector<double> v = runs;
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+  }
+};
+
 /// main() of every bench binary: sets LibTorch's threads to the run's, records the configuration
 /// in the JSON context, registers the file's benchmarks and runs them.
 inline int run_main(int argc, char** argv, const std::function<void()>& register_all) {

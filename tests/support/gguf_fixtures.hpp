@@ -14,6 +14,15 @@
 
 namespace ember_test {
 
+/// A rows x cols table of N(0, 1) values from ember::Random(seed): the data GGUF tests store.
+inline ember::RowMatrix<float> gguf_normal_table(ember::Index rows, ember::Index cols,
+                                                 std::uint64_t seed) {
+  ember::Random rng(seed);
+  ember::RowMatrix<float> t(rows, cols);
+  for (ember::Index i = 0; i < t.size(); ++i) t.data()[i] = static_cast<float>(rng.normal());
+  return t;
+}
+
 /// The tables of tiny.gguf, kept alive while the writer runs.
 struct TinyGgufTables {
   ember::RowMatrix<float> token_embd;  // 8 x 256, stored as q4_K

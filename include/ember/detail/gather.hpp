@@ -128,51 +128,41 @@ EMBER_ALWAYS_INLINE void lookup_rows(const CodecRows<Codec>& rows, std::span<con
   const Index ahead = table.ahead;
   const Index row_bytes = table.row_bytes();
   const Id* id_data = ids.data();
-#if EMBER_DETAIL_HAVE_AVX_ROWS
-  if constexpr (std::is_same_v<O, V> && StreamingDecode<Codec>) {
-    // An output of kStreamMinBytes or more would only evict itself from cache: its 32-byte
-    // aligned rows go out with streaming stores (a row that is not aligned, with ordinary ones).
-    // Decoding takes long enough that the hardware prefetchers never get ahead of a short row,
-    // so the whole of one of up to 4 KiB is asked for.
-    if (n * d * static_cast<Index>(sizeof(V)) >= kStreamMinBytes) {
-      const Index head = row_bytes <= 4096 ? row_bytes : kPrefetchHeadBytes;
-      parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
-        for (Index i = begin; i < end; ++i) {
-          if (i + ahead < end) {
-            prefetch_row(table.row(static_cast<Index>(id_data[i + ahead])), row_bytes, head);
-          }
-          const auto id = static_cast<Index>(id_data[i]);
-          EMBER_ASSERT(id >= 0 && id < table.rows);
-          V* dst = out.row(i);
-          if (reinterpret_cast<std::uintptr_t>(dst) % 32 == 0) {
-            table.codec.decode_row_streaming(table.row(id), d, scale, dst);
-          } else {
-            table.decode(id, scale, dst);
-          }
-        }
-        stream_fence();
-      });
-      return;
-    }
-  }
-#endif
+  // A codec that can stream its decoded rows (StreamingDecode) does so for an output of
+  // kStreamMinBytes or more, which would only evict itself from cache (a row that is not 32-byte
+  // aligned goes out with ordinary stores). Its decoding takes long enough that the hardware
+  // prefetchers never get ahead of a short row, so the whole of one of up to 4 KiB is asked for.
+  constexpr bool can_stream =
+      EMBER_DETAIL_HAVE_AVX_ROWS && std::is_same_v<O, V> && StreamingDecode<Codec>;
+  const bool stream = can_stream && n * d * static_cast<Index>(sizeof(V)) >= kStreamMinBytes;
+  const Index head = stream && row_bytes <= 4096 ? row_bytes : kPrefetchHeadBytes;
   parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
     // A row in the value type, for outputs stored in another type (none otherwise).
     [[maybe_unused]] std::conditional_t<std::is_same_v<O, V>, Index, RowVector<V>> scratch{};
     if constexpr (!std::is_same_v<O, V>) scratch.resize(d);
     for (Index i = begin; i < end; ++i) {
       if (i + ahead < end) {
-        prefetch_row(table.row(static_cast<Index>(id_data[i + ahead])), row_bytes);
+        prefetch_row(table.row(static_cast<Index>(id_data[i + ahead])), row_bytes, head);
       }
       const auto id = static_cast<Index>(id_data[i]);
       EMBER_ASSERT(id >= 0 && id < table.rows);
       if constexpr (std::is_same_v<O, V>) {
-        table.decode(id, scale, out.row(i));
+        V* dst = out.row(i);
+        if constexpr (can_stream) {
+          if (stream && reinterpret_cast<std::uintptr_t>(dst) % 32 == 0) {
+            table.codec.decode_row_streaming(table.row(id), d, scale, dst);
+            continue;
+          }
+        }
+        table.decode(id, scale, dst);
       } else {
         table.decode(id, scale, scratch.data());
         Eigen::Map<RowVector<O>>(out.row(i), d) = scratch.template cast<O>();
       }
     }
+#if EMBER_DETAIL_HAVE_AVX_ROWS
+    if (stream) stream_fence();
+#endif
   });
 }
 
