@@ -273,7 +273,8 @@ class RowOptimizer {
     ember::detail::check_non_negative(w, "max_gradient", fused.max_gradient);
     ember::detail::check_non_negative(w, "max_norm", fused.max_norm);
     const auto in = detail::prepare_step(where.c_str(), emb, width > 0 ? &state_ : nullptr, width,
-                                         nullptr, dense, options_.check_finite);
+                                         static_cast<const SparseRowGrad<T>*>(nullptr), dense,
+                                         options_.check_finite);
     if (options_.check_finite && checked != nullptr) {
       ember::check_finite(*checked, where + ": grad_out");
     }
