@@ -2,6 +2,8 @@
 // backward followed by step for every optimizer, thread count, padding row, frequency scaling and
 // id width; the tied form; the fused-only options; bad input changes nothing.
 // SPDX-License-Identifier: MIT
+#include <ember/bag.hpp>
+#include <ember/input_stem.hpp>
 #include <ember/optim.hpp>
 
 #include <catch2/catch.hpp>
@@ -269,4 +271,185 @@ TEST_CASE("backward_step on bad input throws and changes nothing", "[optim][fuse
                     ember::StateError);
   }
   unchanged();
+}
+
+// ---- EmbeddingBag::backward_step --------------------------------------------------------------
+
+namespace {
+
+/// Bags of the skewed ids: offsets every `width` ids, one empty bag in the middle.
+std::vector<Index> bag_offsets(Index n, Index width) {
+  std::vector<Index> offsets;
+  for (Index o = 0; o < n; o += width) {
+    offsets.push_back(o);
+    if (o == width) offsets.push_back(o);  // an empty bag
+  }
+  return offsets;
+}
+
+template <class Opt>
+void check_bag_fused(ember::BagMode mode, bool weighted, bool padding, bool freq, Opt fused,
+                     Opt unfused) {
+  using T = float;
+  const Index V = 200, d = 48, n = 900, width = 9;
+  ember::EmbeddingBag<T> a(V, d, mode, 4);
+  if (padding) a.embedding().set_padding_idx(0, false);
+  a.embedding().set_scale_grad_by_freq(freq);
+  ember::EmbeddingBag<T> b = a;
+  for (int k = 0; k < 3; ++k) {
+    const auto ids = skewed_ids(n, V, static_cast<std::uint64_t>(k) + 7);
+    const auto offsets = bag_offsets(n, width);
+    const auto bags = static_cast<Index>(offsets.size());
+    const RowMatrix<T> weights = xorshift_matrix<T>(1, n, 3 + static_cast<std::uint64_t>(k));
+    ember::BagOptions<T> options;
+    if (weighted) options.per_sample_weights = std::span<const T>(weights.data(), n);
+    ember::BagArgmax argmax;
+    const RowMatrix<T> out = a.forward(ids, offsets, options);
+    RowMatrix<T> out_b(bags, d);
+    b.forward(ids, offsets, out_b, options, mode == ember::BagMode::max ? &argmax : nullptr);
+    REQUIRE(same_bits(out, out_b));
+    const RowMatrix<T> grad_out = xorshift_matrix<T>(bags, d, 20 + static_cast<std::uint64_t>(k));
+    std::vector<T> dw_a(weighted ? static_cast<std::size_t>(n) : 0);
+    std::vector<T> dw_b(dw_a.size());
+    const ember::BagArgmax* am = mode == ember::BagMode::max ? &argmax : nullptr;
+    a.backward_step(ids, offsets, grad_out, fused, options, am, {}, std::span<T>(dw_a));
+    ember::SparseRowGrad<T> g;
+    b.backward(ids, offsets, grad_out, g, options, am, std::span<T>(dw_b));
+    unfused.step(b.embedding(), g);
+    INFO("step " << k);
+    REQUIRE(same_bits(a.embedding().weight(), b.embedding().weight()));
+    REQUIRE(dw_a == dw_b);
+    check_same_optimizer<Opt, T>(fused, unfused, V);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("EmbeddingBag::backward_step gives the bits of backward + step in every mode",
+          "[optim][fused][bag]") {
+  using ember::BagMode;
+  struct Case {
+    BagMode mode;
+    bool weighted, padding, freq;
+  };
+  for (const Case c :
+       {Case{BagMode::sum, false, false, false}, Case{BagMode::sum, true, true, false},
+        Case{BagMode::sum, false, true, true}, Case{BagMode::mean, false, true, false},
+        Case{BagMode::mean, false, false, true}, Case{BagMode::max, false, false, false},
+        Case{BagMode::max, false, true, false}}) {
+    INFO("mode " << ember::to_string(c.mode) << ", weighted " << c.weighted << ", padding "
+                 << c.padding << ", freq " << c.freq);
+    for_each_optimizer<float>([&](auto opt) {
+      check_bag_fused(c.mode, c.weighted, c.padding, c.freq, opt, decltype(opt)(opt));
+    });
+  }
+}
+
+TEST_CASE("EmbeddingBag::backward_step_lengths equals backward_lengths + step",
+          "[optim][fused][bag]") {
+  ember::EmbeddingBag<double> a(30, 5, ember::BagMode::mean, 2);
+  ember::EmbeddingBag<double> b = a;
+  ember::optim::RowwiseAdagrad<double> fused({.lr = 0.3});
+  ember::optim::RowwiseAdagrad<double> unfused({.lr = 0.3});
+  const std::vector<TokenId> ids{1, 4, 4, 29, 0, 1, 7};
+  const std::vector<int> lengths{2, 0, 3, 2};
+  const RowMatrix<double> grad_out = xorshift_matrix<double>(4, 5, 6);
+  a.backward_step_lengths(ids, lengths, grad_out, fused);
+  ember::SparseRowGrad<double> g;
+  b.backward_lengths(ids, lengths, grad_out, g);
+  unfused.step(b.embedding(), g);
+  CHECK(same_bits(a.embedding().weight(), b.embedding().weight()));
+}
+
+TEST_CASE("EmbeddingBag::backward_step on bad input throws and changes nothing",
+          "[optim][fused][bag][errors]") {
+  ember::EmbeddingBag<float> bag(10, 4, ember::BagMode::max, 1);
+  ember::optim::SGD<float> opt({.lr = 0.1});
+  const std::vector<TokenId> ids{1, 2, 3, 4};
+  const std::vector<Index> offsets{0, 2};
+  ember::BagArgmax argmax;
+  RowMatrix<float> out(2, 4);
+  bag.forward(ids, offsets, out, {}, &argmax);
+  const RowMatrix<float> before = bag.embedding().weight();
+  const RowMatrix<float> grad_out = xorshift_matrix<float>(2, 4, 1);
+  CHECK_THROWS_AS(bag.backward_step(ids, offsets, grad_out, opt), ember::StateError);  // no argmax
+  CHECK_THROWS_AS(
+      bag.backward_step(ids, offsets, xorshift_matrix<float>(3, 4, 1), opt, {}, &argmax),
+      ember::ShapeError);
+  CHECK_THROWS_AS(
+      bag.backward_step(std::vector<TokenId>{1, 2, 3, 10}, offsets, grad_out, opt, {}, &argmax),
+      ember::IndexError);
+  bag.embedding().freeze();
+  CHECK_THROWS_AS(bag.backward_step(ids, offsets, grad_out, opt, {}, &argmax), ember::StateError);
+  CHECK(same_bits(bag.embedding().weight(), before));
+  CHECK(opt.step_count() == 0);
+}
+
+// ---- InputStem::backward_step -----------------------------------------------------------------
+
+TEST_CASE("InputStem::backward_step steps the token table with the bits of backward + step",
+          "[optim][fused][input_stem]") {
+  using ember::InputStem;
+  for (const bool with_segments : {false, true}) {
+    InputStem<float> a(120, 32,
+                       {.max_len = 16,
+                        .positions = ember::PositionKind::learned,
+                        .type_vocab_size = 2,
+                        .dropout = 0.2,
+                        .seed = 5,
+                        .dropout_seed = 9});
+    a.tokens().set_padding_idx(3, false);
+    InputStem<float> b = a;
+    ember::optim::Adam<float> fused({.lr = 0.01});
+    ember::optim::Adam<float> unfused({.lr = 0.01});
+    const Index seq_len = 16, n = 4 * seq_len;
+    for (int k = 0; k < 3; ++k) {
+      const auto ids = skewed_ids(n, 120, static_cast<std::uint64_t>(k) + 3);
+      std::vector<TokenId> segs(static_cast<std::size_t>(n));
+      for (Index i = 0; i < n; ++i) segs[static_cast<std::size_t>(i)] = (i / 5) % 2;
+      RowMatrix<float> out_a(n, 32);
+      RowMatrix<float> out_b(n, 32);
+      const auto mask_a =
+          with_segments ? a.forward(ids, segs, seq_len, out_a) : a.forward(ids, seq_len, out_a);
+      const auto mask_b =
+          with_segments ? b.forward(ids, segs, seq_len, out_b) : b.forward(ids, seq_len, out_b);
+      REQUIRE(mask_a.active());
+      REQUIRE(same_bits(out_a, out_b));
+      const RowMatrix<float> grad_out =
+          xorshift_matrix<float>(n, 32, 40 + static_cast<std::uint64_t>(k));
+      ember::InputStemGrads<float> ga;
+      ember::InputStemGrads<float> gb;
+      if (with_segments) {
+        a.backward_step(ids, segs, seq_len, grad_out, ga, mask_a, fused);
+        b.backward(ids, segs, seq_len, grad_out, gb, mask_b);
+      } else {
+        a.backward_step(ids, seq_len, grad_out, ga, mask_a, fused);
+        b.backward(ids, seq_len, grad_out, gb, mask_b);
+      }
+      unfused.step(b.tokens(), gb.tokens);
+      INFO("segments " << with_segments << ", step " << k);
+      CHECK(ga.tokens.empty());
+      REQUIRE(same_bits(a.tokens().weight(), b.tokens().weight()));
+      REQUIRE(ga.positions == gb.positions);
+      REQUIRE(ga.segments == gb.segments);
+      check_same_optimizer<ember::optim::Adam<float>, float>(fused, unfused, 120);
+    }
+  }
+}
+
+TEST_CASE("InputStem::backward_step on a frozen token table throws and changes nothing",
+          "[optim][fused][input_stem][errors]") {
+  ember::InputStem<float> stem(10, 8, {.max_len = 4, .positions = ember::PositionKind::learned});
+  stem.tokens().freeze();
+  ember::optim::SGD<float> opt({.lr = 0.1});
+  const std::vector<TokenId> ids{1, 2, 3, 4};
+  RowMatrix<float> out(4, 8);
+  const auto mask = stem.forward(ids, 4, out);
+  const RowMatrix<float> before = stem.tokens().weight();
+  ember::InputStemGrads<float> grads;
+  CHECK_THROWS_AS(stem.backward_step(ids, 4, xorshift_matrix<float>(4, 8, 1), grads, mask, opt),
+                  ember::StateError);
+  CHECK(same_bits(stem.tokens().weight(), before));
+  CHECK(grads.positions.empty());
+  CHECK(opt.step_count() == 0);
 }

@@ -20,6 +20,7 @@
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/optim/detail/row_state.hpp"
+#include "ember/optim/fused_options.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
@@ -145,17 +146,6 @@ inline void check_lr(ember::detail::Where where, double lr) {
 
 }  // namespace detail
 
-/// Options of a fused backward + step (RowOptimizer::backward_step), FBGEMM's for its fused
-/// embedding updates. Both are off (0) by default, and neither exists on the unfused path.
-struct FusedStepOptions {
-  /// Clamp every element of each row's summed gradient to [-max_gradient, max_gradient] before
-  /// the update (FBGEMM's gradient_clipping with max_gradient); 0 = off. Global-norm clipping
-  /// (ClipGroup) needs the whole gradient before any row moves, so it stays on the unfused path.
-  double max_gradient = 0.0;
-  /// After a row's update, rescale it to L2 norm max_norm if it is longer (PyTorch's renorm
-  /// formula, w *= max_norm / (norm + 1e-7), in double); 0 = off.
-  double max_norm = 0.0;
-};
 
 /// The part every row-wise optimizer shares: the hyper-parameters, the step() forms, the fused
 /// backward + step, the step count and the per-row state. `Derived` provides its `name`
