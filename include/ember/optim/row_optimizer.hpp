@@ -15,6 +15,7 @@
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
 #include "ember/detail/parallel.hpp"
+#include "ember/detail/prefetch.hpp"
 #include "ember/detail/scatter.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/embedding.hpp"
@@ -246,28 +247,54 @@ class RowOptimizer {
     steps_ = 0;
   }
 
-  /// The fused step of any sparse backward (ember's own: EmbeddingBag and InputStem route their
-  /// backward here through optim::backward_step): `rows` says what position p of `ids` (all in
-  /// range, validated) contributes, as for SparseRowGrad's accumulation; `checked` are the
-  /// caller's inputs for the check_finite option (null: none). Validates the table, the dense
-  /// gradient and the options before anything changes.
+  /// Validates a fused step on `emb` before anything changes: the table is not frozen, the
+  /// dense gradient (if any) is V x d, the state fits the table's width, the options are finite
+  /// and >= 0, and with options().check_finite `checked` (the caller's gradient input, may be
+  /// null) holds no NaN or infinity. Throws as backward_step.
+  void fused_check(const Embedding<T>& emb, const Eigen::Ref<const RowMatrix<T>>* checked,
+                   const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused,
+                   ember::detail::Where w) const {
+    const std::string where = w.str();
+    ember::detail::check_non_negative(w, "max_gradient", fused.max_gradient);
+    ember::detail::check_non_negative(w, "max_norm", fused.max_norm);
+    detail::check_step(where.c_str(), emb, static_cast<const SparseRowGrad<T>*>(nullptr), dense);
+    const Index width = self().state_width(emb.d_model());
+    if (width > 0) state_.check_table(where.c_str(), width);
+    if (options_.check_finite) {
+      if (checked != nullptr) ember::check_finite(*checked, where + ": grad_out");
+      if (dense != nullptr) ember::check_finite(*dense, where + ": dense gradient");
+    }
+  }
+
+  /// The fused step of any sparse backward (ember's own: EmbeddingBag, InputStem and
+  /// TableBatchedBags route their backward here): fused_check, then fused_apply.
   template <class Id, class Rows>
   void fused_run(Embedding<T>& emb, std::span<const Id> ids, const Rows& rows, bool needs_scratch,
                  T scale, AccumulateOptions acc, const Eigen::Ref<const RowMatrix<T>>* checked,
                  const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused,
                  ember::detail::Where w) {
-    const std::string where = w.str();
+    fused_check(emb, checked, dense, fused, w);
+    fused_apply(emb, ids, rows, needs_scratch, scale, acc, dense, fused);
+  }
+
+  /// The update of a fused step whose fused_check passed: `rows` says what position p of `ids`
+  /// (all in range) contributes, as for SparseRowGrad's accumulation (a row policy of
+  /// detail/scatter.hpp), scaled by `scale`, with the padding row and frequency scaling of
+  /// `acc`. Throws nothing but std::bad_alloc.
+  template <class Id, class Rows>
+  void fused_apply(Embedding<T>& emb, std::span<const Id> ids, const Rows& rows,
+                   bool needs_scratch, T scale, AccumulateOptions acc,
+                   const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused) {
     const Index d = emb.d_model();
     const Index v = emb.vocab_size();
     const Index width = self().state_width(d);
-    ember::detail::check_non_negative(w, "max_gradient", fused.max_gradient);
-    ember::detail::check_non_negative(w, "max_norm", fused.max_norm);
-    const auto in = detail::prepare_step(where.c_str(), emb, width > 0 ? &state_ : nullptr, width,
-                                         static_cast<const SparseRowGrad<T>*>(nullptr), dense,
-                                         options_.check_finite);
-    if (options_.check_finite && checked != nullptr) {
-      ember::check_finite(*checked, where + ": grad_out");
+    if (width > 0) state_.follow_table(v, width);
+    detail::StepInput<T> in;
+    if (dense != nullptr) {
+      in.dense = dense->data();
+      in.dense_stride = dense->outerStride();
     }
+    in.skip_row = emb.padding_idx() ? *emb.padding_idx() : Index{-1};
     const auto step = self().begin_step(steps_ + 1, d);
     auto table = emb.weight();
     const T clip = static_cast<T>(fused.max_gradient);
@@ -298,8 +325,11 @@ class RowOptimizer {
           [&](Index j, std::span<const Index> positions, T row_scale, T* sum, T* product,
               int worker) {
             T* g = g_rows[worker];
-            ember::detail::add_row_sum(rows, d, positions, row_scale, true, g, sum, product);
             const auto uj = static_cast<std::size_t>(j);
+            // The next row's table and state rows are random too: ask for them while this
+            // row's gradient is summed and its update runs.
+            if (uj + 1 < batch.size()) prefetch_update(table, batch[uj + 1], slots_[uj + 1], width);
+            ember::detail::add_row_sum(rows, d, positions, row_scale, true, g, sum, product);
             apply(static_cast<Index>(batch[uj]), g, slots_[uj], fresh_[uj] != 0);
           });
     } else {
@@ -346,6 +376,7 @@ class RowOptimizer {
 
  private:
   Derived& self() noexcept { return static_cast<Derived&>(*this); }
+  const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
 
   /// The unfused step: the gradient rows the step visits (sparse, dense or both, ascending),
   /// each combined into one row and handed to the rule.
@@ -393,6 +424,18 @@ class RowOptimizer {
       for (auto& row : g_) g_rows_.push_back(row.data());
     }
     return g_rows_.data();
+  }
+
+  // Prefetches the rows an update of `row` (state slot `slot`) reads and writes.
+  template <class Table>
+  void prefetch_update(const Table& table, TokenId row, Index slot, Index width) const noexcept {
+    const Index d = table.cols();
+    const Index bytes = d * static_cast<Index>(sizeof(T));
+    ember::detail::prefetch_row(table.row(static_cast<Index>(row)).data(), bytes, bytes);
+    if (slot < 0) return;
+    const Index state_bytes = width * static_cast<Index>(sizeof(T));
+    for (int p = 0; p < state_.planes(); ++p)
+      ember::detail::prefetch_row(state_.data(p, slot), state_bytes, state_bytes);
   }
 
   static void renorm(T* w, Index d, double max_norm) {

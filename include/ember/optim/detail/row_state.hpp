@@ -33,6 +33,8 @@ class RowState {
   [[nodiscard]] Index size() const noexcept { return static_cast<Index>(row_of_slot_.size()); }
   /// Values per row and plane.
   [[nodiscard]] Index width() const noexcept { return width_; }
+  /// Number of planes (arrays of `width()` values per row).
+  [[nodiscard]] int planes() const noexcept { return static_cast<int>(planes_.size()); }
   /// The slot of `row`, or -1 if it has no state.
   [[nodiscard]] Index slot(Index row) const noexcept {
     if (row < 0 || row >= static_cast<Index>(slot_of_row_.size())) return -1;
