@@ -147,7 +147,6 @@ inline void check_lr(ember::detail::Where where, double lr) {
 
 }  // namespace detail
 
-
 /// The part every row-wise optimizer shares: the hyper-parameters, the step() forms, the fused
 /// backward + step, the step count and the per-row state. `Derived` provides its `name`
 /// ("Adam"), a static `Options validated(const Options&)` that throws ValueError for a bad
@@ -282,9 +281,9 @@ class RowOptimizer {
   /// detail/scatter.hpp), scaled by `scale`, with the padding row and frequency scaling of
   /// `acc`. Throws nothing but std::bad_alloc.
   template <class Id, class Rows>
-  void fused_apply(Embedding<T>& emb, std::span<const Id> ids, const Rows& rows,
-                   bool needs_scratch, T scale, AccumulateOptions acc,
-                   const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused) {
+  void fused_apply(Embedding<T>& emb, std::span<const Id> ids, const Rows& rows, bool needs_scratch,
+                   T scale, AccumulateOptions acc, const Eigen::Ref<const RowMatrix<T>>* dense,
+                   const FusedStepOptions& fused) {
     const Index d = emb.d_model();
     const Index v = emb.vocab_size();
     const Index width = self().state_width(d);
@@ -313,9 +312,16 @@ class RowOptimizer {
     slots_.clear();
     fresh_.clear();
     std::span<const TokenId> batch;
+    // Rows of lead for the prefetches of the rows an update touches at random.
+    const Index lead = ember::detail::prefetch_distance(d * static_cast<Index>(sizeof(T)));
     const auto make_slots = [&](std::span<const TokenId> batch_rows) {
       batch = batch_rows;
-      for (const TokenId r : batch_rows) add_slot(static_cast<Index>(r), width);
+      const std::size_t ahead = static_cast<std::size_t>(lead) * 4;  // a slot entry is 4 bytes
+      for (std::size_t k = 0; k < batch_rows.size(); ++k) {
+        if (width > 0 && k + ahead < batch_rows.size())
+          state_.prefetch_slot(static_cast<Index>(batch_rows[k + ahead]));
+        add_slot(static_cast<Index>(batch_rows[k]), width);
+      }
     };
     const int threads = ember::detail::kernel_threads(static_cast<Index>(ids.size()) * d);
     if (dense == nullptr) {
@@ -326,9 +332,10 @@ class RowOptimizer {
               int worker) {
             T* g = g_rows[worker];
             const auto uj = static_cast<std::size_t>(j);
-            // The next row's table and state rows are random too: ask for them while this
-            // row's gradient is summed and its update runs.
-            if (uj + 1 < batch.size()) prefetch_update(table, batch[uj + 1], slots_[uj + 1], width);
+            // The table and state rows of the rows to come are random too: ask for them
+            // `lead` rows ahead, while this row's gradient is summed and its update runs.
+            const auto next = uj + static_cast<std::size_t>(lead);
+            if (next < batch.size()) prefetch_update(table, batch[next], slots_[next], width);
             ember::detail::add_row_sum(rows, d, positions, row_scale, true, g, sum, product);
             apply(static_cast<Index>(batch[uj]), g, slots_[uj], fresh_[uj] != 0);
           });
