@@ -21,6 +21,7 @@
 #include "ember/detail/table_ref.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
+#include "ember/optim/detail/fused_access.hpp"
 #include "ember/optim/fused_options.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/table.hpp"
@@ -415,7 +416,8 @@ class EmbeddingBag {
                                const optim::FusedStepOptions& fused, const char* where) {
     return [&opt, &grad_out, &fused, where, this](auto ids, const auto& rows, bool needs_scratch,
                                                   AccumulateOptions acc) {
-      opt.fused_run(emb_, ids, rows, needs_scratch, T(1), acc, &grad_out, nullptr, fused, where);
+      optim::detail::FusedStepAccess::run(opt, emb_, ids, rows, needs_scratch, T(1), acc, &grad_out,
+                                          nullptr, fused, where);
     };
   }
 

@@ -20,6 +20,7 @@
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/init.hpp"
+#include "ember/optim/detail/fused_access.hpp"
 #include "ember/optim/fused_options.hpp"
 #include "ember/positional.hpp"
 #include "ember/random.hpp"
@@ -366,8 +367,9 @@ class InputStem {
                                  const optim::FusedStepOptions& fused) {
     return
         [&opt, &grad_out, &fused, this](auto ids, detail::ConstTableRef<T> g, const char* where) {
-          opt.fused_run(tokens_, ids, detail::DirectRows<T>{g}, false, tokens_.scale(),
-                        tokens_.accumulate_options(), &grad_out, nullptr, fused, where);
+          optim::detail::FusedStepAccess::run(opt, tokens_, ids, detail::DirectRows<T>{g}, false,
+                                              tokens_.scale(), tokens_.accumulate_options(),
+                                              &grad_out, nullptr, fused, where);
         };
   }
 

@@ -25,6 +25,7 @@
 #include "ember/detail/table_ref.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
+#include "ember/optim/detail/fused_access.hpp"
 #include "ember/optim/fused_options.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/table.hpp"
@@ -590,7 +591,7 @@ class TableBatchedBags {
       bool scan = false;
       for (Index t = 0; t < self->num_tables(); ++t) {
         Opt& opt = optimizers[static_cast<std::size_t>(t)];
-        opt.fused_check(self->table(t), nullptr, nullptr, *fused, where);
+        optim::detail::FusedStepAccess::check(opt, self->table(t), nullptr, nullptr, *fused, where);
         scan = scan || opt.options().check_finite;
       }
       if (scan) ember::check_finite(*grad_out, std::string(where) + ": grad_out");
@@ -599,8 +600,9 @@ class TableBatchedBags {
     template <class Rows>
     void run(Index t, std::span<const TokenId> ids, const Rows& rows, bool needs_scratch) const {
       Embedding<T>& tab = self->table(t);
-      optimizers[static_cast<std::size_t>(t)].fused_apply(
-          tab, ids, rows, needs_scratch, T(1), tab.accumulate_options(), nullptr, *fused);
+      optim::detail::FusedStepAccess::apply(optimizers[static_cast<std::size_t>(t)], tab, ids, rows,
+                                            needs_scratch, T(1), tab.accumulate_options(), nullptr,
+                                            *fused);
     }
   };
 

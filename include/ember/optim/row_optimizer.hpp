@@ -20,6 +20,7 @@
 #include "ember/detail/table_ref.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
+#include "ember/optim/detail/fused_access.hpp"
 #include "ember/optim/detail/row_state.hpp"
 #include "ember/optim/fused_options.hpp"
 #include "ember/sparse_grad.hpp"
@@ -246,6 +247,17 @@ class RowOptimizer {
     steps_ = 0;
   }
 
+ protected:
+  RowOptimizer(const Options& options, int planes, bool per_row_steps)
+      : options_(Derived::validated(options)), state_(planes, per_row_steps) {}
+
+  Options options_;
+  detail::RowState<T> state_;
+  std::int64_t steps_ = 0;
+
+ private:
+  friend struct detail::FusedStepAccess;
+
   /// Validates a fused step on `emb` before anything changes: the table is not frozen, the
   /// dense gradient (if any) is V x d, the state fits the table's width, the options are finite
   /// and >= 0, and with options().check_finite `checked` (the caller's gradient input, may be
@@ -373,15 +385,6 @@ class RowOptimizer {
     steps_ += 1;
   }
 
- protected:
-  RowOptimizer(const Options& options, int planes, bool per_row_steps)
-      : options_(Derived::validated(options)), state_(planes, per_row_steps) {}
-
-  Options options_;
-  detail::RowState<T> state_;
-  std::int64_t steps_ = 0;
-
- private:
   Derived& self() noexcept { return static_cast<Derived&>(*this); }
   const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
 
