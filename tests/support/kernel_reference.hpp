@@ -16,6 +16,8 @@
 #include <ember/detail/table_ref.hpp>
 #include <ember/types.hpp>
 
+#include "support/reference.hpp"
+
 namespace ember_test {
 
 using ember::Index;
@@ -60,18 +62,6 @@ struct ReferenceSparseGrad {
     }
   }
 };
-
-/// n ids in [0, vocab) from a fixed seed; `distinct` > 0 draws them from the first `distinct`
-/// ids only, so rows repeat.
-inline std::vector<TokenId> random_ids(Index n, Index vocab, std::uint64_t seed,
-                                       Index distinct = 0) {
-  std::mt19937_64 rng(seed);
-  const Index hi = distinct > 0 ? std::min(distinct, vocab) : vocab;
-  std::uniform_int_distribution<TokenId> pick(0, hi - 1);
-  std::vector<TokenId> ids(static_cast<std::size_t>(n));
-  for (auto& id : ids) id = pick(rng);
-  return ids;
-}
 
 /// An n x d matrix of uniform values in [-1, 1) from a fixed seed (unlike Eigen's Random, which
 /// draws from the global std::rand state).

@@ -146,14 +146,14 @@ RowMatrix<T> random_table(Index rows, Index cols, std::uint64_t seed) {
   return table;
 }
 
-/// n ids uniform in [0, vocab_size) from Random(seed).
+/// n ids uniform in [0, vocab_size) from Random(seed). With `distinct` > 0 they are drawn from the
+/// first min(distinct, vocab_size) ids only, so rows repeat.
 template <class Id = TokenId>
-std::vector<Id> random_ids(Index n, Index vocab_size, std::uint64_t seed) {
+std::vector<Id> random_ids(Index n, Index vocab_size, std::uint64_t seed, Index distinct = 0) {
+  const Index bound = distinct > 0 ? std::min(distinct, vocab_size) : vocab_size;
   Random rng(seed);
   std::vector<Id> ids(static_cast<std::size_t>(n));
-  for (auto& id : ids) {
-    id = static_cast<Id>(rng.uniform_index(static_cast<std::uint64_t>(vocab_size)));
-  }
+  for (auto& id : ids) id = static_cast<Id>(rng.uniform_index(static_cast<std::uint64_t>(bound)));
   return ids;
 }
 
