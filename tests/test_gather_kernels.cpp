@@ -16,6 +16,7 @@
 #include <ember/detail/gather.hpp>
 
 #include "support/kernel_reference.hpp"
+#include "support/matrix_compare.hpp"
 #include "support/stream_reference.hpp"
 
 using ember::Index;
@@ -88,7 +89,7 @@ TEMPLATE_TEST_CASE(
   detail::gather_reference<T>(ember_test::plain_rows(table), span, T(3), &add,
                               detail::mutable_table(plain));
   // The product is rounded before the add in both (the reference stores it first).
-  CHECK(ember_test::same_block_bits(fast, plain));
+  CHECK(ember_test::same_bits(fast, plain));
 }
 
 TEST_CASE("gather kernels state their preconditions", "[embedding][kernels]") {
@@ -135,7 +136,7 @@ TEMPLATE_TEST_CASE(
     detail::scaled_add_rows(rows, detail::const_table(table), span, scale, detail::const_table(pe),
                             seq_len, offset, detail::mutable_table(block));
     if (exact) {
-      CHECK(ember_test::same_block_bits(block, expected));
+      CHECK(ember_test::same_bits(block, expected));
     } else {
       CHECK(block.isApprox(expected, T(8) * Eigen::NumTraits<T>::epsilon()));
     }
@@ -201,7 +202,7 @@ TEMPLATE_TEST_CASE(
   ember_test::set_threads(1);
   const RowMatrix<T> expected = ember_test::unfused_reference(table, span, scale, pe, seq_len, 3);
 #if defined(__x86_64__) || defined(__i386__)
-  CHECK(ember_test::same_block_bits(out, expected));
+  CHECK(ember_test::same_bits(out, expected));
 #else
   CHECK(out.isApprox(expected, T(8) * Eigen::NumTraits<T>::epsilon()));
 #endif

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include <ember/types.hpp>
 
@@ -34,17 +35,20 @@ bool all_equal_to(const ember::RowMatrix<T>& m, T value) {
   return (m.array() == value).all();
 }
 
-// Bitwise equality of two matrices.
+/// The bitwise comparison: true when `a` and `b` have the same shape and every element the same
+/// bytes (bit identity on purpose: NaN payloads and the sign of zero count). Takes anything with
+/// rows(), cols() and (r, c): Eigen matrices, blocks, maps and expressions.
 template <class A, class B>
 bool same_bits(const A& a, const B& b) {
   if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
-  for (Eigen::Index r = 0; r < a.rows(); ++r)
+  for (Eigen::Index r = 0; r < a.rows(); ++r) {
     for (Eigen::Index c = 0; c < a.cols(); ++c) {
       const auto x = a(r, c);
       const auto y = b(r, c);
-      static_assert(sizeof(x) == sizeof(y));
+      static_assert(std::is_same_v<decltype(x), decltype(y)>, "same_bits compares one scalar type");
       if (std::memcmp(&x, &y, sizeof(x)) != 0) return false;
     }
+  }
   return true;
 }
 

@@ -22,6 +22,7 @@
 #include "ember/errors.hpp"
 #include "ember/random.hpp"
 #include "ember/types.hpp"
+#include "support/matrix_compare.hpp"
 
 namespace ember_test {
 
@@ -99,25 +100,6 @@ void check_grad_out_width_refused(F&& call, const std::string& message, ember::I
   CHECK(e->actual() == actual);
   CHECK(grad.empty());
   CHECK(grad.d_model() == 0);
-}
-
-// ---- bit-level comparison
-// -------------------------------------------------------------------------
-
-/// True when the two matrices have the same shape and the same bytes (bit identity on purpose).
-template <class A, class B>
-bool same_bits(const Eigen::MatrixBase<A>& a, const Eigen::MatrixBase<B>& b) {
-  if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
-  using T = typename A::Scalar;
-  static_assert(std::is_same_v<T, typename B::Scalar>);
-  for (Index r = 0; r < a.rows(); ++r) {
-    for (Index c = 0; c < a.cols(); ++c) {
-      const T x = a(r, c);
-      const T y = b(r, c);
-      if (std::memcmp(&x, &y, sizeof(T)) != 0) return false;
-    }
-  }
-  return true;
 }
 
 // ---- tables and ids

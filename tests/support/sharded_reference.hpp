@@ -111,10 +111,4 @@ ember::RowMatrix<T> reference_sgd_step(const ember::RowMatrix<T>& table, int wor
   return w;
 }
 
-/// Exact equality of two matrices of the same shape.
-template <class T>
-bool bit_equal(const ember::RowMatrix<T>& a, const ember::RowMatrix<T>& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() && (a.array() == b.array()).all();
-}
-
 }  // namespace ember_test

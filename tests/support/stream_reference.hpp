@@ -1,9 +1,8 @@
-// Reference and helpers for the fused gather's store paths (detail::gather_scaled_add_rows with
-// ordinary and non-temporal stores): the unfused two-pass computation and a bit comparison.
+// Reference for the fused gather's store paths (detail::gather_scaled_add_rows with ordinary and
+// non-temporal stores): the unfused two-pass computation.
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <cstring>
 #include <span>
 
 #include <ember/types.hpp>
@@ -29,21 +28,6 @@ ember::RowMatrix<T> unfused_reference(const ember::RowMatrix<T>& table,
     for (ember::Index c = 0; c < d; ++c) out(i, c) += pe(offset + i % seq_len, c);
   }
   return out;
-}
-
-/// True when two n x d blocks hold the same bits (NaN payloads and signed zeros included).
-template <class A, class B>
-bool same_block_bits(const A& a, const B& b) {
-  if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
-  using T = typename A::Scalar;
-  for (ember::Index r = 0; r < a.rows(); ++r) {
-    for (ember::Index c = 0; c < a.cols(); ++c) {
-      const T x = a(r, c);
-      const T y = b(r, c);
-      if (std::memcmp(&x, &y, sizeof(T)) != 0) return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace ember_test
