@@ -32,47 +32,7 @@ using ember::RowMatrix;
 using ember::RowVector;
 using ember::TokenId;
 
-// ---- tolerances ---------------------------------------------------------------------------------
-
-/// Relative tolerance for comparing a computed value with a reference computed in a different
-/// order (a few dozen roundings at most in these tests).
-template <class T>
-constexpr double rel_tol() {
-  return std::is_same_v<T, float> ? 1e-5 : 1e-12;
-}
-
-/// Absolute tolerance for values of magnitude about one that may legitimately be near zero.
-template <class T>
-constexpr double abs_tol() {
-  return std::is_same_v<T, float> ? 1e-5 : 1e-12;
-}
-
-// ---- Catch helpers
-// ----------------------------------------------------------------------------------
-
-/// Checks every element of `actual` against `expected` within a relative OR an absolute tolerance,
-/// naming the element on failure. Shapes are REQUIREd equal first.
-template <class A, class B>
-void check_close(const Eigen::MatrixBase<A>& actual, const Eigen::MatrixBase<B>& expected,
-                 double rel, double abs) {
-  REQUIRE(actual.rows() == expected.rows());
-  REQUIRE(actual.cols() == expected.cols());
-  for (Index r = 0; r < actual.rows(); ++r) {
-    for (Index c = 0; c < actual.cols(); ++c) {
-      INFO("element (" << r << ", " << c << ")");
-      CHECK_THAT(static_cast<double>(actual(r, c)),
-                 Catch::Matchers::WithinRel(static_cast<double>(expected(r, c)), rel) ||
-                     Catch::Matchers::WithinAbs(static_cast<double>(expected(r, c)), abs));
-    }
-  }
-}
-
-/// check_close with the per-type default tolerances of the scalar type of `actual`.
-template <class A, class B>
-void check_close(const Eigen::MatrixBase<A>& actual, const Eigen::MatrixBase<B>& expected) {
-  using T = typename A::Scalar;
-  check_close(actual, expected, rel_tol<T>(), abs_tol<T>());
-}
+// ---- Catch helpers ----------------------------------------------------------------------------
 
 /// Runs f and returns the exception of type E it throws (empty if it throws nothing; any other
 /// exception propagates and fails the test). Lets a test inspect an exception's fields.
