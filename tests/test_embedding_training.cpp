@@ -15,8 +15,8 @@
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
+using ember_test::random_table;
 using ember_test::same_bits;
-using ember_test::xorshift_matrix;
 
 TEST_CASE("padding_idx zeroes its row, counts from the end when negative and gets no gradient",
           "[embedding][padding]") {
@@ -127,7 +127,7 @@ TEST_CASE("scale_grad_by_freq counts per backward call and combines with padding
 }
 
 TEST_CASE("freeze and from_pretrained", "[embedding][freeze]") {
-  RowMatrix<float> pretrained = xorshift_matrix<float>(5, 3, 4);
+  RowMatrix<float> pretrained = random_table<float>(5, 3, 4);
   auto emb = ember::Embedding<float>::from_pretrained(pretrained, true, 2);
   CHECK(emb.frozen());
   CHECK(emb.padding_idx() == 2);

@@ -121,8 +121,8 @@ TEMPLATE_TEST_CASE(
   CAPTURE(d, offset, n, col0, threads);
   const Index seq_len = 4;
   const T scale = std::sqrt(T(d) + T(0.5));  // inexact, so w·s has a rounding to lose
-  const RowMatrix<T> table = ember_test::random_matrix<T>(vocab, d, 21);
-  const RowMatrix<T> pe = ember_test::random_matrix<T>(offset + seq_len + 1, d, 22);
+  const RowMatrix<T> table = ember_test::random_table<T>(vocab, d, 21);
+  const RowMatrix<T> pe = ember_test::random_table<T>(offset + seq_len + 1, d, 22);
   const auto ids = ember_test::random_ids(n, vocab, 23);
   const std::span<const TokenId> span(ids);
   const RowMatrix<T> expected =
@@ -187,8 +187,8 @@ TEMPLATE_TEST_CASE(
   const int threads = GENERATE(1, 2);
   CAPTURE(n, threads, n * bytes_per_row >= detail::kStreamMinBytes);
   const T scale = std::sqrt(T(d));
-  const RowMatrix<T> table = ember_test::random_matrix<T>(vocab, d, 31);
-  const RowMatrix<T> pe = ember_test::random_matrix<T>(seq_len + 3, d, 32);
+  const RowMatrix<T> table = ember_test::random_table<T>(vocab, d, 31);
+  const RowMatrix<T> pe = ember_test::random_table<T>(seq_len + 3, d, 32);
   const auto ids = ember_test::random_ids(n, vocab, 33);
   const std::span<const TokenId> span(ids);
   ember_test::set_threads(threads);
@@ -220,8 +220,8 @@ void check_all_addends(const detail::CodecRows<Codec>& rows, const std::vector<T
   const auto n = static_cast<Index>(ids.size());
   const Index d = rows.d;
   const Index seq_len = 4;
-  const RowMatrix<V> pe = ember_test::random_matrix<V>(seq_len + 2, d, 41);
-  const RowMatrix<V> seg = ember_test::random_matrix<V>(3, d, 42);
+  const RowMatrix<V> pe = ember_test::random_table<V>(seq_len + 2, d, 41);
+  const RowMatrix<V> seg = ember_test::random_table<V>(3, d, 42);
   std::vector<TokenId> seg_ids(ids.size());
   for (std::size_t i = 0; i < seg_ids.size(); ++i) seg_ids[i] = static_cast<TokenId>(i % 3);
   std::vector<std::uint8_t> keep(static_cast<std::size_t>(n * d));
@@ -258,7 +258,7 @@ TEST_CASE("gather gives its reference's bits for every codec and every addend co
   const Index n = GENERATE(4, 256);  // 256 x 131 is above kParallelMinWork
   const int threads = GENERATE(1, 2);
   ember_test::set_threads(threads);
-  const RowMatrix<float> f = ember_test::random_matrix<float>(23, d, 43);
+  const RowMatrix<float> f = ember_test::random_table<float>(23, d, 43);
   const auto ids = ember_test::random_ids(n, 23, 44);
   const float scale = std::sqrt(static_cast<float>(d) + 0.5f);
 

@@ -125,7 +125,7 @@ TEST_CASE("backward matches finite differences for every table, through dropout"
                           .seed = 2,
                           .dropout_seed = 5});
   stem.tokens().set_padding_idx(0, /*zero_row=*/false);
-  const RowMatrix<double> R = ember_test::xorshift_matrix<double>(8, d, 9);
+  const RowMatrix<double> R = ember_test::random_table<double>(8, d, 9);
   const Index offset = 1;
   const auto loss = [&] {
     stem.set_dropout_seed(5);  // same mask every time

@@ -40,7 +40,7 @@ Results run_all(int threads) {
   Results r;
   r.forward = emb.forward(ids);
   r.fused = ember::embed_with_positions(emb, pe, ids, seq_len);
-  const RowMatrix<float> grad_out = ember_test::random_matrix<float>(n, d, 9);
+  const RowMatrix<float> grad_out = ember_test::random_table<float>(n, d, 9);
   ember::SparseRowGrad<float> grad;
   emb.backward(ids, grad_out, grad);
   const auto more = ember_test::random_ids(n, vocab, 4);  // new rows interleave with stored ones

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <random>
 #include <span>
 #include <utility>
 #include <vector>
@@ -62,17 +61,6 @@ struct ReferenceSparseGrad {
     }
   }
 };
-
-/// An n x d matrix of uniform values in [-1, 1) from a fixed seed (unlike Eigen's Random, which
-/// draws from the global std::rand state).
-template <class T>
-RowMatrix<T> random_matrix(Index n, Index d, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<T> pick(T(-1), T(1));
-  RowMatrix<T> m(n, d);
-  for (Index i = 0; i < m.size(); ++i) m.data()[i] = pick(rng);
-  return m;
-}
 
 /// Sets OpenMP's thread count for the next parallel regions (a no-op in builds without OpenMP).
 inline void set_threads(int threads) {
