@@ -17,7 +17,7 @@
 
 #include "support/kernel_reference.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/stream_reference.hpp"
+#include "support/reference.hpp"
 
 using ember::Index;
 using ember::RowMatrix;
@@ -126,7 +126,7 @@ TEMPLATE_TEST_CASE(
   const auto ids = ember_test::random_ids(n, vocab, 23);
   const std::span<const TokenId> span(ids);
   const RowMatrix<T> expected =
-      ember_test::unfused_reference(table, span, scale, pe, seq_len, offset);
+      ember_test::embed_positions_loops(table, span, scale, pe, seq_len, offset);
   ember_test::set_threads(threads);
 
   const auto run = [&](auto rows, bool exact) {
@@ -200,7 +200,8 @@ TEMPLATE_TEST_CASE(
   add.offset = 3;
   detail::gather<T>(ember_test::plain_rows(table), span, scale, &add, detail::mutable_table(out));
   ember_test::set_threads(1);
-  const RowMatrix<T> expected = ember_test::unfused_reference(table, span, scale, pe, seq_len, 3);
+  const RowMatrix<T> expected =
+      ember_test::embed_positions_loops(table, span, scale, pe, seq_len, 3);
 #if defined(__x86_64__) || defined(__i386__)
   CHECK(ember_test::same_bits(out, expected));
 #else

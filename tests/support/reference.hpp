@@ -211,8 +211,10 @@ void logits_backward_loops(const RowMatrix<T>& table, const RowMatrix<T>& hidden
 // ---- fused input pipeline
 // -----------------------------------------------------------------------------
 
-/// Lookup then positions by loops: out(i, c) = table(ids[i], c) * scale + pe(offset + i % seq_len,
-/// c), with the product rounded before the sum (two separate statements).
+/// Lookup then positions, unfused: out(i, c) = table(ids[i], c) * scale, stored (so rounded), then
+/// += pe(offset + i % seq_len, c) in a second loop - what forward followed by add_to computes. Two
+/// separate loops cannot be contracted into FMAs, so this is the exact target of every fused path
+/// on x86.
 template <class T>
 RowMatrix<T> embed_positions_loops(const RowMatrix<T>& table, std::span<const TokenId> ids, T scale,
                                    const RowMatrix<T>& pe, Index seq_len, Index offset) {
