@@ -4,7 +4,7 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,14 +18,6 @@
 namespace ember_test {
 
 using Bytes = std::vector<unsigned char>;
-
-/// Little-endian bytes of a trivially copyable value.
-template <class V>
-Bytes le_bytes(V v) {
-  Bytes b(sizeof(V));
-  std::memcpy(b.data(), &v, sizeof(V));
-  return b;
-}
 
 inline Bytes cat(std::initializer_list<Bytes> parts) {
   Bytes out;
