@@ -8,8 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/optim_reference.hpp"
 
 using Catch::Matchers::WithinRel;
 using ember::Index;

@@ -15,9 +15,10 @@
 #include <ember/config.hpp>
 #include <ember/detail/gather.hpp>
 
-#include "support/kernel_reference.hpp"
+#include "support/embedding_reference.hpp"
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/reference.hpp"
+#include "support/threads.hpp"
 
 using ember::Index;
 using ember::RowMatrix;

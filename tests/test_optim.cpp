@@ -9,8 +9,8 @@
 #include <cmath>
 #include <vector>
 
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/optim_reference.hpp"
 
 using ember::Index;
 using ember::RowMatrix;

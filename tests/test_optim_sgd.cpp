@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
 #include "support/optim_reference.hpp"
 

@@ -16,8 +16,11 @@
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
-#include "support/kernel_reference.hpp"
-#include "support/reference.hpp"
+#include "support/embedding_reference.hpp"
+#include "support/error_checks.hpp"
+#include "support/inputs.hpp"
+#include "support/matrix_compare.hpp"
+#include "support/threads.hpp"
 
 using ember::Index;
 using ember::RowMatrix;

@@ -12,8 +12,9 @@
 #include <ember/input_embedding.hpp>
 #include <ember/positional.hpp>
 
-#include "support/kernel_reference.hpp"
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
+#include "support/threads.hpp"
 
 using ember::Index;
 using ember::RowMatrix;

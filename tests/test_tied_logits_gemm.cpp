@@ -5,7 +5,7 @@
 
 #include <ember/tied_logits.hpp>
 
-#include "support/kernel_reference.hpp"
+#include "support/inputs.hpp"
 
 using ember::Index;
 using ember::RowMatrix;

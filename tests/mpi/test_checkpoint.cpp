@@ -14,7 +14,7 @@
 #include "ember/errors.hpp"
 #include "ember/io/safetensors.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/sharded_reference.hpp"
+#include "support/sharded_embedding_reference.hpp"
 
 using Catch::Matchers::Contains;
 using ember::Index;

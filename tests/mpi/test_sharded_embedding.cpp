@@ -22,7 +22,7 @@
 #include "ember/positional.hpp"
 #include "ember/sparse_grad.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/sharded_reference.hpp"
+#include "support/sharded_embedding_reference.hpp"
 
 using Catch::Matchers::Contains;
 using ember::Index;

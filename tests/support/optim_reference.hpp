@@ -1,6 +1,7 @@
-// Slow dense reference optimizers for the optim tests: the same rules as ember::optim, written
-// as plain per-element loops over every row of a dense V x d gradient, with a "present" mask
-// saying which rows the step updates (all rows = dense optimizer; the sparse rows = lazy).
+// Slow dense reference optimizers for the optimizer tests (optim.hpp, optim/*.hpp): the same rules
+// as ember::optim, written as plain per-element loops over every row of a dense V x d gradient,
+// with a "present" mask saying which rows the step updates (all rows = dense optimizer; the sparse
+// rows = lazy); and a random sparse gradient to feed them.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -11,7 +12,7 @@
 #include <ember/sparse_grad.hpp>
 #include <ember/types.hpp>
 
-#include "support/reference.hpp"
+#include "support/inputs.hpp"
 
 namespace ember_test {
 

@@ -1,5 +1,6 @@
-// Helpers for the MPI tests: the world, deterministic per-rank batches (identical on every rank,
-// so each rank can rebuild every other rank's batch), and single-process references.
+// Helpers for the MPI tests of ShardedEmbedding (distributed/sharded_embedding.hpp) and its
+// checkpoints: the world, deterministic per-rank batches (identical on every rank, so each rank
+// can rebuild every other rank's batch), and single-process references.
 // SPDX-License-Identifier: MIT
 #pragma once
 

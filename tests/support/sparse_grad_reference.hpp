@@ -1,33 +1,23 @@
-// Plain reference versions of ember's hot kernels, for tests that compare the fast kernels
-// against them: a std::sort grouping of (id, position) pairs instead of the slot map.
+// Plain references for the sparse backward (sparse_grad.hpp, detail/scatter.hpp): a std::sort
+// grouping of (id, position) pairs instead of the slot map, and a sparse gradient kept in a
+// std::map, accumulated one row group at a time.
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <algorithm>
-#include <cstdint>
+#include <cstddef>
 #include <map>
 #include <span>
 #include <utility>
 #include <vector>
 
-#include <ember/codec/plain.hpp>
-#include <ember/config.hpp>
-#include <ember/detail/table_ref.hpp>
 #include <ember/types.hpp>
-
-#include "support/reference.hpp"
 
 namespace ember_test {
 
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
-
-/// A plain float/double matrix as the kernels take a stored table.
-template <class T>
-ember::detail::CodecRows<ember::codec::Plain<T>> plain_rows(const RowMatrix<T>& table) {
-  return {{}, table.data(), table.rows(), table.cols(), table.cols()};
-}
 
 /// Distinct ids (ascending, skip_row excluded) and the ascending positions of each.
 inline std::vector<std::pair<TokenId, std::vector<Index>>> sorted_groups(
@@ -60,32 +50,6 @@ struct ReferenceSparseGrad {
       it->second += row_scale * sum;
     }
   }
-};
-
-/// Sets OpenMP's thread count for the next parallel regions (a no-op in builds without OpenMP).
-inline void set_threads(int threads) {
-#if EMBER_HAS_OPENMP
-  omp_set_num_threads(threads);
-#else
-  static_cast<void>(threads);
-#endif
-}
-
-/// Sets the OpenMP thread count for its lifetime and restores the previous one after.
-class ScopedThreads {
- public:
-  explicit ScopedThreads(int threads) {
-#if EMBER_HAS_OPENMP
-    saved_ = omp_get_max_threads();
-#endif
-    set_threads(threads);
-  }
-  ~ScopedThreads() { set_threads(saved_); }
-  ScopedThreads(const ScopedThreads&) = delete;
-  ScopedThreads& operator=(const ScopedThreads&) = delete;
-
- private:
-  int saved_ = 1;
 };
 
 }  // namespace ember_test

@@ -1,6 +1,7 @@
-// The malformed-file corpus of tests/test_malformed_files.cpp: valid files of every format ember
-// reads, built in memory with their section boundaries, and the helper that checks a loader
-// rejects a bad file with a FormatError naming the file and the byte offset or line.
+// The malformed-file corpus of tests/test_malformed_files.cpp, for the loaders of io/ (npy,
+// word2vec, GloVe, safetensors, vocabulary): valid files of every format ember reads, built in
+// memory with their section boundaries, and the helpers that check a loader rejects a bad file
+// with a FormatError naming the file and the byte offset or line.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "ember/errors.hpp"
+#include <ember/errors.hpp>
+
 #include "support/io_files.hpp"
 
 namespace ember_test {
