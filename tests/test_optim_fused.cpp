@@ -18,14 +18,14 @@
 #include <omp.h>
 #endif
 
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/optim_reference.hpp"
 
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
+using ember_test::random_table;
 using ember_test::same_bits;
-using ember_test::xorshift_matrix;
 
 namespace {
 
@@ -88,11 +88,11 @@ void check_fused_equals_unfused(const Setup& s, Opt fused, Opt unfused, int step
   ember::Embedding<T> b = a;
   for (int k = 0; k < steps; ++k) {
     const auto ids = skewed_ids<Id>(s.n, s.V, static_cast<std::uint64_t>(k) + 1);
-    const RowMatrix<T> grad_out = xorshift_matrix<T>(s.n, s.d, 50 + static_cast<std::uint64_t>(k));
+    const RowMatrix<T> grad_out = random_table<T>(s.n, s.d, 50 + static_cast<std::uint64_t>(k));
     ember::SparseRowGrad<T> g;
     b.backward(ids, grad_out, g);
     if (s.tied) {
-      const RowMatrix<T> dense = xorshift_matrix<T>(s.V, s.d, 90 + static_cast<std::uint64_t>(k));
+      const RowMatrix<T> dense = random_table<T>(s.V, s.d, 90 + static_cast<std::uint64_t>(k));
       fused.backward_step(a, ids, grad_out, dense);
       unfused.step(b, g, dense);
     } else {
@@ -172,7 +172,7 @@ TEST_CASE("backward_step's max_gradient clamps each row's summed gradient before
   ember::optim::Adam<float> fused({.lr = 0.01});
   ember::optim::Adam<float> unfused({.lr = 0.01});
   const std::vector<TokenId> ids{3, 3, 3, 7, 1, 3, 7};
-  const RowMatrix<float> grad_out = 2.0F * xorshift_matrix<float>(7, d, 4);
+  const RowMatrix<float> grad_out = 2.0F * random_table<float>(7, d, 4);
   fused.backward_step(a, ids, grad_out, {.max_gradient = 0.5});
   ember::SparseRowGrad<float> g;
   b.backward(ids, grad_out, g);
@@ -192,7 +192,7 @@ TEST_CASE("backward_step's max_norm renormalises each updated row after the upda
   ember::optim::SGD<double> fused({.lr = 5.0});
   ember::optim::SGD<double> unfused({.lr = 5.0});
   const std::vector<TokenId> ids{2, 4, 4};
-  const RowMatrix<double> grad_out = xorshift_matrix<double>(3, d, 8);
+  const RowMatrix<double> grad_out = random_table<double>(3, d, 8);
   fused.backward_step(a, ids, grad_out, {.max_norm = 0.75});
   ember::SparseRowGrad<double> g;
   b.backward(ids, grad_out, g);
@@ -222,7 +222,7 @@ TEST_CASE("backward_step on bad input throws and changes nothing", "[optim][fuse
   const Index V = 8, d = 3;
   ember::Embedding<float> emb(V, d, 1);
   ember::optim::Adam<float> opt({.lr = 0.1, .check_finite = true});
-  opt.backward_step(emb, std::vector<TokenId>{1, 2}, xorshift_matrix<float>(2, d, 1));
+  opt.backward_step(emb, std::vector<TokenId>{1, 2}, random_table<float>(2, d, 1));
   const RowMatrix<float> before = emb.weight();
   const auto unchanged = [&] {
     CHECK(same_bits(emb.weight(), before));
@@ -230,7 +230,7 @@ TEST_CASE("backward_step on bad input throws and changes nothing", "[optim][fuse
     CHECK(opt.state_rows() == 2);
   };
   const std::vector<TokenId> ids{1, 5, 3};
-  const RowMatrix<float> grad_out = xorshift_matrix<float>(3, d, 2);
+  const RowMatrix<float> grad_out = random_table<float>(3, d, 2);
 
   SECTION("an id outside the table") {
     try {
@@ -243,13 +243,12 @@ TEST_CASE("backward_step on bad input throws and changes nothing", "[optim][fuse
     }
   }
   SECTION("grad_out of the wrong shape") {
-    CHECK_THROWS_AS(opt.backward_step(emb, ids, xorshift_matrix<float>(2, d, 2)),
-                    ember::ShapeError);
-    CHECK_THROWS_AS(opt.backward_step(emb, ids, xorshift_matrix<float>(3, d + 1, 2)),
+    CHECK_THROWS_AS(opt.backward_step(emb, ids, random_table<float>(2, d, 2)), ember::ShapeError);
+    CHECK_THROWS_AS(opt.backward_step(emb, ids, random_table<float>(3, d + 1, 2)),
                     ember::ShapeError);
   }
   SECTION("a dense gradient of the wrong shape") {
-    CHECK_THROWS_AS(opt.backward_step(emb, ids, grad_out, xorshift_matrix<float>(V - 1, d, 3)),
+    CHECK_THROWS_AS(opt.backward_step(emb, ids, grad_out, random_table<float>(V - 1, d, 3)),
                     ember::ShapeError);
   }
   SECTION("negative or non-finite fused options") {
@@ -267,7 +266,7 @@ TEST_CASE("backward_step on bad input throws and changes nothing", "[optim][fuse
   SECTION("a frozen table") {
     emb.freeze();
     CHECK_THROWS_AS(opt.backward_step(emb, ids, grad_out), ember::StateError);
-    CHECK_THROWS_AS(opt.backward_step(emb, ids, grad_out, xorshift_matrix<float>(V, d, 3)),
+    CHECK_THROWS_AS(opt.backward_step(emb, ids, grad_out, random_table<float>(V, d, 3)),
                     ember::StateError);
   }
   unchanged();
@@ -300,7 +299,7 @@ void check_bag_fused(ember::BagMode mode, bool weighted, bool padding, bool freq
     const auto ids = skewed_ids(n, V, static_cast<std::uint64_t>(k) + 7);
     const auto offsets = bag_offsets(n, width);
     const auto bags = static_cast<Index>(offsets.size());
-    const RowMatrix<T> weights = xorshift_matrix<T>(1, n, 3 + static_cast<std::uint64_t>(k));
+    const RowMatrix<T> weights = random_table<T>(1, n, 3 + static_cast<std::uint64_t>(k));
     ember::BagOptions<T> options;
     if (weighted) options.per_sample_weights = std::span<const T>(weights.data(), n);
     ember::BagArgmax argmax;
@@ -308,7 +307,7 @@ void check_bag_fused(ember::BagMode mode, bool weighted, bool padding, bool freq
     RowMatrix<T> out_b(bags, d);
     b.forward(ids, offsets, out_b, options, mode == ember::BagMode::max ? &argmax : nullptr);
     REQUIRE(same_bits(out, out_b));
-    const RowMatrix<T> grad_out = xorshift_matrix<T>(bags, d, 20 + static_cast<std::uint64_t>(k));
+    const RowMatrix<T> grad_out = random_table<T>(bags, d, 20 + static_cast<std::uint64_t>(k));
     std::vector<T> dw_a(weighted ? static_cast<std::size_t>(n) : 0);
     std::vector<T> dw_b(dw_a.size());
     const ember::BagArgmax* am = mode == ember::BagMode::max ? &argmax : nullptr;
@@ -353,7 +352,7 @@ TEST_CASE("EmbeddingBag::backward_step_lengths equals backward_lengths + step",
   ember::optim::RowwiseAdagrad<double> unfused({.lr = 0.3});
   const std::vector<TokenId> ids{1, 4, 4, 29, 0, 1, 7};
   const std::vector<int> lengths{2, 0, 3, 2};
-  const RowMatrix<double> grad_out = xorshift_matrix<double>(4, 5, 6);
+  const RowMatrix<double> grad_out = random_table<double>(4, 5, 6);
   a.backward_step_lengths(ids, lengths, grad_out, fused);
   ember::SparseRowGrad<double> g;
   b.backward_lengths(ids, lengths, grad_out, g);
@@ -371,11 +370,10 @@ TEST_CASE("EmbeddingBag::backward_step on bad input throws and changes nothing",
   RowMatrix<float> out(2, 4);
   bag.forward(ids, offsets, out, {}, &argmax);
   const RowMatrix<float> before = bag.embedding().weight();
-  const RowMatrix<float> grad_out = xorshift_matrix<float>(2, 4, 1);
+  const RowMatrix<float> grad_out = random_table<float>(2, 4, 1);
   CHECK_THROWS_AS(bag.backward_step(ids, offsets, grad_out, opt), ember::StateError);  // no argmax
-  CHECK_THROWS_AS(
-      bag.backward_step(ids, offsets, xorshift_matrix<float>(3, 4, 1), opt, {}, &argmax),
-      ember::ShapeError);
+  CHECK_THROWS_AS(bag.backward_step(ids, offsets, random_table<float>(3, 4, 1), opt, {}, &argmax),
+                  ember::ShapeError);
   CHECK_THROWS_AS(
       bag.backward_step(std::vector<TokenId>{1, 2, 3, 10}, offsets, grad_out, opt, {}, &argmax),
       ember::IndexError);
@@ -416,7 +414,7 @@ TEST_CASE("InputStem::backward_step steps the token table with the bits of backw
       REQUIRE(mask_a.active());
       REQUIRE(same_bits(out_a, out_b));
       const RowMatrix<float> grad_out =
-          xorshift_matrix<float>(n, 32, 40 + static_cast<std::uint64_t>(k));
+          random_table<float>(n, 32, 40 + static_cast<std::uint64_t>(k));
       ember::InputStemGrads<float> ga;
       ember::InputStemGrads<float> gb;
       if (with_segments) {
@@ -447,7 +445,7 @@ TEST_CASE("InputStem::backward_step on a frozen token table throws and changes n
   const auto mask = stem.forward(ids, 4, out);
   const RowMatrix<float> before = stem.tokens().weight();
   ember::InputStemGrads<float> grads;
-  CHECK_THROWS_AS(stem.backward_step(ids, 4, xorshift_matrix<float>(4, 8, 1), grads, mask, opt),
+  CHECK_THROWS_AS(stem.backward_step(ids, 4, random_table<float>(4, 8, 1), grads, mask, opt),
                   ember::StateError);
   CHECK(same_bits(stem.tokens().weight(), before));
   CHECK(grads.positions.empty());

@@ -17,8 +17,8 @@
 #include <omp.h>
 #endif
 
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/optim_reference.hpp"
 
 using ember::BagFeature;
 using ember::BagMode;
@@ -26,8 +26,8 @@ using ember::Index;
 using ember::RowMatrix;
 using ember::TableBatchedBags;
 using ember::TokenId;
+using ember_test::random_table;
 using ember_test::same_bits;
-using ember_test::xorshift_matrix;
 
 namespace {
 
@@ -114,7 +114,7 @@ TEST_CASE("TableBatchedBags: each feature's columns are EmbeddingBag's bits",
   REQUIRE(tbe.width() == 8 + 16 + 5 + 8 + 16);
   CHECK(tbe.column(2) == 24);
   const Batch batch = make_batch(vocab_of(kFeatures), B, 1);
-  const RowMatrix<float> w = xorshift_matrix<float>(1, static_cast<Index>(batch.indices.size()), 5);
+  const RowMatrix<float> w = random_table<float>(1, static_cast<Index>(batch.indices.size()), 5);
   const std::vector<float> weights(w.data(), w.data() + w.size());
   std::vector<ember::BagArgmax> argmax;
   RowMatrix<float> out(B, tbe.width());
@@ -151,8 +151,8 @@ TEST_CASE("TableBatchedBags looks up half, bfloat16 and int8 tables as Embedding
   const auto check_kind = [&](auto make) {
     using Tab = decltype(make(RowMatrix<float>()));
     std::vector<Tab> tables;
-    tables.push_back(make(xorshift_matrix<float>(30, 8, 1)));
-    tables.push_back(make(xorshift_matrix<float>(12, 16, 2)));
+    tables.push_back(make(random_table<float>(30, 8, 1)));
+    tables.push_back(make(random_table<float>(12, 16, 2)));
     TableBatchedBags<Tab> tbe(tables, features);
     const Batch batch = make_batch({30, 12, 30}, B, 2);
     const RowMatrix<float> out = tbe.forward(batch.indices, batch.offsets);
@@ -180,12 +180,12 @@ TEST_CASE("TableBatchedBags::backward: one feature per table is EmbeddingBag's b
   tbe.table(2).set_padding_idx(1, false);
   tbe.table(0).set_scale_grad_by_freq(true);
   const Batch batch = make_batch(vocab_of(features), B, 3);
-  const RowMatrix<float> w = xorshift_matrix<float>(1, static_cast<Index>(batch.indices.size()), 9);
+  const RowMatrix<float> w = random_table<float>(1, static_cast<Index>(batch.indices.size()), 9);
   const std::vector<float> weights(w.data(), w.data() + w.size());
   std::vector<ember::BagArgmax> argmax;
   RowMatrix<float> out(B, tbe.width());
   tbe.forward(batch.indices, batch.offsets, out, weights, &argmax);
-  const RowMatrix<float> grad_out = xorshift_matrix<float>(B, tbe.width(), 10);
+  const RowMatrix<float> grad_out = random_table<float>(B, tbe.width(), 10);
   std::vector<ember::SparseRowGrad<float>> grads;
   tbe.backward(batch.indices, batch.offsets, grad_out, grads, weights, &argmax);
   REQUIRE(grads.size() == 3);
@@ -220,13 +220,12 @@ TEST_CASE("TableBatchedBags::backward sums the features that share a table",
       }(),
       kFeatures);
   const Batch batch = make_batch(vocab_of(kFeatures), B, 4);
-  const RowMatrix<double> w =
-      xorshift_matrix<double>(1, static_cast<Index>(batch.indices.size()), 1);
+  const RowMatrix<double> w = random_table<double>(1, static_cast<Index>(batch.indices.size()), 1);
   const std::vector<double> weights(w.data(), w.data() + w.size());
   std::vector<ember::BagArgmax> argmax;
   RowMatrix<double> out(B, tbe.width());
   tbe.forward(batch.indices, batch.offsets, out, weights, &argmax);
-  const RowMatrix<double> grad_out = xorshift_matrix<double>(B, tbe.width(), 2);
+  const RowMatrix<double> grad_out = random_table<double>(B, tbe.width(), 2);
   std::vector<ember::SparseRowGrad<double>> grads;
   tbe.backward(batch.indices, batch.offsets, grad_out, grads, weights, &argmax);
   std::vector<RowMatrix<double>> expected;
@@ -275,8 +274,7 @@ void check_tbe_fused(Opt proto, int steps = 3) {
   for (int k = 0; k < steps; ++k) {
     const Batch batch =
         make_batch({400, 3000, 7, 400, 3000}, B, static_cast<std::uint64_t>(k) + 5, 40);
-    const RowMatrix<float> w =
-        xorshift_matrix<float>(1, static_cast<Index>(batch.indices.size()), 3);
+    const RowMatrix<float> w = random_table<float>(1, static_cast<Index>(batch.indices.size()), 3);
     const std::vector<float> weights(w.data(), w.data() + w.size());
     std::vector<ember::BagArgmax> am_a;
     std::vector<ember::BagArgmax> am_b;
@@ -286,7 +284,7 @@ void check_tbe_fused(Opt proto, int steps = 3) {
     b.forward(batch.indices, batch.offsets, out_b, weights, &am_b);
     REQUIRE(same_bits(out_a, out_b));
     const RowMatrix<float> grad_out =
-        xorshift_matrix<float>(B, a.width(), 30 + static_cast<std::uint64_t>(k));
+        random_table<float>(B, a.width(), 30 + static_cast<std::uint64_t>(k));
     a.backward_step(batch.indices, batch.offsets, grad_out, std::span<Opt>(fused), weights, &am_a);
     std::vector<ember::SparseRowGrad<float>> grads;
     b.backward(batch.indices, batch.offsets, grad_out, grads, weights, &am_b);
@@ -367,7 +365,7 @@ TEST_CASE("TableBatchedBags on bad input throws and changes nothing",
   std::vector<ember::BagArgmax> argmax;
   RowMatrix<float> out(B, tbe.width());
   tbe.forward(batch.indices, batch.offsets, out, weights, &argmax);
-  const RowMatrix<float> grad_out = xorshift_matrix<float>(B, tbe.width(), 1);
+  const RowMatrix<float> grad_out = random_table<float>(B, tbe.width(), 1);
   std::vector<ember::optim::SGD<float>> opts(3, ember::optim::SGD<float>({.lr = 0.1}));
   std::vector<RowMatrix<float>> before;
   for (Index t = 0; t < 3; ++t) before.push_back(tbe.table(t).weight());
@@ -434,7 +432,7 @@ TEST_CASE("TableBatchedBags on bad input throws and changes nothing",
     CHECK_THROWS_AS(tbe.forward(batch.indices, batch.offsets, narrow, weights), ember::ShapeError);
     std::vector<ember::SparseRowGrad<float>> grads;
     CHECK_THROWS_AS(
-        tbe.backward(batch.indices, batch.offsets, xorshift_matrix<float>(B + 1, tbe.width(), 1),
+        tbe.backward(batch.indices, batch.offsets, random_table<float>(B + 1, tbe.width(), 1),
                      grads, weights, &argmax),
         ember::ShapeError);
     std::vector<ember::SparseRowGrad<float>> wrong(3);
