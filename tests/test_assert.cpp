@@ -18,8 +18,9 @@
 #include "ember/detail/table_ref.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
-#include "support/kernel_reference.hpp"
-#include "support/reference.hpp"
+#include "support/embedding_reference.hpp"
+#include "support/inputs.hpp"
+#include "support/matrix_compare.hpp"
 
 #if !defined(EMBER_TESTING)
 #error "test_assert.cpp needs EMBER_TESTING so that EMBER_ASSERT throws std::logic_error"

@@ -17,11 +17,12 @@
 #include "ember/reduced.hpp"
 #include "ember/reduced_view.hpp"
 
-#include "support/bag_grad_reference.hpp"
-#include "support/beyond_reference.hpp"
+#include "support/bag_reference.hpp"
+#include "support/error_checks.hpp"
 #include "support/gradcheck.hpp"
-#include "support/kernel_reference.hpp"
-#include "support/reference.hpp"
+#include "support/inputs.hpp"
+#include "support/matrix_compare.hpp"
+#include "support/threads.hpp"
 
 using ember::BagMode;
 using ember::BagOptions;

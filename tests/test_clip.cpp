@@ -8,8 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/optim_reference.hpp"
 
 using Catch::Matchers::WithinRel;
 using ember::Index;
@@ -46,9 +46,8 @@ TEMPLATE_TEST_CASE("a tied pair's norm is the norm of sparse + dense", "[clip]",
   using T = TestType;
   const Index V = 6, d = 3;
   ember::SparseRowGrad<T> sparse(V, d);
-  sparse.accumulate(std::vector<TokenId>{1, 4, 4}, ember_test::xorshift_matrix<T>(3, d, 1), T(1),
-                    V);
-  RowMatrix<T> dense = ember_test::xorshift_matrix<T>(V, d, 2);
+  sparse.accumulate(std::vector<TokenId>{1, 4, 4}, ember_test::random_table<T>(3, d, 1), T(1), V);
+  RowMatrix<T> dense = ember_test::random_table<T>(V, d, 2);
   RowMatrix<T> combined = dense;
   sparse.add_to(combined);
   ember::ClipGroup<T> group;

@@ -20,9 +20,11 @@
 #include "ember/errors.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
+#include "support/embedding_reference.hpp"
+#include "support/error_checks.hpp"
 #include "support/gradcheck.hpp"
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/reference.hpp"
 
 using ember::Index;
 using ember::RowMatrix;

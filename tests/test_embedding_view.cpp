@@ -14,8 +14,10 @@
 #include "ember/io/npy.hpp"
 #include "ember/positional.hpp"
 #include "ember/query/similarity.hpp"
+#include "support/error_checks.hpp"
+#include "support/inputs.hpp"
 #include "support/io_files.hpp"
-#include "support/reference.hpp"
+#include "support/matrix_compare.hpp"
 #if defined(EMBER_TEST_HAVE_IO)
 #include "ember/io/safetensors.hpp"
 #endif

@@ -15,8 +15,10 @@
 #include <ember/config.hpp>
 #include <ember/detail/gather.hpp>
 
-#include "support/kernel_reference.hpp"
-#include "support/stream_reference.hpp"
+#include "support/embedding_reference.hpp"
+#include "support/inputs.hpp"
+#include "support/matrix_compare.hpp"
+#include "support/threads.hpp"
 
 using ember::Index;
 using ember::RowMatrix;
@@ -88,7 +90,7 @@ TEMPLATE_TEST_CASE(
   detail::gather_reference<T>(ember_test::plain_rows(table), span, T(3), &add,
                               detail::mutable_table(plain));
   // The product is rounded before the add in both (the reference stores it first).
-  CHECK(ember_test::same_block_bits(fast, plain));
+  CHECK(ember_test::same_bits(fast, plain));
 }
 
 TEST_CASE("gather kernels state their preconditions", "[embedding][kernels]") {
@@ -120,12 +122,12 @@ TEMPLATE_TEST_CASE(
   CAPTURE(d, offset, n, col0, threads);
   const Index seq_len = 4;
   const T scale = std::sqrt(T(d) + T(0.5));  // inexact, so w·s has a rounding to lose
-  const RowMatrix<T> table = ember_test::random_matrix<T>(vocab, d, 21);
-  const RowMatrix<T> pe = ember_test::random_matrix<T>(offset + seq_len + 1, d, 22);
+  const RowMatrix<T> table = ember_test::random_table<T>(vocab, d, 21);
+  const RowMatrix<T> pe = ember_test::random_table<T>(offset + seq_len + 1, d, 22);
   const auto ids = ember_test::random_ids(n, vocab, 23);
   const std::span<const TokenId> span(ids);
   const RowMatrix<T> expected =
-      ember_test::unfused_reference(table, span, scale, pe, seq_len, offset);
+      ember_test::embed_positions_loops(table, span, scale, pe, seq_len, offset);
   ember_test::set_threads(threads);
 
   const auto run = [&](auto rows, bool exact) {
@@ -135,7 +137,7 @@ TEMPLATE_TEST_CASE(
     detail::scaled_add_rows(rows, detail::const_table(table), span, scale, detail::const_table(pe),
                             seq_len, offset, detail::mutable_table(block));
     if (exact) {
-      CHECK(ember_test::same_block_bits(block, expected));
+      CHECK(ember_test::same_bits(block, expected));
     } else {
       CHECK(block.isApprox(expected, T(8) * Eigen::NumTraits<T>::epsilon()));
     }
@@ -186,8 +188,8 @@ TEMPLATE_TEST_CASE(
   const int threads = GENERATE(1, 2);
   CAPTURE(n, threads, n * bytes_per_row >= detail::kStreamMinBytes);
   const T scale = std::sqrt(T(d));
-  const RowMatrix<T> table = ember_test::random_matrix<T>(vocab, d, 31);
-  const RowMatrix<T> pe = ember_test::random_matrix<T>(seq_len + 3, d, 32);
+  const RowMatrix<T> table = ember_test::random_table<T>(vocab, d, 31);
+  const RowMatrix<T> pe = ember_test::random_table<T>(seq_len + 3, d, 32);
   const auto ids = ember_test::random_ids(n, vocab, 33);
   const std::span<const TokenId> span(ids);
   ember_test::set_threads(threads);
@@ -199,9 +201,10 @@ TEMPLATE_TEST_CASE(
   add.offset = 3;
   detail::gather<T>(ember_test::plain_rows(table), span, scale, &add, detail::mutable_table(out));
   ember_test::set_threads(1);
-  const RowMatrix<T> expected = ember_test::unfused_reference(table, span, scale, pe, seq_len, 3);
+  const RowMatrix<T> expected =
+      ember_test::embed_positions_loops(table, span, scale, pe, seq_len, 3);
 #if defined(__x86_64__) || defined(__i386__)
-  CHECK(ember_test::same_block_bits(out, expected));
+  CHECK(ember_test::same_bits(out, expected));
 #else
   CHECK(out.isApprox(expected, T(8) * Eigen::NumTraits<T>::epsilon()));
 #endif
@@ -219,8 +222,8 @@ void check_all_addends(const detail::CodecRows<Codec>& rows, const std::vector<T
   const auto n = static_cast<Index>(ids.size());
   const Index d = rows.d;
   const Index seq_len = 4;
-  const RowMatrix<V> pe = ember_test::random_matrix<V>(seq_len + 2, d, 41);
-  const RowMatrix<V> seg = ember_test::random_matrix<V>(3, d, 42);
+  const RowMatrix<V> pe = ember_test::random_table<V>(seq_len + 2, d, 41);
+  const RowMatrix<V> seg = ember_test::random_table<V>(3, d, 42);
   std::vector<TokenId> seg_ids(ids.size());
   for (std::size_t i = 0; i < seg_ids.size(); ++i) seg_ids[i] = static_cast<TokenId>(i % 3);
   std::vector<std::uint8_t> keep(static_cast<std::size_t>(n * d));
@@ -257,7 +260,7 @@ TEST_CASE("gather gives its reference's bits for every codec and every addend co
   const Index n = GENERATE(4, 256);  // 256 x 131 is above kParallelMinWork
   const int threads = GENERATE(1, 2);
   ember_test::set_threads(threads);
-  const RowMatrix<float> f = ember_test::random_matrix<float>(23, d, 43);
+  const RowMatrix<float> f = ember_test::random_table<float>(23, d, 43);
   const auto ids = ember_test::random_ids(n, 23, 44);
   const float scale = std::sqrt(static_cast<float>(d) + 0.5f);
 

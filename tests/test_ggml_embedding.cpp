@@ -24,7 +24,8 @@
 #include "ember/positional.hpp"
 #include "support/gguf_fixtures.hpp"
 #include "support/io_files.hpp"
-#include "support/reference.hpp"
+#include "support/inputs.hpp"
+#include "support/matrix_compare.hpp"
 
 using ember::GgmlEmbeddingView;
 using ember::Index;

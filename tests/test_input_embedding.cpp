@@ -21,9 +21,11 @@
 #include "ember/positional.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
+#include "support/embedding_reference.hpp"
+#include "support/error_checks.hpp"
 #include "support/gradcheck.hpp"
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/reference.hpp"
 
 using ember::Index;
 using ember::RowMatrix;
@@ -94,8 +96,8 @@ TEMPLATE_TEST_CASE("embed_with_positions equals forward followed by SinusoidalEn
   check_fma_close(fused, unfused, products, positions);
 
   // And against the loop reference.
-  ember_test::check_close(fused, ember_test::embed_positions_loops<T>(emb.weight(), ids, emb.scale(),
-                                                          pe.table(), seq_len, offset));
+  ember_test::check_close(fused, ember_test::embed_positions_loops<T>(
+                                     emb.weight(), ids, emb.scale(), pe.table(), seq_len, offset));
 }
 
 TEMPLATE_TEST_CASE(
@@ -174,8 +176,10 @@ TEMPLATE_TEST_CASE(
     CHECK(ember_test::same_bits(out, expected));
   }
   SECTION("the owning overload: same bits as the in-place one") {
-    CHECK(ember_test::same_bits(ember::embed_with_positions(emb, pe, ids, seq_len, offset), expected));
-    CHECK(ember_test::same_bits(ember::embed_with_positions(emb, pe, ids32, seq_len, offset), expected));
+    CHECK(ember_test::same_bits(ember::embed_with_positions(emb, pe, ids, seq_len, offset),
+                                expected));
+    CHECK(ember_test::same_bits(ember::embed_with_positions(emb, pe, ids32, seq_len, offset),
+                                expected));
     const RowMatrix<T> no_offset = ember::embed_with_positions(emb, pe, ids, seq_len);
     RowMatrix<T> no_offset_ref(n, d);
     ember::embed_with_positions(emb, pe, ids, no_offset_ref, seq_len, 0);
@@ -281,8 +285,8 @@ TEST_CASE("embed_with_positions rejects an out-of-range id with IndexError and w
   std::vector<TokenId> ids{0, 1, 2, bad, 4, 0};  // B = 2, seq_len = 3
   RowMatrix<double> out = RowMatrix<double>::Constant(6, 4, 7.0);
 
-  const auto err =
-      ember_test::catch_as<ember::IndexError>([&] { ember::embed_with_positions(emb, pe, ids, out, 3); });
+  const auto err = ember_test::catch_as<ember::IndexError>(
+      [&] { ember::embed_with_positions(emb, pe, ids, out, 3); });
   REQUIRE(err);
   CHECK(err->position() == 3);
   CHECK(err->value() == bad);

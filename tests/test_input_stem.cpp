@@ -10,8 +10,8 @@
 #include <cmath>
 #include <vector>
 
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/optim_reference.hpp"
 
 using ember::Index;
 using ember::InputStem;
@@ -19,7 +19,8 @@ using ember::InputStemOptions;
 using ember::PositionKind;
 using ember::RowMatrix;
 using ember::TokenId;
-using ember_test::require_close;
+using ember_test::abs_tol_for;
+using ember_test::check_close;
 using ember_test::same_bits;
 
 namespace {
@@ -53,9 +54,12 @@ TEMPLATE_TEST_CASE("the fused forward equals lookup x sqrt(d) + positions + segm
     CHECK(stem.learned_positions() == (kind == PositionKind::learned));
     for (const Index offset : {Index{0}, Index{3}}) {
       const RowMatrix<T> with_segs = stem.forward(kIds, kSegs, 4, offset);
-      require_close(with_segs, compose(stem, kIds, &kSegs, 4, offset), ember_test::tol<T>());
+      const RowMatrix<T> composed = compose(stem, kIds, &kSegs, 4, offset);
+      check_close(with_segs, composed, 0.0, abs_tol_for(composed, ember_test::scaled_tol<T>()));
       const RowMatrix<T> default_segs = stem.forward(kIds, 4, offset);
-      require_close(default_segs, compose(stem, kIds, nullptr, 4, offset), ember_test::tol<T>());
+      const RowMatrix<T> composed_default = compose(stem, kIds, nullptr, 4, offset);
+      check_close(default_segs, composed_default, 0.0,
+                  abs_tol_for(composed_default, ember_test::scaled_tol<T>()));
     }
   }
   // Without segments, sinusoidal: equals embed_with_positions.
@@ -64,11 +68,11 @@ TEMPLATE_TEST_CASE("the fused forward equals lookup x sqrt(d) + positions + segm
   const ember::SinusoidalEncoding<T> pe(8, 6);
   RowMatrix<T> fused(8, 6);
   ember::embed_with_positions(plain.tokens(), pe, kIds, fused, 4);
-  require_close(plain.forward(kIds, 4), fused, ember_test::tol<T>());
+  check_close(plain.forward(kIds, 4), fused, 0.0, abs_tol_for(fused, ember_test::scaled_tol<T>()));
   // Into a block of a larger matrix.
   RowMatrix<T> big = RowMatrix<T>::Zero(10, 9);
   plain.forward(kIds, 4, big.block(1, 2, 8, 6));
-  require_close(big.block(1, 2, 8, 6), fused, ember_test::tol<T>());
+  check_close(big.block(1, 2, 8, 6), fused, 0.0, abs_tol_for(fused, ember_test::scaled_tol<T>()));
   CHECK(big.row(0).isZero(0));
 }
 
@@ -121,7 +125,7 @@ TEST_CASE("backward matches finite differences for every table, through dropout"
                           .seed = 2,
                           .dropout_seed = 5});
   stem.tokens().set_padding_idx(0, /*zero_row=*/false);
-  const RowMatrix<double> R = ember_test::xorshift_matrix<double>(8, d, 9);
+  const RowMatrix<double> R = ember_test::random_table<double>(8, d, 9);
   const Index offset = 1;
   const auto loss = [&] {
     stem.set_dropout_seed(5);  // same mask every time

@@ -24,7 +24,7 @@
 #include "support/ggml_inputs.hpp"
 #include "support/gguf_fixtures.hpp"
 #include "support/io_files.hpp"
-#include "support/malformed.hpp"
+#include "support/io_malformed.hpp"
 
 using ember::Index;
 using ember::RowMatrix;

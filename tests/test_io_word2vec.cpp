@@ -122,8 +122,8 @@ TEST_CASE("limit reads only the first n vectors", "[io][word2vec]") {
 
 namespace {
 
-void check_error(const std::string& path, WordFormat fmt, const std::string& fragment,
-                 std::uint64_t offset, bool is_line) {
+void check_w2v_error(const std::string& path, WordFormat fmt, const std::string& fragment,
+                     std::uint64_t offset, bool is_line) {
   try {
     (void)ember::io::load_word_vectors<float>(path, fmt);
     FAIL("no exception for " << fragment);
@@ -147,23 +147,24 @@ TEST_CASE("text loaders reject bad files naming the line", "[io][word2vec]") {
   };
   const auto w2v = WordFormat::word2vec_text;
   const auto glove = WordFormat::glove;
-  check_error(file(""), w2v, "empty file", 1, true);
-  check_error(file(""), glove, "empty file", 1, true);
-  check_error(file("hello world\n"), w2v, "bad word2vec header", 1, true);
-  check_error(file("2 0\n"), w2v, "dimension 0", 1, true);
-  check_error(file("1000000000000 300\nx 1\n"), w2v, "more than the", 1, true);
-  check_error(file("99999999999999999999999 3\n"), w2v, "bad word2vec header", 1, true);
-  check_error(file("3 2\na 1.0 2.0\nb 3.0 4.0\n"), w2v, "file ends after 2 of 3 vectors", 4, true);
-  check_error(file("2 2\na 1 2\na 3 4\n"), w2v, "duplicate word 'a'", 3, true);
-  check_error(file("2 2\na 1 2\nb 3\n"), w2v, "expected a word and 2 values", 3, true);
-  check_error(file("2 2\na 1 2\nb 3 x4\n"), w2v, "is not a number", 3, true);
-  check_error(file("2 2\na 1 2\nb 3 nan\n"), w2v, "non-finite value nan at column 1", 3, true);
-  check_error(file("2 2\na 1 2\n\xff\xfe 3 4\n"), w2v, "not valid UTF-8", 3, true);
-  check_error(file("2 2\na 1 2\n\nb 1 2\n"), w2v, "empty line", 3, true);
-  check_error(file("hello\n"), glove, "no vector values", 1, true);
-  check_error(file("a 1 2\nb x\n"), glove, "expected a word and 2 values", 2, true);
-  check_error(file("a 1 2\nb 1 inf\n"), glove, "non-finite value inf", 2, true);
-  check_error(file("a 1 2\nb 1 2\na 0 0\n"), glove, "duplicate word 'a'", 3, true);
+  check_w2v_error(file(""), w2v, "empty file", 1, true);
+  check_w2v_error(file(""), glove, "empty file", 1, true);
+  check_w2v_error(file("hello world\n"), w2v, "bad word2vec header", 1, true);
+  check_w2v_error(file("2 0\n"), w2v, "dimension 0", 1, true);
+  check_w2v_error(file("1000000000000 300\nx 1\n"), w2v, "more than the", 1, true);
+  check_w2v_error(file("99999999999999999999999 3\n"), w2v, "bad word2vec header", 1, true);
+  check_w2v_error(file("3 2\na 1.0 2.0\nb 3.0 4.0\n"), w2v, "file ends after 2 of 3 vectors", 4,
+                  true);
+  check_w2v_error(file("2 2\na 1 2\na 3 4\n"), w2v, "duplicate word 'a'", 3, true);
+  check_w2v_error(file("2 2\na 1 2\nb 3\n"), w2v, "expected a word and 2 values", 3, true);
+  check_w2v_error(file("2 2\na 1 2\nb 3 x4\n"), w2v, "is not a number", 3, true);
+  check_w2v_error(file("2 2\na 1 2\nb 3 nan\n"), w2v, "non-finite value nan at column 1", 3, true);
+  check_w2v_error(file("2 2\na 1 2\n\xff\xfe 3 4\n"), w2v, "not valid UTF-8", 3, true);
+  check_w2v_error(file("2 2\na 1 2\n\nb 1 2\n"), w2v, "empty line", 3, true);
+  check_w2v_error(file("hello\n"), glove, "no vector values", 1, true);
+  check_w2v_error(file("a 1 2\nb x\n"), glove, "expected a word and 2 values", 2, true);
+  check_w2v_error(file("a 1 2\nb 1 inf\n"), glove, "non-finite value inf", 2, true);
+  check_w2v_error(file("a 1 2\nb 1 2\na 0 0\n"), glove, "duplicate word 'a'", 3, true);
   // GloVe: a token made of several fields, one of them numeric, is kept whole.
   const auto g = ember::io::load_glove<float>(file(". . . 1 2\n1999 3 4\n"));
   CHECK(g.vocab.tokens() == std::vector<std::string>{". . .", "1999"});
@@ -185,11 +186,11 @@ TEST_CASE("the binary loader rejects bad files naming the byte offset and record
     for (float f : v) ember_test::append_le(b, f);
     return b;
   };
-  check_error(file({}), bin, "empty file", 0, false);
-  check_error(file(ember_test::bytes_of("2 2")), bin, "no end of line", 3, false);
-  check_error(file(ember_test::bytes_of("x y\n")), bin, "bad word2vec header", 1, true);
-  check_error(file(ember_test::bytes_of("4611686018427387904 2\n")), bin, "more than the", 0,
-              false);
+  check_w2v_error(file({}), bin, "empty file", 0, false);
+  check_w2v_error(file(ember_test::bytes_of("2 2")), bin, "no end of line", 3, false);
+  check_w2v_error(file(ember_test::bytes_of("x y\n")), bin, "bad word2vec header", 1, true);
+  check_w2v_error(file(ember_test::bytes_of("4611686018427387904 2\n")), bin, "more than the", 0,
+                  false);
   auto b = ember_test::bytes_of("2 2\n");
   // A long first word leaves room for the size check (2 x (8 + 2) bytes) but not for record 1,
   // which starts at byte 4 + 6 + 8 = 18.
@@ -197,20 +198,20 @@ TEST_CASE("the binary loader rejects bad files naming the byte offset and record
   auto truncated = b;
   ember_test::append(truncated, ember_test::bytes_of("b "));
   truncated.resize(truncated.size() + 5, 0);
-  check_error(file(truncated), bin, "record 1: file ends inside the vector of 'b'", 18, false);
+  check_w2v_error(file(truncated), bin, "record 1: file ends inside the vector of 'b'", 18, false);
   auto noword = b;
   noword.resize(b.size() + 10, 'z');
-  check_error(file(noword), bin, "record 1: file ends inside the word", 18, false);
+  check_w2v_error(file(noword), bin, "record 1: file ends inside the word", 18, false);
   auto dup = b;
   ember_test::append(dup, record("alpha", {3, 4}));
-  check_error(file(dup), bin, "record 1: duplicate word 'alpha'", 18, false);
+  check_w2v_error(file(dup), bin, "record 1: duplicate word 'alpha'", 18, false);
   auto bad_utf8 = b;
   ember_test::append(bad_utf8, record("\xc3\x28", {3, 4}));
-  check_error(file(bad_utf8), bin, "record 1: word '\\xc3(' is not valid UTF-8", 18, false);
+  check_w2v_error(file(bad_utf8), bin, "record 1: word '\\xc3(' is not valid UTF-8", 18, false);
   auto nan = b;
   ember_test::append(nan, record("b", {3, std::numeric_limits<float>::quiet_NaN()}));
-  check_error(file(nan), bin, "record 1: non-finite value at column 1 of word 'b'", 18 + 2 + 4,
-              false);
+  check_w2v_error(file(nan), bin, "record 1: non-finite value at column 1 of word 'b'", 18 + 2 + 4,
+                  false);
   ember::io::WordVectorsLoadOptions allow;
   allow.allow_non_finite = true;
   CHECK(std::isnan(ember::io::load_word2vec_binary<float>(file(nan), allow).vectors(1, 1)));

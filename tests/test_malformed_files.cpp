@@ -25,7 +25,7 @@
 #include "ember/io/safetensors.hpp"
 #endif
 #include "support/io_files.hpp"
-#include "support/malformed.hpp"
+#include "support/io_malformed.hpp"
 
 using ember_test::Bytes;
 using ember_test::bytes_of;

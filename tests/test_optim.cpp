@@ -9,14 +9,14 @@
 #include <cmath>
 #include <vector>
 
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/optim_reference.hpp"
 
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
+using ember_test::random_table;
 using ember_test::same_bits;
-using ember_test::xorshift_matrix;
 
 namespace {
 
@@ -28,8 +28,8 @@ void check_tied_equals_combined(Opt a_opt, Opt b_opt) {
   ember::Embedding<float> b = a;
   for (std::uint64_t s = 0; s < 5; ++s) {
     ember::SparseRowGrad<float> sparse;
-    a.backward(std::vector<TokenId>{0, 3, 3, 8, 5}, xorshift_matrix<float>(5, d, s), sparse);
-    const RowMatrix<float> dense = xorshift_matrix<float>(V, d, s + 99);
+    a.backward(std::vector<TokenId>{0, 3, 3, 8, 5}, random_table<float>(5, d, s), sparse);
+    const RowMatrix<float> dense = random_table<float>(V, d, s + 99);
     a_opt.step(a, sparse, dense);
     RowMatrix<float> combined = dense;
     sparse.add_to(combined);
@@ -41,21 +41,21 @@ void check_tied_equals_combined(Opt a_opt, Opt b_opt) {
 template <class Opt>
 void check_frozen_and_padding(Opt opt) {
   const Index V = 6, d = 3;
-  auto emb = ember::Embedding<double>::from_pretrained(xorshift_matrix<double>(V, d, 3), true, 1);
+  auto emb = ember::Embedding<double>::from_pretrained(random_table<double>(V, d, 3), true, 1);
   const RowMatrix<double> before = emb.weight();
   for (int k = 0; k < 10; ++k) {
     ember::SparseRowGrad<double> g;
-    emb.backward(std::vector<TokenId>{0, 1, 2}, xorshift_matrix<double>(3, d, 1), g);
+    emb.backward(std::vector<TokenId>{0, 1, 2}, random_table<double>(3, d, 1), g);
     REQUIRE_THROWS_AS(opt.step(emb, g), ember::StateError);
-    REQUIRE_THROWS_AS(opt.step(emb, g, xorshift_matrix<double>(V, d, 2)), ember::StateError);
+    REQUIRE_THROWS_AS(opt.step(emb, g, random_table<double>(V, d, 2)), ember::StateError);
   }
   CHECK(same_bits(emb.weight(), before));
   CHECK(opt.step_count() == 0);
   emb.unfreeze();
   for (std::uint64_t s = 0; s < 200; ++s) {
     ember::SparseRowGrad<double> g;
-    emb.backward(std::vector<TokenId>{0, 1, 1, 5}, xorshift_matrix<double>(4, d, s), g);
-    opt.step(emb, g, xorshift_matrix<double>(V, d, s + 7));
+    emb.backward(std::vector<TokenId>{0, 1, 1, 5}, random_table<double>(4, d, s), g);
+    opt.step(emb, g, random_table<double>(V, d, s + 7));
   }
   CHECK(same_bits(emb.weight().row(1), before.row(1)));  // padding row: pretrained, never moved
   CHECK_FALSE(same_bits(emb.weight().row(0), before.row(0)));

@@ -9,17 +9,19 @@
 #include <limits>
 #include <vector>
 
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
 #include "support/optim_reference.hpp"
 
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
+using ember_test::abs_tol_for;
+using ember_test::check_close;
 using ember_test::present_rows;
-using ember_test::require_close;
+using ember_test::random_table;
 using ember_test::same_bits;
-using ember_test::tol;
-using ember_test::xorshift_matrix;
+using ember_test::scaled_tol;
 
 TEST_CASE("row-wise Adagrad's first step, computed by hand", "[adagrad]") {
   ember::Embedding<double> emb(RowMatrix<double>::Zero(3, 2));
@@ -55,19 +57,19 @@ TEMPLATE_TEST_CASE(
   std::uint64_t seed = 0;
   for (const auto& ids : batches) {
     ember::SparseRowGrad<T> g(V, d);
-    g.accumulate(ids, xorshift_matrix<T>(static_cast<Index>(ids.size()), d, ++seed), T(1), V);
+    g.accumulate(ids, random_table<T>(static_cast<Index>(ids.size()), d, ++seed), T(1), V);
     opt.step(emb, g);
     ref.step(ref_w, g.to_dense(), present_rows(V, ids));
   }
-  require_close(emb.weight(), ref_w, tol<T>());
-  const RowMatrix<T> dense = xorshift_matrix<T>(V, d, 77);
+  check_close(emb.weight(), ref_w, 0.0, abs_tol_for(ref_w, scaled_tol<T>()));
+  const RowMatrix<T> dense = random_table<T>(V, d, 77);
   opt.step(emb, dense);
   ref.step(ref_w, dense, all);
-  require_close(emb.weight(), ref_w, tol<T>());
+  check_close(emb.weight(), ref_w, 0.0, abs_tol_for(ref_w, scaled_tol<T>()));
   for (Index r = 0; r < V; ++r)
     CHECK_THAT(static_cast<double>(opt.accumulator(r)),
                Catch::Matchers::WithinRel(static_cast<double>(ref.acc[static_cast<std::size_t>(r)]),
-                                          tol<T>()));
+                                          scaled_tol<T>()));
 }
 
 TEST_CASE("row-wise Adagrad keeps one scalar per touched row", "[adagrad]") {
@@ -75,7 +77,7 @@ TEST_CASE("row-wise Adagrad keeps one scalar per touched row", "[adagrad]") {
   ember::Embedding<float> emb(V, d, 1);
   ember::optim::RowwiseAdagrad<float> opt;
   ember::SparseRowGrad<float> g(V, d);
-  g.accumulate(std::vector<TokenId>{1, 2, 50256}, xorshift_matrix<float>(3, d, 1), 1.0f, V);
+  g.accumulate(std::vector<TokenId>{1, 2, 50256}, random_table<float>(3, d, 1), 1.0f, V);
   opt.step(emb, g);
   CHECK(opt.state_rows() == 3);
   // slot map + one float per row: about 4·V bytes, vs V·d·4 for element-wise Adagrad.
@@ -90,13 +92,13 @@ TEST_CASE("row-wise Adagrad skips the padding row, refuses frozen tables and bad
   ember::Embedding<double> emb(V, d, 2);
   emb.set_padding_idx(0);
   ember::optim::RowwiseAdagrad<double> opt({.lr = 0.5});
-  for (std::uint64_t s = 0; s < 30; ++s) opt.step(emb, xorshift_matrix<double>(V, d, s));
+  for (std::uint64_t s = 0; s < 30; ++s) opt.step(emb, random_table<double>(V, d, s));
   CHECK(emb.weight().row(0).isZero(0));
   CHECK(opt.state_rows() == V - 1);
 
   emb.freeze();
   const RowMatrix<double> before = emb.weight();
-  REQUIRE_THROWS_AS(opt.step(emb, xorshift_matrix<double>(V, d, 1)), ember::StateError);
+  REQUIRE_THROWS_AS(opt.step(emb, random_table<double>(V, d, 1)), ember::StateError);
   CHECK(same_bits(emb.weight(), before));
 
   using ember::optim::AdagradOptions;

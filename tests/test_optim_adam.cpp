@@ -9,18 +9,20 @@
 #include <limits>
 #include <vector>
 
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
 #include "support/optim_reference.hpp"
 
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
+using ember_test::abs_tol_for;
+using ember_test::check_close;
 using ember_test::present_rows;
-using ember_test::require_close;
+using ember_test::random_sparse_grad;
+using ember_test::random_table;
 using ember_test::same_bits;
-using ember_test::sparse_grad;
-using ember_test::tol;
-using ember_test::xorshift_matrix;
+using ember_test::scaled_tol;
 
 namespace {
 
@@ -41,15 +43,15 @@ TEMPLATE_TEST_CASE("lazy Adam follows SparseAdam's formulas on the rows of each 
   ember_test::RefAdam<T> ref{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6};
   std::uint64_t seed = 10;
   for (const auto& ids : batches()) {
-    const auto g = sparse_grad<T>(V, d, ids, ++seed);
+    const auto g = random_sparse_grad<T>(V, d, ids, ++seed);
     opt.step(emb, g);
     ref.step(ref_w, g.to_dense(), present_rows(V, ids));
   }
-  require_close(emb.weight(), ref_w, tol<T>());
+  check_close(emb.weight(), ref_w, 0.0, abs_tol_for(ref_w, scaled_tol<T>()));
   CHECK(opt.step_count() == 6);
   CHECK(opt.state_rows() == 7);  // rows 0..6 were touched
-  require_close(opt.exp_avg(2), ref.m.row(2), tol<T>());
-  require_close(opt.exp_avg_sq(5), ref.v.row(5), tol<T>());
+  check_close(opt.exp_avg(2), ref.m.row(2), 0.0, abs_tol_for(ref.m.row(2), scaled_tol<T>()));
+  check_close(opt.exp_avg_sq(5), ref.v.row(5), 0.0, abs_tol_for(ref.v.row(5), scaled_tol<T>()));
   CHECK(opt.exp_avg(8).size() == 0);
 }
 
@@ -68,12 +70,14 @@ TEMPLATE_TEST_CASE(
   std::uint64_t seed = 100;
   for (int rep = 0; rep < 5; ++rep) {
     for (const auto& ids : batches()) {
-      const auto g = sparse_grad<T>(V, d, ids, ++seed);
+      const auto g = random_sparse_grad<T>(V, d, ids, ++seed);
       opt.step(lazy, g);
       dense.step(dense_w, g.to_dense(), all);  // dense Adam: every row, zero gradient included
     }
   }
-  for (Index r : {0, 1}) require_close(lazy.weight().row(r), dense_w.row(r), tol<T>());
+  for (Index r : {0, 1})
+    check_close(lazy.weight().row(r), dense_w.row(r), 0.0,
+                abs_tol_for(dense_w.row(r), scaled_tol<T>()));
   for (Index r : {7, 8, 9}) CHECK(same_bits(lazy.weight().row(r), initial.row(r)));
   // Rows touched only sometimes differ between lazy and dense Adam (that is the point of lazy).
   CHECK((lazy.weight().row(4) - dense_w.row(4)).cwiseAbs().maxCoeff() > T(1e-6));
@@ -89,11 +93,11 @@ TEMPLATE_TEST_CASE("a dense Adam step equals the rule applied to every row", "[a
   ember_test::RefAdam<T> ref{.lr = 0.02, .weight_decay = 0.1};
   const std::vector<bool> all(static_cast<std::size_t>(V), true);
   for (std::uint64_t s = 0; s < 4; ++s) {
-    const RowMatrix<T> g = xorshift_matrix<T>(V, d, s + 50);
+    const RowMatrix<T> g = random_table<T>(V, d, s + 50);
     opt.step(emb, g);
     ref.step(ref_w, g, all);
   }
-  require_close(emb.weight(), ref_w, tol<T>());
+  check_close(emb.weight(), ref_w, 0.0, abs_tol_for(ref_w, scaled_tol<T>()));
   CHECK(opt.state_rows() == V);
 }
 
@@ -104,8 +108,8 @@ TEST_CASE("Adam's sparse + dense step equals the step on the combined dense grad
   ember::optim::Adam<float> opt_a({.lr = 0.03});
   ember::optim::Adam<float> opt_b({.lr = 0.03});
   for (std::uint64_t s = 0; s < 3; ++s) {
-    const auto sparse = sparse_grad<float>(V, d, {1, 4, 4, 6}, s + 1);
-    const RowMatrix<float> dense = xorshift_matrix<float>(V, d, s + 20);
+    const auto sparse = random_sparse_grad<float>(V, d, {1, 4, 4, 6}, s + 1);
+    const RowMatrix<float> dense = random_table<float>(V, d, s + 20);
     opt_a.step(a, sparse, dense);
     RowMatrix<float> combined = dense;
     sparse.add_to(combined);
@@ -128,11 +132,11 @@ TEMPLATE_TEST_CASE("AdamW decays only the rows it updates, after the rule of dec
     std::vector<TokenId> clipped;
     for (auto id : ids)
       if (id < V) clipped.push_back(id);
-    const auto g = sparse_grad<T>(V, d, clipped, ++seed);
+    const auto g = random_sparse_grad<T>(V, d, clipped, ++seed);
     opt.step(emb, g);
     ref.step(ref_w, g.to_dense(), present_rows(V, clipped));
   }
-  require_close(emb.weight(), ref_w, tol<T>());
+  check_close(emb.weight(), ref_w, 0.0, abs_tol_for(ref_w, scaled_tol<T>()));
   CHECK(same_bits(emb.weight().row(V - 1), initial.row(V - 1)));  // never present, never decayed
 }
 
@@ -144,11 +148,11 @@ TEST_CASE("Adam with per-row steps bias-corrects each row by its own update coun
   ember_test::RefAdam<double> ref{.lr = 0.05, .per_row_steps = true};
   std::uint64_t seed = 0;
   for (const auto& ids : batches()) {
-    const auto g = sparse_grad<double>(V, d, ids, ++seed);
+    const auto g = random_sparse_grad<double>(V, d, ids, ++seed);
     opt.step(emb, g);
     ref.step(ref_w, g.to_dense(), present_rows(V, ids));
   }
-  require_close(emb.weight(), ref_w, 1e-12);
+  check_close(emb.weight(), ref_w, 0.0, abs_tol_for(ref_w, 1e-12));
   CHECK(opt.row_steps(0) == 6);
   CHECK(opt.row_steps(4) == 1);
   CHECK(opt.row_steps(9) == 0);
@@ -181,15 +185,15 @@ TEST_CASE("Adam never moves the padding row and rejects a frozen table", "[adam]
   for (std::uint64_t s = 0; s < 50; ++s) {
     // Sparse gradient built by hand with an entry for the padding row, plus a dense part.
     ember::SparseRowGrad<float> g(V, d);
-    g.accumulate(std::vector<TokenId>{2, 3}, xorshift_matrix<float>(2, d, s), 1.0f, V);
-    opt.step(emb, g, xorshift_matrix<float>(V, d, s + 1000));
+    g.accumulate(std::vector<TokenId>{2, 3}, random_table<float>(2, d, s), 1.0f, V);
+    opt.step(emb, g, random_table<float>(V, d, s + 1000));
   }
   CHECK((emb.weight().row(2).array() == 0.25f).all());
 
   emb.freeze();
   const RowMatrix<float> before = emb.weight();
   ember::SparseRowGrad<float> g(V, d);
-  g.accumulate(std::vector<TokenId>{1}, xorshift_matrix<float>(1, d, 1), 1.0f, V);
+  g.accumulate(std::vector<TokenId>{1}, random_table<float>(1, d, 1), 1.0f, V);
   REQUIRE_THROWS_AS(opt.step(emb, g), ember::StateError);
   REQUIRE_THROWS_WITH(opt.step(emb, g), Catch::Contains("Adam::step") && Catch::Contains("frozen"));
   CHECK(same_bits(emb.weight(), before));
@@ -247,14 +251,14 @@ TEST_CASE("Adam state is O(rows touched) and follows a resized table", "[adam]")
   const Index V = 50000, d = 16;
   ember::Embedding<float> emb(V, d, 1);
   ember::optim::Adam<float> opt;
-  const auto g = sparse_grad<float>(V, d, {5, 49999, 123}, 1);
+  const auto g = random_sparse_grad<float>(V, d, {5, 49999, 123}, 1);
   opt.step(emb, g);
   CHECK(opt.state_rows() == 3);
   // Slot map (4 bytes per row) + 2 moments of 3 rows; far below the 2·V·d·4 bytes of dense state.
   CHECK(opt.state_bytes() < static_cast<std::size_t>(V) * 8 + 4096);
 
   emb.resize(1000, ember::ResizeInit::zeros);
-  const auto g2 = sparse_grad<float>(1000, d, {5, 999}, 2);
+  const auto g2 = random_sparse_grad<float>(1000, d, {5, 999}, 2);
   const ember::RowVector<float> m5_before = opt.exp_avg(5);
   opt.step(emb, g2);
   CHECK(opt.state_rows() == 3);  // 49999 dropped, 999 added

@@ -15,9 +15,11 @@
 #include "ember/io/word2vec.hpp"
 #include "ember/positional.hpp"
 #include "ember/query/similarity.hpp"
-#include "support/beyond_reference.hpp"
+#include "support/error_checks.hpp"
+#include "support/inputs.hpp"
 #include "support/io_files.hpp"
-#include "support/reference.hpp"
+#include "support/matrix_compare.hpp"
+#include "support/quantized_reference.hpp"
 
 using ember::Index;
 using ember::QuantizedEmbedding;

@@ -19,7 +19,7 @@ using ember::query::Neighbours;
 namespace {
 
 template <class T>
-RowMatrix<T> random_table(ember::Index v, ember::Index d, std::uint64_t seed) {
+RowMatrix<T> normal_table(ember::Index v, ember::Index d, std::uint64_t seed) {
   RowMatrix<T> m(v, d);
   ember::Init::normal(1.0).fill(m, seed);
   return m;
@@ -78,7 +78,7 @@ TEST_CASE("queries reproduce gensim's most_similar and most_similar_cosmul answe
 
 TEMPLATE_TEST_CASE("nearest, most_similar and cosmul match the slow reference",
                    "[query][similarity]", float, double) {
-  const auto table = random_table<TestType>(300, 17, 11);
+  const auto table = normal_table<TestType>(300, 17, 11);
   const Neighbours<TestType> nn(table);
   const double tol = std::is_same_v<TestType, float> ? 1e-5 : 1e-12;
   for (TokenId id : {0, 7, 299}) {
@@ -106,9 +106,9 @@ TEMPLATE_TEST_CASE("nearest, most_similar and cosmul match the slow reference",
 
 TEST_CASE("the batched blocked GEMM path equals the single-query path", "[query][similarity]") {
   // More rows than one block so the merge across blocks is exercised.
-  const auto table = random_table<float>(Neighbours<float>::block_rows * 2 + 123, 8, 5);
+  const auto table = normal_table<float>(Neighbours<float>::block_rows * 2 + 123, 8, 5);
   const Neighbours<float> nn(table);
-  const auto queries = random_table<float>(6, 8, 99);
+  const auto queries = normal_table<float>(6, 8, 99);
   ember::query::QueryOptions opt;
   opt.exclude = {0, 5000, 8300};
   const auto batch = nn.nearest_batch(queries, 15, opt);

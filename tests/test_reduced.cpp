@@ -15,9 +15,10 @@
 #include "ember/io/word2vec.hpp"
 #include "ember/positional.hpp"
 #include "ember/query/similarity.hpp"
-#include "support/beyond_reference.hpp"
+#include "support/error_checks.hpp"
+#include "support/inputs.hpp"
 #include "support/io_files.hpp"
-#include "support/reference.hpp"
+#include "support/matrix_compare.hpp"
 #if defined(EMBER_TEST_HAVE_IO)
 #include "ember/io/safetensors.hpp"
 #endif
@@ -84,7 +85,7 @@ TEMPLATE_TEST_CASE("forward is the stored row converted to float times sqrt(d), 
   RowMatrix<TestType> xs(33, 16);
   r.forward(ids, xs);
   CHECK(ember_test::same_bits(xs.template cast<float>().eval(),
-                               x.cast<TestType>().template cast<float>().eval()));
+                              x.cast<TestType>().template cast<float>().eval()));
 }
 
 TEMPLATE_TEST_CASE("backward accumulates in float exactly as the float layer's", "[reduced]",
@@ -228,7 +229,7 @@ TEST_CASE("F16 and BF16 safetensors load into reduced tables byte for byte", "[r
   CHECK(ember_test::same_bits(b.to_float(), ember::BFloat16Embedding::from_float(t).to_float()));
   // an F32 tensor is rounded once, as from_float does
   CHECK(ember_test::same_bits(ember::HalfEmbedding(f.load_reduced<Eigen::half>("f")).to_float(),
-                               h.to_float()));
+                              h.to_float()));
   CHECK_THROWS_AS(f.load_reduced<Eigen::half>("nope"), ember::KeyError);
 }
 #endif

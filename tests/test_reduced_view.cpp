@@ -19,9 +19,11 @@
 #include "ember/positional.hpp"
 #include "ember/query/similarity.hpp"
 #include "ember/reduced.hpp"
+#include "support/error_checks.hpp"
+#include "support/inputs.hpp"
 #include "support/io_files.hpp"
-#include "support/reference.hpp"
-#include "support/view_reference.hpp"
+#include "support/matrix_compare.hpp"
+#include "support/reduced_view_reference.hpp"
 #if defined(EMBER_TEST_HAVE_IO)
 #include "ember/io/safetensors.hpp"
 #endif

@@ -16,8 +16,11 @@
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
-#include "support/kernel_reference.hpp"
-#include "support/reference.hpp"
+#include "support/embedding_reference.hpp"
+#include "support/error_checks.hpp"
+#include "support/inputs.hpp"
+#include "support/matrix_compare.hpp"
+#include "support/threads.hpp"
 
 using ember::Index;
 using ember::RowMatrix;
@@ -485,10 +488,10 @@ TEMPLATE_TEST_CASE(
     for (const TokenId r : ember_test::random_ids(n, m, 80 + call))
       src_rows.push_back(static_cast<std::int32_t>(r));
     if (n > 0) ids[1] = 4;
-    const RowMatrix<T> src = ember_test::random_matrix<T>(m, d, 90 + call);
+    const RowMatrix<T> src = ember_test::random_table<T>(m, d, 90 + call);
     std::vector<T> coef;
     if (with_coef) {
-      const RowMatrix<T> c = ember_test::random_matrix<T>(1, n, 95 + call);
+      const RowMatrix<T> c = ember_test::random_table<T>(1, n, 95 + call);
       coef.assign(c.data(), c.data() + n);
     }
     RowMatrix<T> rows(n, d);

@@ -1,5 +1,5 @@
 // Tests of the sparse backward's kernels (detail/scatter.hpp and SparseRowGrad's accumulation)
-// against the plain sort-based reference in support/kernel_reference.hpp.
+// against the plain sort-based reference in support/sparse_grad_reference.hpp.
 // SPDX-License-Identifier: MIT
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,8 @@
 #include <ember/detail/scatter.hpp>
 #include <ember/sparse_grad.hpp>
 
-#include "support/kernel_reference.hpp"
+#include "support/inputs.hpp"
+#include "support/sparse_grad_reference.hpp"
 
 using ember::Index;
 using ember::RowMatrix;

@@ -24,7 +24,10 @@
 #include "ember/reduced.hpp"
 #include "ember/reduced_view.hpp"
 #include "ember/sparse_grad.hpp"
-#include "support/reference.hpp"
+#include "support/embedding_reference.hpp"
+#include "support/error_checks.hpp"
+#include "support/inputs.hpp"
+#include "support/matrix_compare.hpp"
 
 using ember::Index;
 using ember::RowMatrix;

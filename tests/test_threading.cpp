@@ -5,7 +5,6 @@
 // SPDX-License-Identifier: MIT
 #include <catch2/catch.hpp>
 
-#include <cstring>
 #include <vector>
 
 #include <ember/config.hpp>
@@ -13,19 +12,15 @@
 #include <ember/input_embedding.hpp>
 #include <ember/positional.hpp>
 
-#include "support/kernel_reference.hpp"
+#include "support/inputs.hpp"
+#include "support/matrix_compare.hpp"
+#include "support/threads.hpp"
 
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
 
 namespace {
-
-template <class T>
-bool same_bits(const RowMatrix<T>& a, const RowMatrix<T>& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() &&
-         std::memcmp(a.data(), b.data(), sizeof(T) * static_cast<std::size_t>(a.size())) == 0;
-}
 
 struct Results {
   RowMatrix<float> forward;
@@ -46,7 +41,7 @@ Results run_all(int threads) {
   Results r;
   r.forward = emb.forward(ids);
   r.fused = ember::embed_with_positions(emb, pe, ids, seq_len);
-  const RowMatrix<float> grad_out = ember_test::random_matrix<float>(n, d, 9);
+  const RowMatrix<float> grad_out = ember_test::random_table<float>(n, d, 9);
   ember::SparseRowGrad<float> grad;
   emb.backward(ids, grad_out, grad);
   const auto more = ember_test::random_ids(n, vocab, 4);  // new rows interleave with stored ones
@@ -67,10 +62,10 @@ TEST_CASE("forward, fused positions and backward are bit-identical at 1, 2 and 4
   for (const int threads : {2, 4}) {
     INFO("threads = " << threads);
     const Results many = run_all(threads);
-    CHECK(same_bits(one.forward, many.forward));
-    CHECK(same_bits(one.fused, many.fused));
+    CHECK(ember_test::same_bits(one.forward, many.forward));
+    CHECK(ember_test::same_bits(one.fused, many.fused));
     CHECK(one.grad_rows == many.grad_rows);
-    CHECK(same_bits(one.grad_values, many.grad_values));
+    CHECK(ember_test::same_bits(one.grad_values, many.grad_values));
   }
 #if EMBER_HAS_OPENMP
   ember_test::set_threads(saved);

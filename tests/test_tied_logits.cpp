@@ -15,9 +15,11 @@
 #include "ember/errors.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
+#include "support/error_checks.hpp"
 #include "support/gradcheck.hpp"
+#include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
-#include "support/reference.hpp"
+#include "support/tied_logits_reference.hpp"
 
 using ember::Index;
 using ember::RowMatrix;
@@ -55,7 +57,8 @@ TEMPLATE_TEST_CASE("logits equal the triple-loop reference", "[tied_logits]", fl
     ember_test::check_close(out, expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
   }
   SECTION("free function on a RowMatrix, owning and into out") {
-    ember_test::check_close(ember::logits(table, hidden), expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+    ember_test::check_close(ember::logits(table, hidden), expected, gemm_rel_tol<T>(),
+                            gemm_abs_tol<T>());
     RowMatrix<T> out(7, 23);
     ember::logits(table, hidden, out);
     ember_test::check_close(out, expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
@@ -67,11 +70,13 @@ TEMPLATE_TEST_CASE("logits equal the triple-loop reference", "[tied_logits]", fl
     big_hidden.block(2, 1, 7, 12) = hidden;
     RowMatrix<T> big_out = RowMatrix<T>::Constant(12, 30, T(7));
 
-    ember_test::check_close(ember::logits(big_table.block(4, 5, 23, 12), big_hidden.block(2, 1, 7, 12)),
-                      expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+    ember_test::check_close(
+        ember::logits(big_table.block(4, 5, 23, 12), big_hidden.block(2, 1, 7, 12)), expected,
+        gemm_rel_tol<T>(), gemm_abs_tol<T>());
     ember::logits(big_table.block(4, 5, 23, 12), big_hidden.block(2, 1, 7, 12),
                   big_out.block(3, 6, 7, 23));
-    ember_test::check_close(big_out.block(3, 6, 7, 23), expected, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+    ember_test::check_close(big_out.block(3, 6, 7, 23), expected, gemm_rel_tol<T>(),
+                            gemm_abs_tol<T>());
     RowMatrix<T> outside = big_out;
     outside.block(3, 6, 7, 23).setConstant(T(7));
     CHECK(ember_test::all_equal_to(outside, T(7)));
@@ -92,7 +97,8 @@ TEMPLATE_TEST_CASE("logits apply no scale: they use the weight itself, not weigh
   // And clearly not the scaled version (the two differ by a factor 2 everywhere).
   CHECK((logits - scaled).cwiseAbs().maxCoeff() > T(0.1));
   // The lookup does apply it: forward(ids) row = 2 * weight row.
-  ember_test::check_close(emb.forward(std::vector<TokenId>{3}), (emb.weight().row(3) * T(2)).eval());
+  ember_test::check_close(emb.forward(std::vector<TokenId>{3}),
+                          (emb.weight().row(3) * T(2)).eval());
 }
 
 TEST_CASE("logits equal finite differences: d sum(logits .* G) / d hidden = G · W",
@@ -134,13 +140,14 @@ TEMPLATE_TEST_CASE(
     ember::logits_backward(table, hidden, grad_logits, grad_hidden, grad_weight);
   }
   ember_test::check_close(grad_hidden, ref_hidden, gemm_rel_tol<T>(), gemm_abs_tol<T>());
-  ember_test::check_close(grad_weight, (prior + ref_weight).eval(), gemm_rel_tol<T>(), gemm_abs_tol<T>());
+  ember_test::check_close(grad_weight, (prior + ref_weight).eval(), gemm_rel_tol<T>(),
+                          gemm_abs_tol<T>());
 
   // A second call: grad_hidden is the same again (assigned), grad_weight has two contributions.
   ember::logits_backward(table, hidden, grad_logits, grad_hidden, grad_weight);
   ember_test::check_close(grad_hidden, ref_hidden, gemm_rel_tol<T>(), gemm_abs_tol<T>());
   ember_test::check_close(grad_weight, (prior + ref_weight + ref_weight).eval(), gemm_rel_tol<T>(),
-                    gemm_abs_tol<T>());
+                          gemm_abs_tol<T>());
 }
 
 TEMPLATE_TEST_CASE("logits_backward works on blocks of larger matrices", "[tied_logits]", float,
@@ -164,8 +171,10 @@ TEMPLATE_TEST_CASE("logits_backward works on blocks of larger matrices", "[tied_
   ember::logits_backward(big_table.block(1, 2, 9, 5), big_in.block(0, 0, 4, 5),
                          big_in.block(5, 10, 4, 9), big_out.block(0, 0, 4, 5),
                          big_out.block(8, 7, 9, 5));
-  ember_test::check_close(big_out.block(0, 0, 4, 5), ref_hidden, gemm_rel_tol<T>(), gemm_abs_tol<T>());
-  ember_test::check_close(big_out.block(8, 7, 9, 5), ref_weight, gemm_rel_tol<T>(), gemm_abs_tol<T>());
+  ember_test::check_close(big_out.block(0, 0, 4, 5), ref_hidden, gemm_rel_tol<T>(),
+                          gemm_abs_tol<T>());
+  ember_test::check_close(big_out.block(8, 7, 9, 5), ref_weight, gemm_rel_tol<T>(),
+                          gemm_abs_tol<T>());
   RowMatrix<T> outside = big_out;
   outside.block(0, 0, 4, 5).setZero();
   outside.block(8, 7, 9, 5).setZero();
@@ -237,11 +246,13 @@ TEST_CASE("the combined gradient of a tied model equals finite differences of it
 
   RowMatrix<double> grad;
   const double loss = tied_loss_and_grad(emb, inputs, targets, grad);
-  CHECK_THAT(loss,
-             Catch::Matchers::WithinRel(ember_test::tied_loss_reference(w0, inputs, targets), 1e-12));
+  CHECK_THAT(loss, Catch::Matchers::WithinRel(ember_test::tied_loss_reference(w0, inputs, targets),
+                                              1e-12));
 
   const RowMatrix<double> numeric = ember_test::numerical_gradient(
-      [&](const RowMatrix<double>& w) { return ember_test::tied_loss_reference(w, inputs, targets); },
+      [&](const RowMatrix<double>& w) {
+        return ember_test::tied_loss_reference(w, inputs, targets);
+      },
       w0);
   ember_test::check_close(grad, numeric, 1e-6, 1e-8);
   CHECK(ember_test::max_rel_error(grad, numeric) < 1e-7);
@@ -318,7 +329,8 @@ TEST_CASE("logits reject a hidden with the wrong width or an out of the wrong sh
     RowMatrix<float> out = RowMatrix<float>::Constant(3, 5, 7.0f);
     CHECK_THROWS_WITH(emb.logits(hidden, out),
                       Catch::Contains("out has 5 columns") && Catch::Contains("vocab_size = 6"));
-    const auto err = ember_test::catch_as<ember::ShapeError>([&] { ember::logits(table, hidden, out); });
+    const auto err =
+        ember_test::catch_as<ember::ShapeError>([&] { ember::logits(table, hidden, out); });
     REQUIRE(err);
     CHECK(err->dimension() == 1);
     CHECK(err->expected() == 6);

@@ -5,7 +5,7 @@
 
 #include <ember/tied_logits.hpp>
 
-#include "support/kernel_reference.hpp"
+#include "support/inputs.hpp"
 
 using ember::Index;
 using ember::RowMatrix;
@@ -16,10 +16,10 @@ TEMPLATE_TEST_CASE("logits and logits_backward match plain loops", "[tied_logits
   const Index vocab = 37;
   const Index d = 19;
   const Index n = GENERATE(1, 5, 70);
-  const RowMatrix<T> table = ember_test::random_matrix<T>(vocab, d, 1);
-  const RowMatrix<T> big_hidden = ember_test::random_matrix<T>(n + 2, d + 3, 2);
+  const RowMatrix<T> table = ember_test::random_table<T>(vocab, d, 1);
+  const RowMatrix<T> big_hidden = ember_test::random_table<T>(n + 2, d + 3, 2);
   const auto hidden = big_hidden.block(1, 2, n, d);  // a non-contiguous view
-  const RowMatrix<T> grad_logits = ember_test::random_matrix<T>(n, vocab, 3);
+  const RowMatrix<T> grad_logits = ember_test::random_table<T>(n, vocab, 3);
   const T tol = std::is_same_v<T, float> ? T(1e-4) : T(1e-10);
 
   const RowMatrix<T> out = ember::logits(table, hidden);

@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <span>
@@ -20,6 +21,8 @@
 #include "ember/detail/table_ref.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
+#include "ember/optim/detail/fused_access.hpp"
+#include "ember/optim/fused_options.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/table.hpp"
 #include "ember/types.hpp"
@@ -204,7 +207,8 @@ class EmbeddingBag {
     constexpr const char* where = "EmbeddingBag::backward";
     const std::vector<Index> bounds =
         bounds_from_offsets(ids, offsets, options.include_last_offset, where);
-    backward_impl(ids, bounds, grad_out, grad, options, argmax, grad_per_sample_weights, where);
+    backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
+                  accumulate_into(grad, where));
   }
 
   /// backward of forward_lengths(ids, lengths). Throws: as backward and forward_lengths.
@@ -215,7 +219,48 @@ class EmbeddingBag {
                         std::span<T> grad_per_sample_weights = {}) const {
     constexpr const char* where = "EmbeddingBag::backward_lengths";
     const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
-    backward_impl(ids, bounds, grad_out, grad, options, argmax, grad_per_sample_weights, where);
+    backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
+                  accumulate_into(grad, where));
+  }
+
+  /// The backward of forward(ids, offsets) fused with a step of `opt` (any ember::optim
+  /// optimizer) on the table: each distinct row's gradient is summed and the row updated at
+  /// once, with no SparseRowGrad written. Bit-identical to `backward(ids, offsets, grad_out, g,
+  /// options, argmax, w)` with an empty g followed by `opt.step(embedding(), g)`, in every mode,
+  /// for any thread count, padding row and scale_grad_by_freq (with `fused` at its defaults).
+  /// grad_per_sample_weights, if given, is computed from the rows before the update.
+  ///
+  /// Shapes:  as backward.
+  /// Throws:  as backward; StateError if the table is frozen; ValueError for a bad `fused`
+  ///          option (or, with the optimizer's check_finite, a non-finite grad_out element).
+  ///          Nothing changes when it throws.
+  /// Complexity: as backward, plus the update of the u distinct rows, O(u·d).
+  template <class R, class O, class Opt>
+  requires std::same_as<Table, Embedding<T>>
+  void backward_step(const R& ids, const O& offsets, const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                     Opt& opt, const BagOptions<T>& options = {}, const BagArgmax* argmax = nullptr,
+                     const optim::FusedStepOptions& fused = {},
+                     std::span<T> grad_per_sample_weights = {}) {
+    constexpr const char* where = "EmbeddingBag::backward_step";
+    const std::vector<Index> bounds =
+        bounds_from_offsets(ids, offsets, options.include_last_offset, where);
+    backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
+                  step_with(opt, grad_out, fused, where));
+  }
+
+  /// backward_step of forward_lengths(ids, lengths). Throws: as backward_step and
+  /// forward_lengths.
+  template <class R, class L, class Opt>
+  requires std::same_as<Table, Embedding<T>>
+  void backward_step_lengths(const R& ids, const L& lengths,
+                             const Eigen::Ref<const RowMatrix<T>>& grad_out, Opt& opt,
+                             const BagOptions<T>& options = {}, const BagArgmax* argmax = nullptr,
+                             const optim::FusedStepOptions& fused = {},
+                             std::span<T> grad_per_sample_weights = {}) {
+    constexpr const char* where = "EmbeddingBag::backward_step_lengths";
+    const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
+    backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
+                  step_with(opt, grad_out, fused, where));
   }
 
  private:
@@ -355,11 +400,56 @@ class EmbeddingBag {
     });
   }
 
-  template <class R>
+  /// Where a backward's rows go: sink(ids, rows, needs_scratch, options) receives the positions
+  /// of the accumulation (a row policy of detail/scatter.hpp over validated input) and either
+  /// accumulates them into a SparseRowGrad or hands them to an optimizer's fused step.
+  [[nodiscard]] auto accumulate_into(SparseRowGrad<T>& grad, const char* where) const {
+    return [&grad, where, this](auto ids, const auto& rows, bool needs_scratch,
+                                AccumulateOptions acc) {
+      // Throws (before any change) only if grad is bound to another table shape.
+      detail::SparseRowGradAccess::accumulate_rows_of(grad, ids, rows, d_model(), T(1),
+                                                      vocab_size(), acc, where, needs_scratch);
+    };
+  }
+  template <class Opt>
+  [[nodiscard]] auto step_with(Opt& opt, const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                               const optim::FusedStepOptions& fused, const char* where) {
+    return [&opt, &grad_out, &fused, where, this](auto ids, const auto& rows, bool needs_scratch,
+                                                  AccumulateOptions acc) {
+      optim::detail::FusedStepAccess::run(opt, emb_, ids, rows, needs_scratch, T(1), acc, &grad_out,
+                                          nullptr, fused, where);
+    };
+  }
+
+  /// The argmax a max-mode backward needs: recorded, in range, B x d; and no frequency scaling.
+  void check_argmax(const BagArgmax* argmax, Index bags, const char* where) const {
+    const Index d = d_model();
+    if (argmax == nullptr) {
+      throw StateError(std::string(where) +
+                       ": mode='max' needs the argmax recorded by forward(..., &argmax)");
+    }
+    if (table_options().scale_grad_by_freq) {
+      throw StateError(std::string(where) +
+                       ": max mode does not support scaling the gradient by the frequency");
+    }
+    detail::check_extent(where, "argmax", 0, bags, argmax->rows(), "the number of bags");
+    detail::check_extent(where, "argmax", 1, d, argmax->cols(), "d_model");
+    for (Index k = 0; k < argmax->size(); ++k) {
+      const TokenId a = argmax->data()[k];
+      if (a < -1 || a >= vocab_size()) {
+        throw IndexError(std::string(where) + ": argmax id " + std::to_string(a) + " at position " +
+                             std::to_string(k) + " is outside [-1, " +
+                             std::to_string(vocab_size()) + ")",
+                         k, a, vocab_size());
+      }
+    }
+  }
+
+  template <class R, class Sink>
   void backward_impl(const R& ids, const std::vector<Index>& bounds,
-                     const Eigen::Ref<const RowMatrix<T>>& grad_out, SparseRowGrad<T>& grad,
-                     const BagOptions<T>& options, const BagArgmax* argmax,
-                     std::span<T> grad_weights, const char* where) const {
+                     const Eigen::Ref<const RowMatrix<T>>& grad_out, const BagOptions<T>& options,
+                     const BagArgmax* argmax, std::span<T> grad_weights, const char* where,
+                     Sink&& sink) const {
     detail::with_ids(ids, [&](auto span) {
       const auto n = static_cast<Index>(span.size());
       const auto bags = static_cast<Index>(bounds.size()) - 1;
@@ -372,41 +462,26 @@ class EmbeddingBag {
         detail::check_extent(where, "grad_per_sample_weights", 0, n,
                              static_cast<Index>(grad_weights.size()), "the number of ids");
       }
-      typename SparseRowGrad<T>::AccumulateOptions acc;
+      if (mode_ == BagMode::max) check_argmax(argmax, bags, where);
+      // dL/dw from the rows as the forward saw them: before a fused step moves them, and kept
+      // aside until the sink (which may throw) has run.
+      std::vector<T> weight_grads;
+      if (!grad_weights.empty()) fill_weight_grads(span, bounds, grad_out, weight_grads);
       if (mode_ == BagMode::max) {
-        if (argmax == nullptr) {
-          throw StateError(std::string(where) +
-                           ": mode='max' needs the argmax recorded by forward(..., &argmax)");
-        }
-        if (table_options().scale_grad_by_freq) {
-          throw StateError(std::string(where) +
-                           ": max mode does not support scaling the gradient by the frequency");
-        }
-        detail::check_extent(where, "argmax", 0, bags, argmax->rows(), "the number of bags");
-        detail::check_extent(where, "argmax", 1, d, argmax->cols(), "d_model");
-        for (Index k = 0; k < argmax->size(); ++k) {
-          const TokenId a = argmax->data()[k];
-          if (a < -1 || a >= vocab_size()) {
-            throw IndexError(std::string(where) + ": argmax id " + std::to_string(a) +
-                                 " at position " + std::to_string(k) + " is outside [-1, " +
-                                 std::to_string(vocab_size()) + ")",
-                             k, a, vocab_size());
-          }
-        }
         // One position per (bag, winning id), contributing grad_out[bag] masked to the columns
         // that id won, built inside the accumulation (no pairs x d matrix): the same rows, summed
         // in the same order as materialising them.
         std::vector<TokenId> winners;
         std::vector<Index> bag_of;
         detail::bag_max_winners(argmax->data(), bags, d, winners, bag_of);
-        const detail::MaxBagRows<T> rows{detail::const_table(grad_out), argmax->data(),
-                                         bag_of.data(), winners.data()};
         // The forward never records the padding row, but an argmax recorded before
         // set_padding_idx (or built by hand) may name it: it still gets nothing.
+        AccumulateOptions acc;
         acc.skip_row = skip_row();
-        // Throws (before any change) only if grad is bound to another table shape.
-        detail::SparseRowGradAccess::accumulate_rows_of(grad, std::span<const TokenId>(winners),
-                                                        rows, d, T(1), vocab_size(), acc, where);
+        sink(std::span<const TokenId>(winners),
+             detail::MaxBagRows<T>{detail::const_table(grad_out), argmax->data(), bag_of.data(),
+                                   winners.data()},
+             true, acc);
       } else {
         // Position i contributes coef_i · grad_out[bag of i], gathered by the accumulation itself
         // (no n x d matrix of scaled rows): the same products, summed in the same order.
@@ -414,19 +489,20 @@ class EmbeddingBag {
         std::vector<T> mean_coef;
         detail::bag_grad_sources(std::span<const Index>(bounds), pool(), span, skip_row(), bag_of,
                                  mean_coef);
-        const std::span<const T> coef =
-            mode_ == BagMode::mean ? std::span<const T>(mean_coef) : options.per_sample_weights;
-        acc = table_options();
-        // Throws (before any change) only if grad is bound to another table shape.
-        grad.accumulate_indirect(span, grad_out, bag_of, coef, T(1), vocab_size(), acc, where);
+        const T* coef = mode_ == BagMode::mean ? mean_coef.data() : weights_ptr(options);
+        sink(span,
+             detail::GatheredRows<T, Index>{detail::const_table(grad_out), bag_of.data(), coef},
+             coef != nullptr, table_options());
       }
-      if (!grad_weights.empty()) fill_weight_grads(span, bounds, grad_out, grad_weights);
+      std::copy(weight_grads.begin(), weight_grads.end(), grad_weights.begin());
     });
   }
 
   template <class Id>
   void fill_weight_grads(std::span<const Id> ids, const std::vector<Index>& bounds,
-                         const Eigen::Ref<const RowMatrix<T>>& grad_out, std::span<T> out) const {
+                         const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                         std::vector<T>& out) const {
+    out.resize(ids.size());
     const auto rows = detail::rows_of(emb_);
     RowVector<T> row(d_model());
     for (std::size_t b = 0; b + 1 < bounds.size(); ++b) {

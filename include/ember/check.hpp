@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <optional>
 #include <sstream>
-#include <string>
 #include <string_view>
 
 #include <Eigen/Core>
@@ -26,10 +25,8 @@ struct NonFinite {
   double value;
 };
 
-/// The first non-finite value of `m` in row-major order (row by row, then column), or nullopt.
-///
-/// Complexity: O(rows·cols) reads, stops at the first hit. Works on any dense Eigen expression,
-/// including blocks and maps with strides.
+/// The first non-finite value of `m` (any dense Eigen expression) in row-major order, or nullopt.
+/// Complexity: O(rows·cols) reads, stops at the first hit.
 template <class Derived>
 [[nodiscard]] std::optional<NonFinite> find_non_finite(const Eigen::DenseBase<Derived>& m) {
   for (Index r = 0; r < m.rows(); ++r) {
@@ -56,11 +53,8 @@ namespace detail {
 }  // namespace detail
 
 /// Throws ValueError if `m` holds a NaN or an infinity, naming `what`, the row and the column of
-/// the first one (row-major order); value() is the offending value. `m` is only read.
-///
-/// Example: `ember::check_finite(grad_hidden, "grad_hidden")` throws
-/// `grad_hidden: value at row 3, column 7 is nan (not finite)`.
-/// Complexity: O(rows·cols).
+/// the first one (row-major order); value() is the offending value. Complexity: O(rows·cols).
+/// Example message: `grad_hidden: value at row 3, column 7 is nan (not finite)`.
 template <class Derived>
 void check_finite(const Eigen::DenseBase<Derived>& m, std::string_view what) {
   if (const auto at = find_non_finite(m)) detail::throw_non_finite(what, "row", *at);

@@ -10,15 +10,12 @@
   (EMBER_VERSION_MAJOR * 10000 + EMBER_VERSION_MINOR * 100 + EMBER_VERSION_PATCH)
 
 /// EMBER_ASSERT(cond) states a precondition of a detail kernel, which the public entry point that
-/// calls it has already validated. It maps to `assert` unless the user defines it before including
-/// ember (as with `eigen_assert`); ember's own tests define it to throw so preconditions are
-/// testable. Public API never relies on it: bad user input is reported by exceptions in every build
-/// type.
+/// calls it has already validated (bad user input is reported by exceptions in every build type).
+/// It maps to `assert` unless defined before including ember (as with `eigen_assert`).
 #define EMBER_STRINGIFY_(x) #x
 #define EMBER_STRINGIFY(x) EMBER_STRINGIFY_(x)
 #ifndef EMBER_ASSERT
-#if defined(EMBER_TESTING)
-// ember's own test build: a violated precondition throws, so tests can observe it.
+#if defined(EMBER_TESTING)  // ember's own tests: a violated precondition throws, to be observed
 #include <stdexcept>
 #define EMBER_ASSERT(cond)                                                       \
   ((cond) ? void(0)                                                              \
@@ -30,9 +27,8 @@
 #endif
 #endif
 
-/// EMBER_HAS_OPENMP is 1 when the including translation unit is compiled with OpenMP. ember's
-/// parallel loops are plain `#pragma omp` loops (detail/parallel.hpp), inert otherwise; it never
-/// starts threads of its own.
+/// EMBER_HAS_OPENMP is 1 when the including translation unit is compiled with OpenMP (ember's
+/// `#pragma omp` loops are inert otherwise; it never starts threads of its own).
 #if defined(_OPENMP)
 #define EMBER_HAS_OPENMP 1
 #else
@@ -50,16 +46,12 @@
 
 // ---- the instruction-set namespace ------------------------------------------------------------
 //
-// ember is header-only, so every translation unit compiles its own copy of each kernel, with that
-// unit's -m flags. If two units of one program were built with different flags (one with
-// -mavx512f, one without), the linker would keep one copy of each inline function for both, and
-// the unit built without AVX-512 could run AVX-512 code. So everything ember declares lives in an
-// inline namespace named after the instruction sets the unit is compiled for: ember::Embedding is
-// ember::EMBER_ISA::Embedding, and units with different flags get different symbols, never each
-// other's code. Names are spelled as always (ember::Embedding<float>); only the linker sees the
-// tag. The price: an ember type cannot cross between units built with different instruction
-// sets (a function taking ember::Embedding<float>& defined in one and called from the other fails
-// to link, it never runs the wrong code).
+// ember is header-only: each translation unit compiles its own copy of each kernel with its -m
+// flags, and the linker keeps one copy of each inline function for all units, so a unit built
+// without AVX-512 could run another unit's AVX-512 code. Everything ember declares therefore lives
+// in an inline namespace named after the unit's instruction sets (ember::Embedding is
+// ember::EMBER_ISA::Embedding): units with different flags get different symbols. The price: an
+// ember type cannot cross between such units (that fails to link; it never runs the wrong code).
 //
 // The tag lists, one letter each, the features that change the code of ember and Eigen:
 //   x86: a sse3, b ssse3, c sse4.1, d sse4.2, e popcnt, f avx, g avx2, h fma, i f16c, j bmi,

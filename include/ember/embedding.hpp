@@ -31,27 +31,15 @@ enum class ResizeInit {
 };
 
 /// A token embedding layer: a vocab_size x d_model table W whose lookup returns W[id] · scale(),
-/// scale() = √d_model unless the table was built with another LookupScale.
-///
-/// Conventions (Vaswani et al. 2017, §3.4):
-/// - The scale is a constant of the lookup, fixed at construction, never learned and never
-///   stored: weight() holds the unscaled table. It is applied by forward (and by backward to the
-///   gradient), before positions are added (see input_embedding.hpp), and never to logits().
-/// - Lookup is row indexing, never a one-hot matmul.
-/// - Ids are checked once at the door: any id outside [0, vocab_size) throws IndexError naming its
-///   position, value and bound, in every build type, and nothing is written.
-///
-/// Ids: every call taking ids accepts std::span<const TokenId> and any other contiguous range of
-/// integers (std::vector<int32_t>, std::array<int, N>, ...); floating-point ids do not compile.
+/// scale() = √d_model unless the table was built with another LookupScale (Vaswani et al. 2017,
+/// §3.4). The scale is a constant of the lookup, never learned and never stored: weight() holds
+/// the unscaled table; forward applies it (and backward to the gradient) before positions are
+/// added, never logits(). Ids and thread safety: as Table.
 ///
 /// Training state (docs/training.md): an optional padding row (set_padding_idx), inverse-frequency
 /// gradient scaling (set_scale_grad_by_freq), a frozen flag that ember's optimizers honour
 /// (freeze, from_pretrained), explicit max-norm renormalisation (renorm_rows) and vocabulary
 /// resizing (resize). Copies carry the flags with the table.
-///
-/// Thread safety: const members (forward, logits, ...) may run concurrently on one table.
-/// With OpenMP enabled by the including program, forward and backward split their loops across
-/// threads; results are bit-identical for any thread count.
 ///
 /// Example:
 /// ```cpp
@@ -65,26 +53,15 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
   using Base = Table<codec::Plain<T>, Owned>;
 
  public:
-  // Construction (as Table's owning constructors, all with an optional trailing LookupScale):
-  //   Embedding(vocab_size, d_model, seed = 0)        N(0, 1/d_model) from seed
-  //   Embedding(vocab_size, d_model, init, seed = 0)  filled by an Init
-  //   Embedding(RowMatrix<T> table)                   adopts a pretrained table
-  // Throws: ShapeError if a size is not positive (or the table is empty); ValueError if `init`
-  // is invalid.
+  // Table's owning constructors: (vocab_size, d_model, seed = 0), (vocab_size, d_model, init,
+  // seed = 0) and (RowMatrix<T> table), each with an optional trailing LookupScale.
   using Base::Base;
   using Base::d_model;
   using Base::vocab_size;
 
-  /// Accumulates the table gradient of forward: grad[t] += scale() · Σ_{i : ids[i] = t}
-  /// grad_out[i], honouring the training state: the padding row gets nothing (its entry is never
-  /// created) and, with scale_grad_by_freq(), each row's sum is divided by its count in ids.
-  ///
-  /// Only rows present in ids are touched (row-sparse); repeated ids accumulate. The result is
-  /// bit-identical for any thread count (see SparseRowGrad).
-  /// Shapes:  ids[n], grad_out[n, d] -> grad (V x d, row-sparse).
-  /// Throws:  IndexError for an id outside [0, vocab_size()); ShapeError if grad_out is not n x d
-  ///          or grad is bound to another table shape. grad is unchanged when it throws.
-  /// Complexity: O(n + u log u + n·d) for u distinct ids; memory O(touched rows · d).
+  /// Table::backward honouring the training state: the padding row gets nothing (its entry is
+  /// never created) and, with scale_grad_by_freq(), each row's sum is divided by its count in ids.
+  /// Shapes, throws, complexity: as Table::backward.
   template <class R>
   void backward(const R& ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 SparseRowGrad<T>& grad) const {
@@ -102,22 +79,24 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
 
   // ---- training state: padding row, frequency scaling, freezing ------------------------------
 
-  /// Makes row `padding_idx` the padding row, or clears it with std::nullopt.
-  ///
-  /// The padding row is frozen, not hidden: forward returns it like any row; backward gives it no
-  /// gradient (sparse entry never created); every ember optimizer skips it, for sparse and dense
-  /// gradients alike; renorm_rows leaves it alone. Only you can change it, through weight().
-  /// A negative value counts from the end (-1 is the last row), as in PyTorch. With `zero_row`
-  /// (the default) the row is set to zeros, as nn.Embedding(padding_idx=...) initialises it.
+  /// Makes row `padding_idx` the padding row (negative: from the end, as in PyTorch), or clears it
+  /// with std::nullopt. The padding row is frozen, not hidden: forward returns it; backward gives
+  /// it no gradient; ember's optimizers and renorm_rows skip it; only weight() changes it. With
+  /// `zero_row` (the default) it is set to zeros, as nn.Embedding(padding_idx=...) does.
   /// Throws:  IndexError if padding_idx is outside [-vocab_size(), vocab_size()); nothing changes.
   void set_padding_idx(std::optional<Index> padding_idx, bool zero_row = true) {
     if (!padding_idx) {
       padding_idx_.reset();
       return;
     }
-    const Index row = normalise_padding_idx(*padding_idx, "Embedding::set_padding_idx");
-    padding_idx_ = row;
-    if (zero_row) this->storage_.row(row).setZero();
+    const Index v = vocab_size();
+    if (*padding_idx < -v || *padding_idx >= v) {
+      throw IndexError("Embedding::set_padding_idx: padding_idx " + std::to_string(*padding_idx) +
+                           " is outside [" + std::to_string(-v) + ", " + std::to_string(v) + ")",
+                       -1, *padding_idx, v);
+    }
+    padding_idx_ = *padding_idx < 0 ? *padding_idx + v : *padding_idx;
+    if (zero_row) this->storage_.row(*padding_idx_).setZero();
   }
   /// The padding row, already normalised to [0, vocab_size()), or std::nullopt.
   [[nodiscard]] std::optional<Index> padding_idx() const noexcept { return padding_idx_; }
@@ -130,17 +109,15 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
   [[nodiscard]] bool scale_grad_by_freq() const noexcept { return scale_grad_by_freq_; }
 
   /// Freezes the table: every ember optimizer step and renorm_rows on it throws StateError and
-  /// changes nothing (from_pretrained(freeze = true)). forward/backward still work; backward
-  /// still fills a gradient if you ask for one (skip the call to save the time).
+  /// changes nothing (forward and backward still work).
   void freeze() noexcept { frozen_ = true; }
   /// Lets optimizers update the table again.
   void unfreeze() noexcept { frozen_ = false; }
   /// True while the table is frozen.
   [[nodiscard]] bool frozen() const noexcept { return frozen_; }
 
-  /// Adopts a pretrained table, frozen by default, as torch.nn.Embedding.from_pretrained.
-  /// The padding row (if any) keeps its pretrained values, as in PyTorch: it is frozen, not zeroed.
-  /// `scale` is the lookup scale of the model the table comes from (√d_model by default).
+  /// Adopts a pretrained table, frozen by default, as torch.nn.Embedding.from_pretrained (the
+  /// padding row keeps its values), with the lookup scale of the model it comes from.
   /// Throws:  ShapeError if the table is empty; IndexError if padding_idx is out of range.
   [[nodiscard]] static Embedding from_pretrained(RowMatrix<T> table, bool freeze = true,
                                                  std::optional<Index> padding_idx = {},
@@ -151,9 +128,8 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
     return emb;
   }
 
-  /// Zeroes the padding row of a dense vocab_size() x d_model() gradient (e.g. from
-  /// logits_backward); a no-op without a padding row. ember's optimizers already skip that row,
-  /// so this is for your own update rules or for inspecting the gradient.
+  /// Zeroes the padding row (if any) of a dense vocab_size() x d_model() gradient, e.g. from
+  /// logits_backward, for your own update rules (ember's optimizers already skip that row).
   /// Throws:  ShapeError if grad is not vocab_size() x d_model(); grad is untouched then.
   void zero_padding_grad(Eigen::Ref<RowMatrix<T>> grad) const {
     constexpr const char* where = "Embedding::zero_padding_grad";
@@ -162,13 +138,9 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
     if (padding_idx_ && *padding_idx_ < vocab_size()) grad.row(*padding_idx_).setZero();
   }
 
-  // ---- explicit max_norm renormalisation ------------------------------------------------------
-
-  /// Rescales in place each distinct row among `ids` whose p-norm exceeds max_norm, with
-  /// PyTorch's formula w *= max_norm / (norm + 1e-7) (norm and factor computed in double).
-  /// Never a side effect of forward: call it where PyTorch's max_norm would have (before the
-  /// lookup). The padding row is left unchanged. Returns the number of rows rescaled.
-  ///
+  /// Rescales in place each distinct row among `ids` (except the padding row) whose p-norm exceeds
+  /// max_norm, with PyTorch's formula w *= max_norm / (norm + 1e-7) computed in double; call it
+  /// where PyTorch's max_norm would act (before the lookup). Returns the number of rows rescaled.
   /// Shapes:  ids[n] (repeats allowed; each row is renormalised once).
   /// Throws:  StateError if the table is frozen; ValueError unless max_norm is finite and > 0 and
   ///          p > 0 (p = infinity gives the max-abs norm); IndexError for an id outside
@@ -178,11 +150,11 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
   Index renorm_rows(const R& ids, double max_norm, double p = 2.0) {
     return detail::with_ids(ids, [&](auto span) {
       constexpr const char* where = "Embedding::renorm_rows";
-      check_not_frozen(where);
-      detail::check_positive_finite(where, "max_norm", max_norm);
-      if (!(p > 0.0)) {  // also rejects NaN; +infinity is the max norm
-        throw ValueError(std::string(where) + ": p must be > 0, got " + std::to_string(p), p);
+      if (frozen_) {
+        throw StateError(std::string(where) + ": the table is frozen; unfreeze() it first");
       }
+      detail::check_positive_finite(where, "max_norm", max_norm);
+      detail::check_scalar(p > 0.0, where, "p", p, "> 0");  // rejects NaN; +inf: the max norm
       detail::check_ids(span, vocab_size(), where);
       std::vector<Index> rows(span.begin(), span.end());
       std::sort(rows.begin(), rows.end());
@@ -193,8 +165,7 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
         auto row = this->storage_.row(r);
         const double norm = row_norm(row, p);
         if (norm > max_norm) {
-          const double factor = max_norm / (norm + 1e-7);
-          row *= static_cast<T>(factor);
+          row *= static_cast<T>(max_norm / (norm + 1e-7));
           ++rescaled;
         }
       }
@@ -202,15 +173,10 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
     });
   }
 
-  // ---- resizing -------------------------------------------------------------------------------
-
   /// Grows or shrinks the vocabulary to new_vocab_size rows. Rows [0, min(old, new)) keep their
-  /// values bit for bit; added rows are initialised by `init` (ResizeInit::normal draws from
-  /// Random(seed), ResizeInit::mean uses the mean of all old rows, computed in double). Ties
-  /// survive: logits() reads the same (resized) table. Flags (padding row, frequency scaling,
-  /// frozen) are kept; an ember optimizer used on this table follows the new size at its next
-  /// step (state of removed rows is dropped, added rows start without state).
-  ///
+  /// values bit for bit; added rows are initialised by `init` (normal: from Random(seed); mean: the
+  /// mean of all old rows, in double). Flags are kept; an ember optimizer of this table follows the
+  /// new size at its next step (state of removed rows dropped, added rows start without state).
   /// Throws:  ShapeError if new_vocab_size <= 0; IndexError if the padding row would fall outside
   ///          the new vocabulary (clear it first). Nothing changes when it throws.
   /// Complexity: O(new_vocab_size · d); the table is reallocated.
@@ -224,47 +190,22 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
                        -1, *padding_idx_, new_vocab_size);
     }
     const Index old_v = vocab_size();
-    const Index d = d_model();
     const Index kept = std::min(old_v, new_vocab_size);
-    RowMatrix<T> grown(new_vocab_size, d);
+    RowMatrix<T> grown(new_vocab_size, d_model());
     grown.topRows(kept) = this->storage_.topRows(kept);
-    const Index added = new_vocab_size - kept;
-    if (added > 0) {
-      switch (init) {
-        case ResizeInit::zeros:
-          grown.bottomRows(added).setZero();
-          break;
-        case ResizeInit::normal:
-          Init::normal().fill(grown.bottomRows(added), seed);
-          break;
-        case ResizeInit::mean: {
-          const RowVector<T> mean =
-              (this->storage_.template cast<double>().colwise().sum() / static_cast<double>(old_v))
-                  .template cast<T>();
-          grown.bottomRows(added).rowwise() = mean;
-          break;
-        }
-      }
+    auto added = grown.bottomRows(new_vocab_size - kept);
+    if (init == ResizeInit::mean && added.rows() > 0) {
+      const RowVector<T> mean =
+          (this->storage_.template cast<double>().colwise().sum() / static_cast<double>(old_v))
+              .template cast<T>();
+      added.rowwise() = mean;
+    } else if (init != ResizeInit::mean) {
+      (init == ResizeInit::zeros ? Init::zeros() : Init::normal()).fill(added, seed);
     }
     this->storage_ = std::move(grown);
   }
 
  private:
-  void check_not_frozen(const char* where) const {
-    if (frozen_)
-      throw StateError(std::string(where) + ": the table is frozen; unfreeze() it first");
-  }
-
-  Index normalise_padding_idx(Index padding_idx, const char* where) const {
-    const Index v = vocab_size();
-    if (padding_idx < -v || padding_idx >= v) {
-      throw IndexError(std::string(where) + ": padding_idx " + std::to_string(padding_idx) +
-                           " is outside [" + std::to_string(-v) + ", " + std::to_string(v) + ")",
-                       -1, padding_idx, v);
-    }
-    return padding_idx < 0 ? padding_idx + v : padding_idx;
-  }
-
   template <class Row>
   static double row_norm(const Row& row, double p) {
     if (p == 2.0) return std::sqrt(row.template cast<double>().squaredNorm());

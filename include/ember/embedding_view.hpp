@@ -12,21 +12,14 @@ namespace ember::inline EMBER_ISA {
 /// A table[V, d] of T (float or double) that ember reads but does not own:
 /// Table<codec::Plain<T>, Borrowed>. forward, backward, logits and embed_with_positions behave
 /// exactly as Embedding<T>'s and run the same kernels; weight() is an Eigen::Map of the memory.
+/// Built over (data, vocab_size, d_model, row_stride = -1), any row-major Eigen object of T, or
+/// an Embedding<T> (with its scale).
 ///
-/// Construction:
-///   EmbeddingView<T>(data, vocab_size, d_model, row_stride = -1, keep_alive = {}, scale = {})
-///   EmbeddingView<T>(matrix, keep_alive = {}, scale = {})   any row-major Eigen object of T
-///   EmbeddingView<T>(embedding)                             an Embedding<T>, with its scale
-///
-/// Lifetime: the view never copies the table, so someone must keep the memory alive while the
-/// view (or a Map from weight()) is used:
-/// - over caller memory (a pointer, an Eigen matrix, an Embedding), the caller does: the view must
-///   not outlive it (a view of a temporary does not compile);
-/// - over a file, `io::MappedTable<T>::view()` (from `map_npy` or `SafetensorsFile::map`) returns
-///   a view holding a shared reference to the mapping (keep_alive()), so the view alone keeps the
-///   file mapped.
-/// Nothing more than element alignment (alignof(T)) is assumed of the pointer. The view is
-/// read-only: there is no padding row, freezing or resizing (they change the table).
+/// Lifetime: the view never copies the table. Over caller memory (a pointer, an Eigen matrix, an
+/// Embedding) the view must not outlive it (a view of a temporary does not compile); over a file,
+/// `io::MappedTable<T>::view()` returns a view that keeps the mapping alive (keep_alive()).
+/// Only element alignment (alignof(T)) is assumed of the pointer. The view is read-only: no
+/// padding row, freezing or resizing.
 ///
 /// Example (zero copy over a 10 GB safetensors table):
 /// ```cpp

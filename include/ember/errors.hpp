@@ -14,8 +14,8 @@
 
 namespace ember::inline EMBER_ISA {
 
-/// Common base of every ember exception, so callers can catch them all at once.
-/// It is a mix-in: each concrete type also derives from the matching std exception.
+/// Common base of every ember exception, so callers can catch them all at once (a mix-in: each
+/// concrete type also derives from the matching std exception).
 class Error {
  public:
   virtual ~Error() = default;
@@ -28,10 +28,9 @@ class Error {
   Error& operator=(const Error&) = default;
 };
 
-/// An id or position outside its valid range [0, bound).
-///
-/// Fields: position() is the index in the caller's input where the bad value was found (or -1 when
-/// the value is a single argument), value() the offending value, bound() the exclusive upper bound.
+/// An id or position outside its valid range [0, bound). Fields: position() is the index in the
+/// caller's input where the bad value was found (-1 for a single argument), value() the offending
+/// value, bound() the exclusive upper bound.
 /// Example message: `Embedding::forward: id 50257 at position 3 is outside [0, 50257)`.
 class IndexError : public std::out_of_range, public Error {
  public:
@@ -48,10 +47,9 @@ class IndexError : public std::out_of_range, public Error {
   std::int64_t bound_;
 };
 
-/// A tensor (or size argument) whose shape does not match what the call requires.
-///
-/// Fields: expected() and actual() hold the mismatched extent, dimension() says which one
-/// (0 = rows, 1 = columns, -1 = a scalar size argument such as d_model).
+/// A tensor (or size argument) whose shape does not match what the call requires. Fields:
+/// expected() and actual() hold the mismatched extent, dimension() says which one (0 = rows,
+/// 1 = columns, -1 = a scalar size argument such as d_model).
 /// Example message: `Embedding::backward: grad_out has 768 columns, expected d_model = 512`.
 class ShapeError : public std::invalid_argument, public Error {
  public:
@@ -97,9 +95,8 @@ class FormatError : public std::runtime_error, public Error {
   bool is_line_;
 };
 
-/// A call that is not allowed in the object's current state: an optimizer step on a frozen table,
-/// a segment id given to an input stem that has no segment embedding, a backward through dropout
-/// without the matching forward. Nothing changes when it is thrown.
+/// A call not allowed in the object's current state (an optimizer step on a frozen table, a
+/// backward through dropout without its forward, ...). Nothing changes when it is thrown.
 class StateError : public std::logic_error, public Error {
  public:
   explicit StateError(const std::string& what) : std::logic_error(what) {}

@@ -15,10 +15,8 @@
 
 namespace ember::inline EMBER_ISA {
 
-/// An initialisation rule for a V x d table. Build one with the named factories, then `fill` a
-/// table with it. Values are drawn in row-major order from one `Random(seed)`, computed in double
-/// and rounded to the table's scalar type.
-///
+/// An initialisation rule for a V x d table, built by the named factories: `fill` draws values in
+/// row-major order from one `Random(seed)`, in double, rounded to the table's scalar type.
 /// Example: `ember::Init::truncated_normal(0.02).fill(table, 42);`
 struct Init {
   /// The rule's family.
@@ -49,9 +47,7 @@ struct Init {
     switch (kind) {
       case Kind::normal:
         detail::check_finite_value(where, "normal std", a);
-        if (a < 0.0) {
-          throw ValueError("ember::Init: normal std must be >= 0, got " + std::to_string(a), a);
-        }
+        detail::check_scalar(a >= 0.0, where, "normal std", a, ">= 0");
         break;
       case Kind::truncated_normal:
         detail::check_positive_finite(where, "truncated_normal std", a);
@@ -75,11 +71,8 @@ struct Init {
   }
 
   /// Fills `table` (V x d: a matrix, a block or a Map, any strides) by this rule from
-  /// `Random(seed)`. Takes a const reference so that temporaries such as `w.topRows(10)` bind
-  /// (Eigen's documented idiom for writable expression arguments).
-  ///
-  /// Throws: ValueError from validate(); the table is untouched then.
-  /// Complexity: O(V·d), single-threaded so the stream order is fixed.
+  /// `Random(seed)`; a const reference, so temporaries such as `w.topRows(10)` bind (Eigen's idiom).
+  /// Throws: ValueError from validate(); the table is untouched then. Complexity: O(V·d), serial.
   template <class Derived>
   void fill(const Eigen::DenseBase<Derived>& out, std::uint64_t seed) const {
     using T = typename Derived::Scalar;
@@ -103,21 +96,9 @@ struct Init {
     }
     for (Index r = 0; r < rows; ++r) {
       for (Index c = 0; c < cols; ++c) {
-        double v = 0.0;
-        switch (kind) {
-          case Kind::normal:
-            v = rng.normal(0.0, std);
-            break;
-          case Kind::truncated_normal:
-            v = rng.truncated_normal(0.0, std, b);
-            break;
-          case Kind::xavier_uniform:
-          case Kind::uniform:
-            v = rng.uniform(lo, hi);
-            break;
-          case Kind::zeros:
-            break;
-        }
+        const double v = kind == Kind::normal             ? rng.normal(0.0, std)
+                         : kind == Kind::truncated_normal ? rng.truncated_normal(0.0, std, b)
+                                                          : rng.uniform(lo, hi);  // xavier, uniform
         table(r, c) = static_cast<T>(v);
       }
     }

@@ -13,25 +13,12 @@
 
 namespace ember::inline EMBER_ISA {
 
-/// out.row(i) = decode(tokens row ids[i]) · tokens.scale() + positions.row(offset + i % seq_len),
-/// for any table (Embedding, EmbeddingView, ReducedEmbedding, QuantizedEmbedding, their views).
-///
-/// Equals `tokens.forward(ids, out)` followed by `add_to(out, seq_len, offset)`, in one pass and
-/// bit for bit (the product is rounded before the sum in every build). On a float/double table
-/// built for AVX, an output of 2 MiB or more is written with non-temporal stores: it skips the
-/// read-for-ownership of each output line and leaves the output out of the caches
-/// (docs/performance.md). The scale is applied before positions are added, never to them.
-/// `positions` is any max_len x d table of the table's value type: SinusoidalEncoding::table(), or
-/// a learned position table (GPT-2 style, unscaled).
-///
-/// Backward: positions are constants here, so the gradient of the tokens' table is exactly
-/// `tokens.backward(ids, grad_out, grad)`.
-///
-/// Shapes:  ids[B·seq_len] (batch-major), positions[max_len, d] -> out[B·seq_len, d].
-/// Throws:  IndexError for an id outside [0, V) or offset + seq_len > max_len (or offset < 0);
-///          ShapeError if seq_len <= 0, ids.size() is not a multiple of seq_len, out is not n x d,
-///          or positions has not d columns. `out` is untouched when it throws.
-/// Complexity: O(n·d), one pass.
+/// out.row(i) = decode(tokens row ids[i]) · tokens.scale() + positions.row(offset + i % seq_len)
+/// for any table: tokens.embed_with_positions(positions, ids, out, seq_len, offset), bit for bit
+/// `tokens.forward(ids, out)` then `add_to(out, seq_len, offset)` in one pass (a float/double
+/// output of 2 MiB or more built for AVX is written with non-temporal stores). Positions are
+/// constants here: the table's gradient is `tokens.backward(ids, grad_out, grad)`.
+/// Shapes, throws, complexity: as Table::embed_with_positions.
 template <EmbeddingTable Tab, class R>
 void embed_with_positions(const Tab& tokens,
                           const Eigen::Ref<const RowMatrix<typename Tab::Value>>& positions,

@@ -20,6 +20,8 @@
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/init.hpp"
+#include "ember/optim/detail/fused_access.hpp"
+#include "ember/optim/fused_options.hpp"
 #include "ember/positional.hpp"
 #include "ember/random.hpp"
 #include "ember/sparse_grad.hpp"
@@ -268,7 +270,7 @@ class InputStem {
                 InputStemGrads<T>& grads, const DropoutMask<T>& mask, Index offset = 0) {
     detail::with_ids(ids, [&](auto span) {
       backward_impl(span, std::span<const TokenId>{}, false, seq_len, grad_out, grads, &mask,
-                    offset);
+                    offset, accumulate_tokens(grads));
     });
   }
 
@@ -281,7 +283,8 @@ class InputStem {
                                                    const DropoutMask<T>& mask, Index offset = 0) {
     detail::with_ids(ids, [&](auto span) {
       detail::with_ids(segment_ids, [&](auto segs) {
-        backward_impl(span, segs, true, seq_len, grad_out, grads, &mask, offset);
+        backward_impl(span, segs, true, seq_len, grad_out, grads, &mask, offset,
+                      accumulate_tokens(grads));
       });
     });
   }
@@ -294,7 +297,7 @@ class InputStem {
                 InputStemGrads<T>& grads, Index offset = 0) {
     detail::with_ids(ids, [&](auto span) {
       backward_impl(span, std::span<const TokenId>{}, false, seq_len, grad_out, grads, nullptr,
-                    offset);
+                    offset, accumulate_tokens(grads));
     });
   }
 
@@ -306,12 +309,70 @@ class InputStem {
                                                    InputStemGrads<T>& grads, Index offset = 0) {
     detail::with_ids(ids, [&](auto span) {
       detail::with_ids(segment_ids, [&](auto segs) {
-        backward_impl(span, segs, true, seq_len, grad_out, grads, nullptr, offset);
+        backward_impl(span, segs, true, seq_len, grad_out, grads, nullptr, offset,
+                      accumulate_tokens(grads));
+      });
+    });
+  }
+
+  /// backward with the token table's update fused in: the token rows' gradient is summed and
+  /// each row stepped by `opt` (any ember::optim optimizer) at once, with no SparseRowGrad
+  /// written for it (grads.tokens is left untouched); the position and segment gradients are
+  /// accumulated into grads as backward does, for their own optimizers. Bit-identical to
+  /// `backward(ids, seq_len, grad_out, grads, mask, offset)` with an empty grads.tokens followed
+  /// by `opt.step(tokens(), grads.tokens)`, for any thread count, padding row and frequency
+  /// scaling (with `fused` at its defaults).
+  ///
+  /// Shapes:  as backward.
+  /// Throws:  as backward; StateError if the token table is frozen; ValueError for a bad `fused`
+  ///          option (or, with the optimizer's check_finite, a non-finite grad_out element).
+  ///          Nothing changes when it throws.
+  /// Complexity: as backward, plus the update of the u distinct token rows, O(u·d).
+  template <class R, class Opt>
+  void backward_step(const R& ids, Index seq_len, const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                     InputStemGrads<T>& grads, const DropoutMask<T>& mask, Opt& opt,
+                     const optim::FusedStepOptions& fused = {}, Index offset = 0) {
+    detail::with_ids(ids, [&](auto span) {
+      backward_impl(span, std::span<const TokenId>{}, false, seq_len, grad_out, grads, &mask,
+                    offset, step_tokens(opt, grad_out, fused), "InputStem::backward_step");
+    });
+  }
+
+  /// backward_step with explicit segment ids (as passed to forward).
+  template <class R, class S, class Opt>
+  requires(!std::is_arithmetic_v<S>) void backward_step(
+      const R& ids, const S& segment_ids, Index seq_len,
+      const Eigen::Ref<const RowMatrix<T>>& grad_out, InputStemGrads<T>& grads,
+      const DropoutMask<T>& mask, Opt& opt, const optim::FusedStepOptions& fused = {},
+      Index offset = 0) {
+    detail::with_ids(ids, [&](auto span) {
+      detail::with_ids(segment_ids, [&](auto segs) {
+        backward_impl(span, segs, true, seq_len, grad_out, grads, &mask, offset,
+                      step_tokens(opt, grad_out, fused), "InputStem::backward_step");
       });
     });
   }
 
  private:
+  /// Where the token rows of a backward go (g = grad_out, masked): sink(ids, g, where)
+  /// accumulates them into grads.tokens or hands them to an optimizer's fused step.
+  [[nodiscard]] auto accumulate_tokens(InputStemGrads<T>& grads) {
+    return [&grads, this](auto ids, detail::ConstTableRef<T> g, const char* where) {
+      grads.tokens.accumulate(ids, map(g), tokens_.scale(), vocab_size(),
+                              tokens_.accumulate_options(), where);
+    };
+  }
+  template <class Opt>
+  [[nodiscard]] auto step_tokens(Opt& opt, const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                                 const optim::FusedStepOptions& fused) {
+    return
+        [&opt, &grad_out, &fused, this](auto ids, detail::ConstTableRef<T> g, const char* where) {
+          optim::detail::FusedStepAccess::run(opt, tokens_, ids, detail::DirectRows<T>{g}, false,
+                                              tokens_.scale(), tokens_.accumulate_options(),
+                                              &grad_out, nullptr, fused, where);
+        };
+  }
+
   static void check_dropout(const char* where, double p) {
     if (!(p >= 0.0 && p < 1.0)) {
       throw ValueError(std::string(where) + ": dropout must be in [0, 1), got " + std::to_string(p),
@@ -379,11 +440,11 @@ class InputStem {
                          "the table's d_model");
   }
 
-  template <class Id, class SegId>
+  template <class Id, class SegId, class TokenSink>
   void backward_impl(std::span<const Id> ids, std::span<const SegId> seg_ids, bool with_segments,
                      Index seq_len, const Eigen::Ref<const RowMatrix<T>>& grad_out,
-                     InputStemGrads<T>& grads, const DropoutMask<T>* mask, Index offset) {
-    constexpr const char* where = "InputStem::backward";
+                     InputStemGrads<T>& grads, const DropoutMask<T>* mask, Index offset,
+                     TokenSink&& token_sink, const char* where = "InputStem::backward") {
     const auto n = static_cast<Index>(ids.size());
     check_batch(where, ids, seg_ids, with_segments, seq_len, offset);
     detail::check_backward_grad_out(where, n, d_model(), grad_out.rows(), grad_out.cols());
@@ -400,7 +461,8 @@ class InputStem {
                        std::to_string(n) + "; pass the mask of this batch's forward");
     }
 
-    // Everything validated: from here on nothing throws.
+    // Everything validated: from here on only the token sink throws (an optimizer's own checks,
+    // before it changes anything), and it runs first.
     detail::ConstTableRef<T> g = detail::const_table(grad_out);
     RowMatrix<T> masked;
     if (mask != nullptr && mask->active()) {
@@ -408,8 +470,7 @@ class InputStem {
       detail::apply_keep_mask(g, mask->keep_.data(), mask->scale_, detail::mutable_table(masked));
       g = detail::const_table(masked);
     }
-    grads.tokens.accumulate(ids, map(g), tokens_.scale(), vocab_size(),
-                            tokens_.accumulate_options(), where);
+    token_sink(ids, g, where);
     std::vector<TokenId> rows;
     if (learned_positions_) {
       rows.resize(static_cast<std::size_t>(n));

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cmath>
-#include <string>
 
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
@@ -19,12 +18,9 @@ namespace ember::inline EMBER_ISA {
 ///   PE(p, 2i+1) = cos(p / base^(2i / d)),   p = 0, 1, ..., max_len - 1
 ///
 /// Layout: sin and cos are *interleaved* (even columns sine, odd columns cosine), as in the paper
-/// and in tensor2tensor/fairseq's reference code, not split in halves (PyTorch's tutorial uses the
-/// same interleaving; some libraries concatenate [sin | cos], which is a permutation of columns).
-/// Positions start at 0, so PE(0) = [0, 1, 0, 1, ...]. With an odd d the last column is a sine.
-/// Values are computed in double and rounded to T once.
-///
-/// Thread safety: all members are const after construction.
+/// and tensor2tensor/fairseq, not concatenated [sin | cos] (a permutation of columns). Positions
+/// start at 0, so PE(0) = [0, 1, 0, 1, ...]; with an odd d the last column is a sine. Values are
+/// computed in double and rounded to T once. All members are const after construction.
 template <class T>
 class SinusoidalEncoding {
   static_assert(Scalar<T>, "ember::SinusoidalEncoding<T>: T must be float or double");
@@ -60,10 +56,8 @@ class SinusoidalEncoding {
   /// The wavelength base (10000 in the paper).
   [[nodiscard]] T base() const noexcept { return base_; }
 
-  /// x.row(r) += PE(offset + r % seq_len): x holds a batch of sequences flattened row by row
-  /// (batch-major, (b, t) -> row b·seq_len + t). `offset` shifts positions, e.g. for decoding
-  /// token by token with a cache.
-  ///
+  /// x.row(r) += PE(offset + r % seq_len) for a batch of sequences flattened batch-major ((b, t)
+  /// -> row b·seq_len + t); `offset` shifts positions (decoding token by token with a cache).
   /// Shapes:  x[B·seq_len, d].
   /// Throws:  ShapeError if seq_len <= 0, x has not d_model() columns, or x's rows are not a
   ///          multiple of seq_len; IndexError if offset < 0 or offset + seq_len > max_len().

@@ -14,22 +14,16 @@ namespace ember::inline EMBER_ISA {
 /// FloatToFused8BitRowwiseQuantized: Table<codec::Int8Rowwise, Owned>. Row r occupies
 /// row_bytes() = d + 8 bytes, d uint8 codes q followed by a float32 scale and a float32 bias, and
 /// stands for the values q · scale + bias.
+/// Built by quantizing a float or double table (the constructor or from_float, optionally keeping
+/// a float master), or from FBGEMM's bytes (from_fused_rows).
 ///
-/// Construction:
-///   QuantizedEmbedding(float_or_double_table, keep_float_master = false)   quantizes
-///   QuantizedEmbedding::from_float(table, keep_float_master = false)       the same
-///   QuantizedEmbedding::from_fused_rows(bytes, vocab_size, d_model)        adopts FBGEMM bytes
+/// Quantization (FBGEMM's, see codec::Int8Rowwise) errs by at most scale / 2 per element (plus
+/// float rounding; see max_row_error()); a constant row is stored exactly. d + 8 bytes per row
+/// instead of 4·d: 28% of float at d = 128.
 ///
-/// Quantization (FBGEMM's): per row, bias = min, scale = (max - min) / 255,
-/// q = clamp(round((x - min) · 255 / (max - min + 1e-8)), 0, 255). Each element's error is at
-/// most scale / 2 (plus float rounding): see max_row_error(). A constant row is stored exactly
-/// (scale 0). The table takes d + 8 bytes per row instead of 4·d: 28% of float at d = 128.
-///
-/// Lookup dequantizes each row, multiplies it by scale() (√d_model unless a LookupScale said
-/// otherwise) and writes float, in one pass.
-/// logits use a float master copy when one is kept - recommended for a tied output layer - else
-/// rows dequantized 4096 at a time. backward accumulates a float gradient of the lookup (to train
-/// a float table the int8 one was made from).
+/// Lookup dequantizes each row times scale() into float in one pass; logits use a float master
+/// copy when one is kept (recommended for a tied output layer), else rows dequantized 4096 at a
+/// time; backward accumulates a float gradient (for the float table the int8 one was made from).
 ///
 /// Example:
 /// ```cpp

@@ -12,13 +12,11 @@ namespace ember::inline EMBER_ISA {
 
 /// Seeded pseudo-random generator: xoshiro256** (Blackman & Vigna), seeded through SplitMix64.
 ///
-/// Unlike std::normal_distribution, whose algorithm is implementation-defined, every variate here
-/// is computed by ember's own code, so a seed gives the same stream on every compiler and standard
-/// library. The integer stream and uniform() are exact everywhere. normal() uses the Marsaglia
-/// polar method, whose only library calls are std::sqrt (correctly rounded by IEEE 754) and
-/// std::log; a libm whose log differs in the last bit of a double could change the last bit of a
-/// double result (after rounding to float this practically never shows). Every product is rounded
-/// before it is added (detail::rounded), so builds with and without FMA give the same stream.
+/// Every variate is computed by ember's own code (std::normal_distribution's algorithm is
+/// implementation-defined), so a seed gives the same stream on every compiler and library: the
+/// integer stream and uniform() exactly; normal() (Marsaglia polar) up to the last bit of libm's
+/// std::log. Every product is rounded before it is added (detail::rounded), so builds with and
+/// without FMA give the same stream.
 ///
 /// Not thread-safe: use one generator per thread.
 class Random {
@@ -46,11 +44,7 @@ class Random {
   double uniform() noexcept { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 
   /// Uniform double in [a, b).
-  double uniform(double a, double b) noexcept {
-    const double u = uniform();
-    const double width = b - a;
-    return a + detail::rounded(u * width);
-  }
+  double uniform(double a, double b) noexcept { return a + detail::rounded(uniform() * (b - a)); }
 
   /// Uniform integer in [0, n) for n > 0, unbiased (rejects the low 2^64 mod n values).
   std::uint64_t uniform_index(std::uint64_t n) noexcept {
@@ -75,9 +69,7 @@ class Random {
       v = uniform(-1.0, 1.0);
       s = detail::rounded(u * u) + detail::rounded(v * v);
     } while (s >= 1.0 || s == 0.0);
-    const double log_s = std::log(s);
-    const double ratio = (-2.0 * log_s) / s;
-    const double factor = std::sqrt(ratio);
+    const double factor = std::sqrt((-2.0 * std::log(s)) / s);
     spare_ = v * factor;
     has_spare_ = true;
     return u * factor;
@@ -88,9 +80,8 @@ class Random {
     return mean + detail::rounded(normal() * stddev);
   }
 
-  /// Normal variate N(mean, stddev^2) truncated to [mean - k*stddev, mean + k*stddev] by
-  /// resampling (the rule of TensorFlow's truncated_normal and PyTorch's trunc_normal_ with
-  /// a = -k*std, b = k*std). Requires k > 0.
+  /// Normal variate N(mean, stddev^2) truncated to mean ± k·stddev by resampling (TensorFlow's
+  /// truncated_normal, PyTorch's trunc_normal_ with a = -k·std, b = k·std). Requires k > 0.
   double truncated_normal(double mean, double stddev, double k = 2.0) noexcept {
     double z = normal();
     while (std::fabs(z) > k) z = normal();

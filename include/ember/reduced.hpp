@@ -14,25 +14,17 @@ namespace ember::inline EMBER_ISA {
 
 /// An embedding table whose V x d values are stored as S (Eigen::half or Eigen::bfloat16) and
 /// computed with in float: Table<codec::Reduced<S>, Owned>.
+/// Built from a RowMatrix<S>, from (vocab_size, d_model[, init], seed) drawn in float and
+/// rounded, or by from_float(table, keep_float_master).
 ///
-/// Construction (each with an optional trailing LookupScale, √d_model by default):
-///   ReducedEmbedding<S>(RowMatrix<S> table)                   adopts a table already in S
-///   ReducedEmbedding<S>(vocab_size, d_model, seed = 0)        N(0, 1/d_model) in float, rounded
-///   ReducedEmbedding<S>(vocab_size, d_model, init, seed = 0)  filled by an Init in float, rounded
-///   ReducedEmbedding<S>::from_float(table, keep_float_master = false)
+/// forward returns float rows (each value converted exactly, times scale() in float); forward into
+/// a RowMatrix<S> buffer rounds that result to S. backward accumulates a SparseRowGrad<float>,
+/// never rounded to S. logits use the float master copy when one is kept, else the rows decoded
+/// 4096 at a time: keep a master when the tied output matters (docs/reduced_precision.md). The
+/// master is not updated when weight() changes the stored values.
 ///
-/// Conventions:
-/// - forward(ids) returns float: each row is converted exactly, multiplied by scale() in float
-///   and written as float; forward into a RowMatrix<S> buffer rounds that float result to S.
-/// - backward accumulates into a SparseRowGrad<float>: the gradient is never rounded to S.
-/// - logits use the float master copy when one is kept (from_float(.., true), set_float_master),
-///   else the stored rows decoded to float 4096 at a time. Keep a master when the tied output
-///   matters (docs/reduced_precision.md has the measured logits error of each format).
-/// - weight() can change the stored values but not the table's shape; the master copy is the
-///   user's and is not updated when weight() changes.
-///
-/// Error bound of storage (round to nearest even): |x - S(x)| <= 2^-11 |x| for half within its
-/// normal range [2^-14, 65504], <= 2^-8 |x| for bfloat16 (same exponent range as float).
+/// Storage error (round to nearest even): |x - S(x)| <= 2^-11 |x| for half within its normal
+/// range [2^-14, 65504], <= 2^-8 |x| for bfloat16 (float's exponent range).
 ///
 /// Example:
 /// ```cpp
@@ -48,16 +40,9 @@ using HalfEmbedding = ReducedEmbedding<Eigen::half>;
 using BFloat16Embedding = ReducedEmbedding<Eigen::bfloat16>;
 
 /// The same 16-bit rows over memory ember does not own: Table<codec::Reduced<S>, Borrowed>, to
-/// ReducedEmbedding<S> what EmbeddingView<T> is to Embedding<T> (same kernels, same bits).
-///
-/// Construction:
-///   ReducedEmbeddingView<S>(data, vocab_size, d_model, row_stride = -1, keep_alive = {})
-///   ReducedEmbeddingView<S>(matrix, keep_alive = {})   any row-major Eigen object of S
-///   ReducedEmbeddingView<S>(reduced_embedding)         shares its float master, if any
-///
-/// Lifetime: over caller memory, the caller keeps it alive; over a file,
-/// `io::MappedTable<S>::view()` (from `SafetensorsFile::map<S>` or `io::map_npy<Eigen::half>`)
-/// returns a view that holds the mapping (keep_alive()). Any 2-byte-aligned pointer works.
+/// ReducedEmbedding<S> what EmbeddingView<T> is to Embedding<T> (same kernels, same bits; built
+/// the same ways, from a ReducedEmbedding sharing its float master). Over a file,
+/// `io::MappedTable<S>::view()` returns a view that keeps the mapping alive.
 ///
 /// Example (zero copy over an F16 safetensors table):
 /// ```cpp

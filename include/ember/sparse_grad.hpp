@@ -278,11 +278,11 @@ struct SparseRowGradAccess {
   template <class T, class Id, class Rows>
   static void accumulate_rows_of(SparseRowGrad<T>& grad, std::span<const Id> ids, const Rows& rows,
                                  Index d, T scale, Index vocab_size, AccumulateOptions options,
-                                 Where where) {
+                                 Where where, bool needs_scratch = true) {
     grad.check_shape(where, vocab_size, d);
     check_ids(ids, vocab_size, where);
     grad.bind(vocab_size, d);
-    grad.accumulate_rows(ids, rows, true, scale, options);
+    grad.accumulate_rows(ids, rows, needs_scratch, scale, options);
   }
 
   /// Binds an unbound gradient to (V, d) after the caller validated that it may.

@@ -35,10 +35,9 @@
 
 namespace ember::inline EMBER_ISA {
 
-/// The constant a table's lookup multiplies every row by, fixed when the table is built and
-/// never learned: √d_model by default (Vaswani et al. 2017, §3.4), or the constant a model
-/// defines (1 for LLaMA and GPT-2; Gemma's √d_model rounded to bfloat16). Tied logits never use
-/// it. Resolved in double and rounded once to the table's value type.
+/// The constant a table's lookup multiplies every row by, fixed when the table is built: √d_model
+/// by default (Vaswani et al. 2017, §3.4), or a model's own (1 for LLaMA and GPT-2; Gemma's
+/// √d_model rounded to bfloat16), rounded once to the table's value type. Never used by logits.
 class LookupScale {
  public:
   /// √d_model (the default).
@@ -110,6 +109,7 @@ class Owned {
   [[nodiscard]] detail::CodecRows<Codec> codec_rows() const noexcept {
     return {codec_, storage_.data(), storage_.rows(), d_, storage_.cols(), ahead_};
   }
+  [[nodiscard]] const Codec& stored_codec() const noexcept { return codec_; }
 
   RowMatrix<typename Codec::Unit> storage_;
   Index d_;
@@ -123,9 +123,9 @@ template <class Codec>
 class Borrowed {
  public:
   /// Units (elements of the storage type) between the starts of consecutive rows.
-  [[nodiscard]] Index row_stride() const noexcept { return stride_; }
+  [[nodiscard]] Index row_stride() const noexcept { return view_.stride; }
   /// First unit of row 0.
-  [[nodiscard]] const typename Codec::Unit* data() const noexcept { return data_; }
+  [[nodiscard]] const typename Codec::Unit* data() const noexcept { return view_.data; }
   /// The owner the view keeps alive (null for caller memory).
   [[nodiscard]] const std::shared_ptr<const void>& keep_alive() const noexcept {
     return keep_alive_;
@@ -135,25 +135,14 @@ class Borrowed {
   static constexpr const char* name = Codec::view_family;
   Borrowed(const typename Codec::Unit* data, Index rows, Index d, Index stride,
            std::shared_ptr<const void> keep_alive, Codec codec)
-      : data_(data),
-        rows_(rows),
-        d_(d),
-        stride_(stride),
-        keep_alive_(std::move(keep_alive)),
-        codec_(std::move(codec)),
-        ahead_(detail::ahead_of(codec_, d)) {}
+      : view_{codec, data, rows, d, stride, detail::ahead_of(codec, d)},
+        keep_alive_(std::move(keep_alive)) {}
 
-  [[nodiscard]] detail::CodecRows<Codec> codec_rows() const noexcept {
-    return {codec_, data_, rows_, d_, stride_, ahead_};
-  }
+  [[nodiscard]] const detail::CodecRows<Codec>& codec_rows() const noexcept { return view_; }
+  [[nodiscard]] const Codec& stored_codec() const noexcept { return view_.codec; }
 
-  const typename Codec::Unit* data_;
-  Index rows_;
-  Index d_;
-  Index stride_;
+  detail::CodecRows<Codec> view_;
   std::shared_ptr<const void> keep_alive_;
-  Codec codec_;
-  Index ahead_;
 };
 
 /// True for every ember table type (Table<Codec, Holder> and the types derived from it).
@@ -171,16 +160,11 @@ concept EmbeddingTable = requires {
 ///
 /// Conventions:
 /// - Lookup returns decode(row) · scale() in the codec's value type (T for Plain<T>, float for
-///   every other codec), or rounded to the storage type on request (16-bit codecs). scale() is
-///   fixed at construction (LookupScale: √d_model by default) and never stored in the table.
-/// - Ids are checked once at the door: any id outside [0, vocab_size) throws IndexError naming its
-///   position, value and bound, in every build type, and nothing is written. Ids are any
-///   contiguous range of integers (std::vector<int32_t>, std::span<const TokenId>, ...).
-/// - backward gives grad[t] += scale() · Σ_{i : ids[i] = t} grad_out[i] in the value type, into a
-///   SparseRowGrad: only looked-up rows, bit-identical for any thread count.
-/// - Tied logits (hidden · Wᵀ) never take the scale. A plain table is multiplied as stored; any
-///   other codec uses its float master copy when one is kept, else rows decoded 4096 at a time
-///   (never the whole table at once).
+///   every other codec). scale() is fixed at construction (LookupScale) and never stored.
+/// - Ids are any contiguous range of integers, checked once at the door: an id outside
+///   [0, vocab_size) throws IndexError naming its position, value and bound, in every build type,
+///   and nothing is written.
+/// - Tied logits (hidden · Wᵀ) never take the scale.
 ///
 /// Thread safety: const members may run concurrently on one table (while borrowed memory is
 /// unchanged). With OpenMP enabled by the including program, lookups and backward split their
@@ -212,9 +196,8 @@ class Table : public H<C> {
 
   // ---- construction: views --------------------------------------------------------------------
 
-  /// A view of `vocab_size` rows of `d_model` values at `data`, row r starting at
-  /// data + r · row_stride units (row_stride = -1: packed rows). `keep_alive`, when given, is held
-  /// for the view's lifetime (the owner of the memory).
+  /// A view of `vocab_size` rows of `d_model` values at `data`, row r at data + r · row_stride
+  /// units (-1: packed rows), holding `keep_alive` (the memory's owner, if given) while it lives.
   /// Throws:  ShapeError if a size is not positive, row_stride is below a packed row (other than
   ///          -1) or the codec cannot store rows of d_model values; ValueError if data is null or
   ///          not aligned to alignof(Unit).
@@ -230,9 +213,8 @@ class Table : public H<C> {
              std::move(keep_alive), codec),
         scale_(scale.template resolve<Value>(d_model)) {}
 
-  /// A view of a row-major Eigen object of Unit with direct access (RowMatrix, a block of one, a
-  /// Map, Embedding::weight(), MappedTable::matrix()). The object must outlive the view.
-  /// Throws: as the pointer constructor.
+  /// A view of a row-major Eigen object of Unit with direct access (a RowMatrix, a block, a Map,
+  /// Embedding::weight()), which must outlive the view. Throws: as the pointer constructor.
   template <class Derived>
   explicit Table(const Eigen::MatrixBase<Derived>& table,
                  std::shared_ptr<const void> keep_alive = {},
@@ -243,9 +225,8 @@ class Table : public H<C> {
                   "ember: a view's matrix must hold the table's storage type");
   }
 
-  /// A view of an owning table of the same codec (an Embedding, a ReducedEmbedding, a
-  /// QuantizedEmbedding), with its scale, sharing the float master it has now (if any; the view
-  /// keeps it alive, and a later set_float_master or clear_float_master on either side does not
+  /// A view of an owning table of the same codec, with its scale and the float master it has now
+  /// (if any, kept alive; later set_float_master or clear_float_master calls on either side do not
   /// reach the other). The table must outlive the view and keep its rows.
   template <class Owner>
   requires(borrowed&& std::derived_from<Owner, Table<C, Owned>>) explicit Table(const Owner& owner)
@@ -267,26 +248,20 @@ class Table : public H<C> {
   explicit Table(RowMatrix<Unit> table, LookupScale scale = {}) requires(owned&& element_rows)
       : Table(adopted(std::move(table)), scale) {}
 
-  /// A vocab_size x d_model table filled by `init` from `seed` in the value type (float for a
-  /// 16-bit codec, then rounded to it).
-  /// Throws: ShapeError if a size is not positive; ValueError if `init` is invalid.
+  /// A vocab_size x d_model table filled by `init` from `seed` in the value type (then rounded to
+  /// a 16-bit codec). Throws: ShapeError if a size is not positive; ValueError for a bad `init`.
   Table(Index vocab_size, Index d_model, const Init& init, std::uint64_t seed = 0,
         LookupScale scale = {}) requires(owned&& element_rows)
       : Base(initial(vocab_size, d_model, init, seed), d_model, C{}),
         scale_(scale.template resolve<Value>(d_model)) {}
 
-  /// A vocab_size x d_model table initialised N(0, 1/d_model) (std = 1/√d_model) from `seed`: a
-  /// scaled lookup then has unit variance per element.
-  /// Throws: ShapeError if a size is not positive.
+  /// A vocab_size x d_model table initialised N(0, 1/d_model) from `seed`: a scaled lookup then
+  /// has unit variance per element. Throws: ShapeError if a size is not positive.
   Table(Index vocab_size, Index d_model, std::uint64_t seed = 0,
         LookupScale scale = {}) requires(owned&& element_rows)
       : Table(vocab_size, d_model, Init::normal(), seed, scale) {}
 
-  /// Quantizes a float or double table[V, d] row by row (FBGEMM's 8-bit row-wise), optionally
-  /// keeping a float copy as the master for logits.
-  /// Throws:  ShapeError if the table is empty; ValueError naming the row, column and value of a
-  ///          non-finite entry. Nothing is built then.
-  /// Complexity: O(V·d).
+  /// from_float(table, keep_float_master, scale) of an int8 table. Throws: as from_float.
   template <class Derived>
   explicit Table(const Eigen::MatrixBase<Derived>& table, bool keep_float_master = false,
                  LookupScale scale = {}) requires(owned&& std::same_as<C, codec::Int8Rowwise>)
@@ -295,9 +270,7 @@ class Table : public H<C> {
   /// Encodes a float or double table[V, d] into the codec (16-bit: round to nearest even; int8:
   /// FBGEMM's row-wise quantization), optionally keeping a float copy as the master for logits.
   /// Throws:  ShapeError if the table is empty; ValueError naming the row, column and value of a
-  ///          non-finite entry or of one whose magnitude overflows a 16-bit storage type
-  ///          (> 65504 for half).
-  /// Complexity: O(V·d).
+  ///          non-finite entry or of one that overflows a 16-bit storage type. Complexity: O(V·d).
   template <class Derived>
   [[nodiscard]] static Table from_float(const Eigen::MatrixBase<Derived>& table,
                                         bool keep_float_master = false,
@@ -312,14 +285,13 @@ class Table : public H<C> {
   [[nodiscard]] static Table from_fused_rows(
       std::vector<std::uint8_t> bytes, Index vocab_size, Index d_model,
       LookupScale scale = {}) requires(owned&& std::same_as<C, codec::Int8Rowwise>) {
-    constexpr const char* where = "QuantizedEmbedding::from_fused_rows";
-    detail::check_positive_size(where, "vocab_size", vocab_size);
-    detail::check_positive_size(where, "d_model", d_model);
+    const detail::Where w = where("from_fused_rows");
+    check_sizes(w, vocab_size, d_model);
     const Index row = C::units_per_row(d_model);
     const Index expected = vocab_size * row;
     if (static_cast<Index>(bytes.size()) != expected) {
       throw ShapeError(
-          std::string(where) + ": bytes has " + std::to_string(bytes.size()) +
+          w.str() + ": bytes has " + std::to_string(bytes.size()) +
               " bytes, expected vocab_size · (d_model + 8) = " + std::to_string(expected),
           -1, expected, static_cast<Index>(bytes.size()));
     }
@@ -329,7 +301,7 @@ class Table : public H<C> {
       const float s = C::row_scale(storage.row(r).data(), d_model);
       const float b = C::row_bias(storage.row(r).data(), d_model);
       if (!(std::isfinite(s) && s >= 0.0f) || !std::isfinite(b)) {
-        throw ValueError(std::string(where) + ": row " + std::to_string(r) + " has scale " +
+        throw ValueError(w.str() + ": row " + std::to_string(r) + " has scale " +
                              std::to_string(s) + " and bias " + std::to_string(b) +
                              "; expected a finite scale >= 0 and a finite bias",
                          static_cast<double>(std::isfinite(s) ? b : s));
@@ -343,17 +315,16 @@ class Table : public H<C> {
   /// Number of rows V.
   [[nodiscard]] Index vocab_size() const noexcept { return this->codec_rows().rows; }
   /// Values per row.
-  [[nodiscard]] Index d_model() const noexcept { return this->d_; }
+  [[nodiscard]] Index d_model() const noexcept { return this->codec_rows().d; }
   /// The codec of the stored rows.
-  [[nodiscard]] const C& codec() const noexcept { return this->codec_; }
+  [[nodiscard]] const C& codec() const noexcept { return this->stored_codec(); }
   /// Bytes of one stored row (without the padding of a longer stride).
   [[nodiscard]] Index row_bytes() const noexcept { return this->codec_rows().row_bytes(); }
   /// Bytes of the stored rows, vocab_size() · row_bytes().
   [[nodiscard]] std::size_t storage_bytes() const noexcept {
     return static_cast<std::size_t>(vocab_size()) * static_cast<std::size_t>(row_bytes());
   }
-  /// The lookup scale: a constant fixed at construction (√d_model unless a LookupScale said
-  /// otherwise), never learned.
+  /// The lookup scale, fixed at construction (√d_model unless a LookupScale said otherwise).
   [[nodiscard]] Value scale() const noexcept { return scale_; }
   /// The storage format ("f32", "f16", "bf16", "int8_rowwise", ...).
   [[nodiscard]] const char* codec_name() const noexcept { return this->codec().name(); }
@@ -362,15 +333,15 @@ class Table : public H<C> {
   [[nodiscard]] const RowMatrix<Unit>& weight() const noexcept requires(owned&& element_rows) {
     return this->storage_;
   }
-  /// The stored table for in-place updates (optimizer steps, loading): its values can change,
-  /// its shape cannot (Embedding::resize changes the vocabulary). Assign a matrix of the same
-  /// shape, or change rows and elements.
+  /// The stored table for in-place updates (optimizer steps, loading): its values can change, its
+  /// shape cannot (Embedding::resize changes the vocabulary).
   [[nodiscard]] Eigen::Map<RowMatrix<Unit>> weight() noexcept requires(owned&& element_rows) {
     return {this->storage_.data(), this->storage_.rows(), this->storage_.cols()};
   }
   /// The viewed table, vocab_size x d_model, unscaled (plain and 16-bit views).
   [[nodiscard]] Map weight() const noexcept requires(borrowed&& element_rows) {
-    return Map(this->data_, this->rows_, this->d_, Eigen::OuterStride<>(this->stride_));
+    const auto& v = this->view_;
+    return Map(v.data, v.rows, v.d, Eigen::OuterStride<>(v.stride));
   }
 
   // ---- lookup ---------------------------------------------------------------------------------
@@ -382,20 +353,13 @@ class Table : public H<C> {
   /// Complexity: O(n·d); reads n rows; ids are checked once before any copy.
   template <class R>
   [[nodiscard]] RowMatrix<Value> forward(const R& ids) const {
-    return detail::with_ids(ids, [&](auto span) {
-      detail::check_ids(span, this->vocab_size(), where("forward"));
-      RowMatrix<Value> out(static_cast<Index>(span.size()), this->d_model());
-      gather_into<Value>(span, nullptr, out);
-      return out;
-    });
+    RowMatrix<Value> out(static_cast<Index>(std::ranges::size(ids)), d_model());
+    forward(ids, out);
+    return out;
   }
 
-  /// Writes decode(row ids[i]) · scale() into out.row(i); out may be a block of a larger matrix.
-  ///
-  /// Shapes:  ids[n] -> out[n, d].
-  /// Throws:  IndexError if some ids[i] is outside [0, vocab_size()); ShapeError if out is not
-  ///          n x d. `out` is untouched when it throws.
-  /// Complexity: O(n·d).
+  /// As forward(ids), into out (n x d; a block of a larger matrix works).
+  /// Throws:  as forward(ids); ShapeError if out is not n x d. `out` is untouched when it throws.
   template <class R>
   void forward(const R& ids, Eigen::Ref<RowMatrix<Value>> out) const {
     forward_as<Value>(ids, out);
@@ -410,9 +374,8 @@ class Table : public H<C> {
   }
 
   /// The fused lookup: out[i] = decode(row ids[i]) · scale() + positions[offset + i % seq_len],
-  /// one pass per output row, bit-identical to forward followed by
-  /// SinusoidalEncoding::add_to (the product is rounded before the sum). `positions` is any
-  /// max_len x d table (SinusoidalEncoding::table(), or learned positions, added unscaled).
+  /// one pass per output row, bit-identical to forward followed by SinusoidalEncoding::add_to.
+  /// `positions` is any max_len x d table (sinusoidal, or learned positions, added unscaled).
   ///
   /// Shapes:  ids[B·seq_len] (batch-major), positions[max_len, d] -> out[B·seq_len, d].
   /// Throws:  IndexError for an id outside [0, V) or offset + seq_len > max_len (or offset < 0);
@@ -425,24 +388,20 @@ class Table : public H<C> {
                             Index offset = 0) const {
     detail::with_ids(ids, [&](auto span) {
       constexpr const char* where_fused = "ember::embed_with_positions";
-      detail::check_fused(where_fused, static_cast<Index>(span.size()), this->d_model(),
-                          positions.rows(), positions.cols(), out.rows(), out.cols(), seq_len,
-                          offset);
-      detail::check_ids(span, this->vocab_size(), where_fused);
+      detail::check_fused(where_fused, static_cast<Index>(span.size()), d_model(), positions.rows(),
+                          positions.cols(), out.rows(), out.cols(), seq_len, offset);
+      detail::check_ids(span, vocab_size(), where_fused);
       detail::RowAddends<Value> add;
       add.positions = detail::const_table(positions);
       add.seq_len = seq_len;
       add.offset = offset;
-      gather_into<Value>(span, &add, out);
+      detail::gather<Value>(detail::rows_of(*this), span, scale_, &add, detail::mutable_table(out));
     });
   }
 
-  // ---- backward -------------------------------------------------------------------------------
-
   /// Accumulates the table gradient of forward: grad[t] += scale() · Σ_{i : ids[i] = t}
-  /// grad_out[i], in the value type (a view or a reduced table is never written: apply the
-  /// gradient yourself). Only rows present in ids are touched; repeated ids accumulate.
-  ///
+  /// grad_out[i], in the value type, into a row-sparse gradient (never into the table itself):
+  /// only rows present in ids are touched; repeated ids accumulate; bit-identical for any threads.
   /// Shapes:  ids[n], grad_out[n, d] -> grad (V x d, row-sparse).
   /// Throws:  IndexError for an id outside [0, vocab_size()); ShapeError if grad_out is not n x d
   ///          or grad is bound to another table shape. grad is unchanged when it throws.
@@ -455,16 +414,15 @@ class Table : public H<C> {
 
   // ---- tied logits ----------------------------------------------------------------------------
 
-  /// hidden · Wᵀ, the tied output projection (no scale), in the value type.
+  /// hidden · Wᵀ, the tied output projection (no scale), in the value type: a plain table as
+  /// stored, any other codec through its float master if kept, else decoding 4096 rows at a time.
   ///
   /// Shapes:  hidden[n, d] -> logits[n, V].
   /// Throws:  ShapeError if hidden has not d columns.
   /// Complexity: 2·n·V·d flops (one GEMM; plus V·d decodes for a codec without a master).
   [[nodiscard]] RowMatrix<Value> logits(const Eigen::Ref<const RowMatrix<Value>>& hidden) const {
-    detail::check_logits(where("logits"), this->vocab_size(), this->d_model(), hidden.rows(),
-                         hidden.cols());
-    RowMatrix<Value> out(hidden.rows(), this->vocab_size());
-    detail::logits(logits_table(), hidden, out);
+    RowMatrix<Value> out(hidden.rows(), vocab_size());
+    logits(hidden, out);
     return out;
   }
 
@@ -472,8 +430,8 @@ class Table : public H<C> {
   /// Throws: ShapeError on a shape mismatch; out is untouched then.
   void logits(const Eigen::Ref<const RowMatrix<Value>>& hidden,
               Eigen::Ref<RowMatrix<Value>> out) const {
-    detail::check_logits(where("logits"), this->vocab_size(), this->d_model(), hidden.rows(),
-                         hidden.cols(), out.rows(), out.cols());
+    detail::check_logits(where("logits"), vocab_size(), d_model(), hidden.rows(), hidden.cols(),
+                         out.rows(), out.cols());
     detail::logits(logits_table(), hidden, out);
   }
 
@@ -488,8 +446,8 @@ class Table : public H<C> {
                        const Eigen::Ref<const RowMatrix<Value>>& grad_logits,
                        Eigen::Ref<RowMatrix<Value>> grad_hidden,
                        Eigen::Ref<RowMatrix<Value>> grad_weight) const {
-    detail::check_logits_backward(where("logits_backward"), this->vocab_size(), this->d_model(),
-                                  hidden, grad_logits, grad_hidden, grad_weight);
+    detail::check_logits_backward(where("logits_backward"), vocab_size(), d_model(), hidden,
+                                  grad_logits, grad_hidden, grad_weight);
     detail::logits_backward(logits_table(), hidden, grad_logits, grad_hidden, grad_weight);
   }
 
@@ -500,8 +458,8 @@ class Table : public H<C> {
   /// Throws: ShapeError if its shape differs from the table's; nothing changes then.
   void set_float_master(RowMatrix<float> master) requires(!C::is_plain) {
     const detail::Where w = where("set_float_master");
-    detail::check_extent(w, "master", 0, this->vocab_size(), master.rows(), "vocab_size");
-    detail::check_extent(w, "master", 1, this->d_model(), master.cols(), "d_model");
+    detail::check_extent(w, "master", 0, vocab_size(), master.rows(), "vocab_size");
+    detail::check_extent(w, "master", 1, d_model(), master.cols(), "d_model");
     master_ = std::make_shared<const RowMatrix<float>>(std::move(master));
   }
   /// Drops the float master: logits decode the stored rows again.
@@ -515,34 +473,32 @@ class Table : public H<C> {
 
   /// Row r decoded, unscaled by the lookup scale. Throws: IndexError if r is out of range.
   [[nodiscard]] RowVector<Value> dequantize_row(Index r) const {
-    detail::check_row(r, this->vocab_size(), where("dequantize_row"));
-    RowVector<Value> out(this->d_model());
+    detail::check_row(r, vocab_size(), where("dequantize_row"));
+    RowVector<Value> out(d_model());
     detail::rows_of(*this).decode(r, Value(1), out.data());
     return out;
   }
   /// The whole table decoded, V x d (O(V·d) memory: for analysis and small tables).
   [[nodiscard]] RowMatrix<Value> dequantize() const {
-    RowMatrix<Value> out(this->vocab_size(), this->d_model());
-    const auto rows = detail::rows_of(*this);
-    for (Index r = 0; r < this->vocab_size(); ++r) rows.decode(r, Value(1), out.row(r).data());
+    RowMatrix<Value> out(vocab_size(), d_model());
+    detail::decode_block(detail::rows_of(*this), 0, vocab_size(), out);
     return out;
   }
   /// The table decoded to float (exact for 16-bit codecs), V x d: dequantize().
   [[nodiscard]] RowMatrix<float> to_float() const requires(!C::is_plain) { return dequantize(); }
 
-  /// Per-row error of the storage: entry r is max_c |original(r, c) - decoded(r, c)|, computed in
-  /// double.
+  /// Per-row error of the storage: entry r is max_c |original(r, c) - decoded(r, c)| in double.
   /// Shapes:  original[V, d] -> V.
   /// Throws:  ShapeError if original is not vocab_size() x d_model().
   template <class Derived>
   [[nodiscard]] Eigen::VectorXd max_row_error(const Eigen::MatrixBase<Derived>& original) const {
     const detail::Where w = where("max_row_error");
-    detail::check_extent(w, "original", 0, this->vocab_size(), original.rows(), "vocab_size");
-    detail::check_extent(w, "original", 1, this->d_model(), original.cols(), "d_model");
-    Eigen::VectorXd out(this->vocab_size());
-    RowVector<Value> row(this->d_model());
+    detail::check_extent(w, "original", 0, vocab_size(), original.rows(), "vocab_size");
+    detail::check_extent(w, "original", 1, d_model(), original.cols(), "d_model");
+    Eigen::VectorXd out(vocab_size());
+    RowVector<Value> row(d_model());
     const auto rows = detail::rows_of(*this);
-    for (Index r = 0; r < this->vocab_size(); ++r) {
+    for (Index r = 0; r < vocab_size(); ++r) {
       rows.decode(r, Value(1), row.data());
       out[r] = (original.row(r).template cast<double>() - row.template cast<double>())
                    .cwiseAbs()
@@ -556,18 +512,18 @@ class Table : public H<C> {
   /// The codes of row r. Throws: IndexError if r is out of range.
   [[nodiscard]] std::span<const std::uint8_t> codes(Index r) const
       requires(std::same_as<C, codec::Int8Rowwise>) {
-    detail::check_row(r, this->vocab_size(), where("codes"));
-    return {detail::rows_of(*this).row(r), static_cast<std::size_t>(this->d_model())};
+    detail::check_row(r, vocab_size(), where("codes"));
+    return {detail::rows_of(*this).row(r), static_cast<std::size_t>(d_model())};
   }
   /// The scale of row r: (max - min) / 255 of the original row. Throws: IndexError.
   [[nodiscard]] float row_scale(Index r) const requires(std::same_as<C, codec::Int8Rowwise>) {
-    detail::check_row(r, this->vocab_size(), where("row_scale"));
-    return C::row_scale(detail::rows_of(*this).row(r), this->d_model());
+    detail::check_row(r, vocab_size(), where("row_scale"));
+    return C::row_scale(detail::rows_of(*this).row(r), d_model());
   }
   /// The bias of row r: the minimum of the original row. Throws: IndexError.
   [[nodiscard]] float row_bias(Index r) const requires(std::same_as<C, codec::Int8Rowwise>) {
-    detail::check_row(r, this->vocab_size(), where("row_bias"));
-    return C::row_bias(detail::rows_of(*this).row(r), this->d_model());
+    detail::check_row(r, vocab_size(), where("row_bias"));
+    return C::row_bias(detail::rows_of(*this).row(r), d_model());
   }
 
  protected:
@@ -582,28 +538,22 @@ class Table : public H<C> {
                      SparseRowGrad<Value>& grad, AccumulateOptions options) const {
     detail::with_ids(ids, [&](auto span) {
       const detail::Where w = where("backward");
-      detail::check_backward_grad_out(w, static_cast<Index>(span.size()), this->d_model(),
+      detail::check_backward_grad_out(w, static_cast<Index>(span.size()), d_model(),
                                       grad_out.rows(), grad_out.cols());
-      detail::SparseRowGradAccess::accumulate(grad, span, grad_out, scale_, this->vocab_size(),
-                                              options, w);
+      detail::SparseRowGradAccess::accumulate(grad, span, grad_out, scale_, vocab_size(), options,
+                                              w);
     });
   }
 
-  /// The one lookup behind every forward: validated ids, what is added, the output.
-  template <class O, class Id>
-  void gather_into(std::span<const Id> ids, const detail::RowAddends<Value>* add,
-                   Eigen::Ref<RowMatrix<O>> out) const {
-    detail::gather<O>(detail::rows_of(*this), ids, scale_, add, detail::mutable_table(out));
-  }
-
+  /// The lookup behind forward(ids, out), in the value type or the 16-bit storage type O.
   template <class O, class R>
   void forward_as(const R& ids, Eigen::Ref<RowMatrix<O>> out) const {
     detail::with_ids(ids, [&](auto span) {
       const detail::Where w = where("forward");
-      detail::check_lookup_out(w, static_cast<Index>(span.size()), this->d_model(), out.rows(),
+      detail::check_lookup_out(w, static_cast<Index>(span.size()), d_model(), out.rows(),
                                out.cols());
-      detail::check_ids(span, this->vocab_size(), w);
-      gather_into<O>(span, nullptr, out);
+      detail::check_ids(span, vocab_size(), w);
+      detail::gather<O>(detail::rows_of(*this), span, scale_, nullptr, detail::mutable_table(out));
     });
   }
 
@@ -627,18 +577,14 @@ class Table : public H<C> {
   static Index checked_view(const C& codec, const Unit* data, Index vocab_size, Index d_model,
                             Index row_stride) {
     const detail::Where w{Base::name, nullptr};
-    check_width(w, codec, d_model);
-    return detail::checked_view_stride(w, data, vocab_size, d_model,
-                                       d_model > 0 ? codec.units_per_row(d_model) : d_model,
-                                       row_stride);
-  }
-
-  static void check_width(detail::Where w, const C& codec, Index d_model) {
     if (d_model > 0 && !codec.holds_width(d_model)) {
       throw ShapeError(w.str() + ": the " + codec.name() + " format cannot store rows of " +
                            std::to_string(d_model) + " values",
                        1, d_model, d_model);
     }
+    return detail::checked_view_stride(w, data, vocab_size, d_model,
+                                       d_model > 0 ? codec.units_per_row(d_model) : d_model,
+                                       row_stride);
   }
 
   static Encoded adopted(RowMatrix<Unit> table) {
@@ -657,13 +603,11 @@ class Table : public H<C> {
   static RowMatrix<Unit> initial(Index vocab_size, Index d_model, const Init& init,
                                  std::uint64_t seed) {
     check_sizes({Base::name, nullptr}, vocab_size, d_model);
+    RowMatrix<Value> t(vocab_size, d_model);  // filled in float for a 16-bit table, then rounded
+    init.fill(t, seed);
     if constexpr (C::is_plain) {
-      RowMatrix<Unit> t(vocab_size, d_model);
-      init.fill(t, seed);
       return t;
     } else {
-      RowMatrix<float> t(vocab_size, d_model);
-      init.fill(t, seed);
       return t.template cast<Unit>();
     }
   }
@@ -707,9 +651,8 @@ class Table : public H<C> {
     }
     RowMatrix<Unit> storage(v, C::units_per_row(d));
     for (Index r = 0; r < v; ++r) C::encode_row(f.row(r).data(), d, storage.row(r).data());
-    std::shared_ptr<const RowMatrix<float>> master;
-    if (keep_float_master) master = std::make_shared<const RowMatrix<float>>(std::move(f));
-    return {std::move(storage), d, std::move(master)};
+    if (!keep_float_master) return {std::move(storage), d, nullptr};
+    return {std::move(storage), d, std::make_shared<const RowMatrix<float>>(std::move(f))};
   }
 
   /// W for the logits kernels: the stored rows, and the master if one is kept (it has the

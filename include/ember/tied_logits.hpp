@@ -17,15 +17,13 @@
 namespace ember::inline EMBER_ISA {
 
 /// The scalar type of a table argument of the free tied-logits functions: any row-major Eigen
-/// object of float or double, viewed without a copy (a column-major one would be copied on every
-/// call, so it does not compile).
+/// object of float or double, viewed without a copy (a column-major one does not compile).
 template <class Derived>
 requires(Scalar<typename Derived::Scalar>&& static_cast<bool>(
     Derived::IsRowMajor)) using table_scalar_t = typename Derived::Scalar;
 
 /// out = hidden · tableᵀ: the output projection of a model whose input and output embeddings are
-/// tied. No √d scale is applied here: the scale belongs to the lookup only.
-///
+/// tied (no lookup scale).
 /// Shapes:  table[V, d], hidden[n, d] -> out[n, V].
 /// Throws:  ShapeError if hidden has not d columns or out is not n x V; out is untouched then.
 /// Precondition: out overlaps neither hidden nor table (the product is computed with noalias()).
@@ -49,17 +47,13 @@ template <class Derived, class T = table_scalar_t<Derived>>
 [[nodiscard]] RowMatrix<T> logits(
     const Eigen::MatrixBase<Derived>& table,
     const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& hidden) {
-  detail::check_logits("ember::logits", table.rows(), table.cols(), hidden.rows(), hidden.cols());
   RowMatrix<T> out(hidden.rows(), table.rows());
   logits(table, hidden, out);
   return out;
 }
 
-/// Backward of logits = hidden · tableᵀ:
-///   grad_hidden  = grad_logits · table          (assigned)
-///   grad_weight += grad_logitsᵀ · hidden        (accumulated, so a tied model can add the
-///                                                input side's SparseRowGrad into the same matrix)
-///
+/// Backward of logits = hidden · tableᵀ: grad_hidden = grad_logits · table (assigned) and
+/// grad_weight += grad_logitsᵀ · hidden (accumulated: a tied model adds the input side's gradient).
 /// Shapes:  table[V, d], hidden[n, d], grad_logits[n, V] -> grad_hidden[n, d], grad_weight[V, d].
 /// Throws:  ShapeError on any mismatch; nothing is written then.
 /// Precondition: the outputs overlap neither each other nor the inputs.

@@ -21,14 +21,15 @@
 #include "ember/optim/sgd.hpp"
 #include "ember/positional.hpp"
 #include "ember/sparse_grad.hpp"
-#include "support/sharded_reference.hpp"
+#include "support/matrix_compare.hpp"
+#include "support/sharded_embedding_reference.hpp"
 
 using Catch::Matchers::Contains;
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
 using ember::distributed::ShardedEmbedding;
-using ember_test::bit_equal;
+using ember_test::same_bits;
 
 namespace {
 
@@ -55,10 +56,9 @@ TEST_CASE("each rank holds exactly its contiguous range of rows", "[sharded_embe
   CHECK(emb.d_model() == kDim);
   CHECK(emb.local_rows() == emb.row_end() - emb.row_begin());
   CHECK(emb.shard().vocab_size() == emb.local_rows());
-  CHECK(
-      bit_equal<double>(emb.shard().weight(), table.middleRows(emb.row_begin(), emb.local_rows())));
+  CHECK(same_bits(emb.shard().weight(), table.middleRows(emb.row_begin(), emb.local_rows())));
   CHECK(emb.scale() == single.scale());
-  CHECK(bit_equal(emb.gather_table(), table));
+  CHECK(same_bits(emb.gather_table(), table));
   const ember::distributed::RowPartition rule(kVocab, w.size);
   CHECK(emb.row_begin() == rule.row_begin(w.rank));
 }
@@ -70,21 +70,21 @@ TEMPLATE_TEST_CASE("forward is bit-identical to a single-process Embedding over 
   const auto ids = ember_test::batch_of(w.rank, kVocab);
 
   SECTION("with de-duplication") {
-    CHECK(bit_equal(emb.forward(ids), single.forward(ids)));
+    CHECK(same_bits(emb.forward(ids), single.forward(ids)));
     const auto& stats = emb.last_exchange();
     CHECK(stats.ids == static_cast<Index>(ids.size()));
     CHECK(stats.unique_ids <= stats.ids);
   }
   SECTION("without de-duplication") {
     emb.set_options({.deduplicate = false});
-    CHECK(bit_equal(emb.forward(ids), single.forward(ids)));
+    CHECK(same_bits(emb.forward(ids), single.forward(ids)));
     CHECK(emb.last_exchange().unique_ids == static_cast<Index>(ids.size()));
   }
   SECTION("into a block of a larger matrix, with int32 ids") {
     const std::vector<std::int32_t> ids32(ids.begin(), ids.end());
     RowMatrix<T> big = RowMatrix<T>::Constant(static_cast<Index>(ids.size()) + 2, kDim + 3, T(-9));
     emb.forward(ids32, big.block(1, 2, static_cast<Index>(ids.size()), kDim));
-    CHECK(bit_equal<T>(big.block(1, 2, static_cast<Index>(ids.size()), kDim), single.forward(ids)));
+    CHECK(same_bits(big.block(1, 2, static_cast<Index>(ids.size()), kDim), single.forward(ids)));
     CHECK((big.row(0).array() == T(-9)).all());
     CHECK((big.col(0).array() == T(-9)).all());
   }
@@ -92,12 +92,12 @@ TEMPLATE_TEST_CASE("forward is bit-identical to a single-process Embedding over 
     const std::vector<TokenId> mine = w.rank % 2 == 0 ? std::vector<TokenId>{} : ids;
     const RowMatrix<T> out = emb.forward(mine);
     CHECK(out.rows() == static_cast<Index>(mine.size()));
-    CHECK(bit_equal(out, single.forward(mine)));
+    CHECK(same_bits(out, single.forward(mine)));
   }
   SECTION("every rank asks for every row, including the first and last") {
     std::vector<TokenId> all(static_cast<std::size_t>(kVocab));
     for (Index i = 0; i < kVocab; ++i) all[static_cast<std::size_t>(i)] = kVocab - 1 - i;
-    CHECK(bit_equal(emb.forward(all), single.forward(all)));
+    CHECK(same_bits(emb.forward(all), single.forward(all)));
   }
 }
 
@@ -113,7 +113,7 @@ TEMPLATE_TEST_CASE("the fused positional add equals forward followed by add_to",
   emb.forward_with_positions(ids, pe, out, seq_len, /*offset=*/3);
   RowMatrix<T> expected = single.forward(ids);
   pe.add_to(expected, seq_len, 3);
-  CHECK(bit_equal(out, expected));
+  CHECK(same_bits(out, expected));
   // And the single-process fused pipeline, up to a possible FMA contraction.
   RowMatrix<T> fused(12, kDim);
   ember::embed_with_positions(single, pe, ids, fused, seq_len, 3);
@@ -121,7 +121,7 @@ TEMPLATE_TEST_CASE("the fused positional add equals forward followed by add_to",
   // Free-function spelling.
   RowMatrix<T> out2(12, kDim);
   ember::distributed::embed_with_positions(emb, pe.table(), ids, out2, seq_len, 3);
-  CHECK(bit_equal(out2, out));
+  CHECK(same_bits(out2, out));
 }
 
 TEMPLATE_TEST_CASE("backward and one SGD step leave exactly the table a single process would",
@@ -144,7 +144,7 @@ TEMPLATE_TEST_CASE("backward and one SGD step leave exactly the table a single p
     emb.shard().weight().row(grad.rows()[static_cast<std::size_t>(k)]) -= lr * grad.values().row(k);
   }
   const RowMatrix<T> expected = ember_test::reference_sgd_step(table, w.size, lr);
-  CHECK(bit_equal(emb.gather_table(), expected));
+  CHECK(same_bits(emb.gather_table(), expected));
 }
 
 TEMPLATE_TEST_CASE("the sharded gradient matches the gradient of the concatenated batch",
@@ -195,7 +195,7 @@ TEMPLATE_TEST_CASE("tied logits are vocabulary-parallel blocks of the single-pro
   // A strided hidden (a block of a wider matrix) gives the same block.
   RowMatrix<T> wide = RowMatrix<T>::Zero(h.rows(), kDim + 2);
   wide.leftCols(kDim) = h;
-  CHECK(bit_equal(emb.logits(wide.leftCols(kDim)), logits));
+  CHECK(same_bits(emb.logits(wide.leftCols(kDim)), logits));
 
   // Backward against the single-process logits_backward with dL = a fixed N x V matrix.
   RowMatrix<T> dl(all_h.rows(), kVocab);
@@ -243,7 +243,7 @@ TEST_CASE("a bad id on one rank raises the same IndexError on every rank, prompt
     CHECK((out.array() == 3.f).all());
     // No rank was left inside a collective: the next call works everywhere.
     const auto good = ember_test::batch_of(w.rank, kVocab);
-    CHECK(bit_equal(emb.forward(good), single.forward(good)));
+    CHECK(same_bits(emb.forward(good), single.forward(good)));
   }
   SECTION("backward leaves every gradient unchanged") {
     ember::SparseRowGrad<float> grad;
@@ -255,7 +255,7 @@ TEST_CASE("a bad id on one rank raises the same IndexError on every rank, prompt
         emb.backward(ids, ember_test::grad_of<float>(w.rank, static_cast<Index>(ids.size()), kDim),
                      grad),
         ember::IndexError);
-    CHECK(bit_equal(grad.to_dense(), before));
+    CHECK(same_bits(grad.to_dense(), before));
   }
   SECTION("a negative id") {
     if (w.rank == bad_rank) ids[2] = -1;
@@ -330,7 +330,7 @@ TEST_CASE("an adopted shard and the seeded constructor build the expected table"
   const RowMatrix<double> table = ember_test::full_table<double>(kVocab, kDim);
   ShardedEmbedding<double> adopted(MPI_COMM_WORLD, kVocab,
                                    table.middleRows(rule.row_begin(w.rank), rule.rows(w.rank)));
-  CHECK(bit_equal(adopted.gather_table(), table));
+  CHECK(same_bits(adopted.gather_table(), table));
 
   // Row r comes from its own stream, so the table is the same for any number of ranks.
   const auto init = ember::Init::truncated_normal(0.02);
@@ -339,7 +339,7 @@ TEST_CASE("an adopted shard and the seeded constructor build the expected table"
   for (Index r = 0; r < kVocab; ++r) {
     init.fill(expected.row(r), ShardedEmbedding<double>::row_seed(99, r));
   }
-  CHECK(bit_equal(seeded.gather_table(), expected));
+  CHECK(same_bits(seeded.gather_table(), expected));
   // Xavier uses the full table's fan-out.
   ShardedEmbedding<double> xavier(MPI_COMM_WORLD, kVocab, kDim, ember::Init::xavier_uniform(), 1);
   const double bound = std::sqrt(6.0 / static_cast<double>(kVocab + kDim));
@@ -371,7 +371,7 @@ TEMPLATE_TEST_CASE("ember's optimizers step each shard to exactly the single-pro
                    grad);
       shard_opt.step(emb.shard(), grad);
     }
-    CHECK(bit_equal<T>(emb.gather_table(), single.weight()));
+    CHECK(same_bits(emb.gather_table(), single.weight()));
   };
   SECTION("SGD with momentum") {
     ember::optim::SGD<T> a({.lr = 0.1, .momentum = 0.9});

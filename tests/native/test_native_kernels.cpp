@@ -15,9 +15,9 @@
 #include "ember/detail/prefetch.hpp"
 #include "ember/quantized.hpp"
 #include "ember/reduced.hpp"
-#include "support/bag_grad_reference.hpp"
-#include "support/beyond_reference.hpp"
-#include "support/reference.hpp"
+#include "support/bag_reference.hpp"
+#include "support/inputs.hpp"
+#include "support/matrix_compare.hpp"
 
 using ember::Index;
 using ember::RowMatrix;
@@ -116,9 +116,9 @@ TEST_CASE("the register-tiled bag sum built for this machine adds the reference'
           ember::Embedding<float>(ember_test::random_table<float>(30, d, 5)), mode);
       const auto c = ember_test::make_bag_grad_case<float>(20, 10, 30, d, -1, 23);
       const RowMatrix<float> out = bag.forward(c.ids, c.offsets);
-      CHECK(ember_test::same_bits(
-          out, ember_test::bag_reference<float>(bag.embedding().weight(), c.ids, c.bounds,
-                                                 mean ? 1 : 0)));
+      CHECK(
+          ember_test::same_bits(out, ember_test::bag_reference<float>(
+                                         bag.embedding().weight(), c.ids, c.bounds, mean ? 1 : 0)));
     }
   }
 }

@@ -60,14 +60,21 @@ inline void append(std::vector<unsigned char>& v, const std::vector<unsigned cha
   v.insert(v.end(), more.begin(), more.end());
 }
 
+/// Little-endian bytes of a trivially copyable value (the host is little-endian).
 template <class V>
-void append_le(std::vector<unsigned char>& v, V value) {
-  unsigned char b[sizeof(V)];
-  std::memcpy(b, &value, sizeof(V));
-  v.insert(v.end(), b, b + sizeof(V));
+std::vector<unsigned char> le_bytes(V value) {
+  std::vector<unsigned char> b(sizeof(V));
+  std::memcpy(b.data(), &value, sizeof(V));
+  return b;
 }
 
-/// The little-endian bytes of the floats in v (the host is little-endian, as append_le assumes).
+/// Appends the little-endian bytes of value to v.
+template <class V>
+void append_le(std::vector<unsigned char>& v, V value) {
+  append(v, le_bytes(value));
+}
+
+/// The little-endian bytes of the floats in v.
 inline std::vector<unsigned char> float_bytes(std::initializer_list<float> v) {
   std::vector<unsigned char> b;
   for (float f : v) append_le(b, f);

@@ -1,6 +1,7 @@
-// Slow dense reference optimizers for the optim tests: the same rules as ember::optim, written
-// as plain per-element loops over every row of a dense V x d gradient, with a "present" mask
-// saying which rows the step updates (all rows = dense optimizer; the sparse rows = lazy).
+// Slow dense reference optimizers for the optimizer tests (optim.hpp, optim/*.hpp): the same rules
+// as ember::optim, written as plain per-element loops over every row of a dense V x d gradient,
+// with a "present" mask saying which rows the step updates (all rows = dense optimizer; the sparse
+// rows = lazy); and a random sparse gradient to feed them.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -10,6 +11,8 @@
 
 #include <ember/sparse_grad.hpp>
 #include <ember/types.hpp>
+
+#include "support/inputs.hpp"
 
 namespace ember_test {
 
@@ -118,28 +121,12 @@ inline std::vector<bool> present_rows(Index vocab, const std::vector<ember::Toke
   return p;
 }
 
-// A deterministic pseudo-random matrix in [-1, 1).
+/// A SparseRowGrad of a V x d table holding random gradient rows (random_table) for `ids`, scale 1.
 template <class T>
-RowMatrix<T> xorshift_matrix(Index rows, Index cols, std::uint64_t seed) {
-  RowMatrix<T> m(rows, cols);
-  std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
-  for (Index r = 0; r < rows; ++r) {
-    for (Index c = 0; c < cols; ++c) {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      m(r, c) = static_cast<T>(static_cast<double>(x >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-    }
-  }
-  return m;
-}
-
-/// A SparseRowGrad of a V x d table holding random gradient rows for `ids` (scale 1).
-template <class T>
-ember::SparseRowGrad<T> sparse_grad(Index V, Index d, const std::vector<ember::TokenId>& ids,
-                                    std::uint64_t seed) {
+ember::SparseRowGrad<T> random_sparse_grad(Index V, Index d, const std::vector<ember::TokenId>& ids,
+                                           std::uint64_t seed) {
   ember::SparseRowGrad<T> g(V, d);
-  g.accumulate(ids, xorshift_matrix<T>(static_cast<Index>(ids.size()), d, seed), T(1), V);
+  g.accumulate(ids, random_table<T>(static_cast<Index>(ids.size()), d, seed), T(1), V);
   return g;
 }
 

@@ -12,20 +12,14 @@ namespace ember::inline EMBER_ISA::codec {
 
 /// A row of d values of T stored as d values of T: nothing to decode.
 ///
-/// The codec interface, which every codec of `ember/codec/` implements:
-/// - `Unit`: the element type of the stored rows; `Value`: the type rows decode to and lookups
-///   compute in (T here, float for every reduced or quantized codec);
-/// - `element_rows`: a row is d units of Unit (one per value), so the table is a matrix of Unit;
-/// - `is_plain`: rows are Value[d] as stored, so tied logits and bags read them without decoding;
-/// - `family`, `view_family`: the names of the owning table and of its view in messages
-///   ("Embedding" and "EmbeddingView", ...);
-/// - `name()`: the storage format ("f32", "bf16", "int8_rowwise", ...);
-/// - `units_per_row(d)`: units of one stored row of d values; `holds_width(d)`: whether the format
-///   can store a row of d values (block formats need a multiple of their block);
-/// - `decode_row(row, d, s, dst)`: dst[c] = the value of column c times s, for the d columns.
-///   Every product is rounded to Value before anything else is added to it.
-/// Owning tables also need a default-constructible codec with static `units_per_row` and, for
-/// codecs that can be encoded from float (`from_float`), a static `encode_row(x, d, out)`.
+/// The codec interface, which every codec of `ember/codec/` implements: `Unit` (the element type
+/// of the stored rows), `Value` (what rows decode to: T here, float otherwise), `element_rows` (a
+/// row is d units, so the table is a matrix of Unit), `is_plain` (rows are Value[d] as stored),
+/// `family` and `view_family` (the table names in messages), `name()` (the storage format),
+/// `units_per_row(d)`, `holds_width(d)` (block formats need a multiple of their block) and
+/// `decode_row(row, d, s, dst)`: dst[c] = value c times s, each product rounded to Value before
+/// anything is added to it. Owning tables also need a default-constructible codec with static
+/// `units_per_row` and, for from_float, a static `encode_row(x, d, out)`.
 template <class T>
 struct Plain {
   static_assert(Scalar<T>, "ember::codec::Plain<T>: T must be float or double");

@@ -272,4 +272,32 @@ inline void bag_max_winners(const TokenId* argmax, Index bags, Index d,
   }
 }
 
+/// The rows of a table-batched bag backward (TableBatchedBags): position p contributes the d
+/// values of grad_out at grad + src[p] (its bag's row, at its feature's columns), times coef[p]
+/// when coef is not null, or - for a (bag, winner) pair of a max feature, won[p] not null - only
+/// in the columns where won[p][c] == id[p], +0 elsewhere. Each product or mask is written to
+/// `scratch` first, so every position gives the very row EmbeddingBag's backward would
+/// (GatheredRows, MaxBagRows), and a coefficient of 1 leaves a row's bits unchanged.
+template <class T>
+struct BatchedBagRows {
+  const T* grad;
+  Index d;
+  const Index* src;
+  const T* coef;              // null: every coefficient is 1
+  const TokenId* const* won;  // null: no max feature on this table
+  const TokenId* id;
+  [[nodiscard]] const T* contribution(Index p, T* scratch) const noexcept {
+    const T* row = source_row(p);
+    if (won != nullptr && won[p] != nullptr) {
+      const TokenId* w = won[p];
+      for (Index c = 0; c < d; ++c) scratch[c] = w[c] == id[p] ? row[c] : T(0);
+      return scratch;
+    }
+    if (coef == nullptr) return row;
+    Eigen::Map<RowVector<T>>(scratch, d) = coef[p] * Eigen::Map<const RowVector<T>>(row, d);
+    return scratch;
+  }
+  [[nodiscard]] const T* source_row(Index p) const noexcept { return grad + src[p]; }
+};
+
 }  // namespace ember::inline EMBER_ISA::detail

@@ -15,10 +15,8 @@
 
 namespace ember::inline EMBER_ISA::detail {
 
-/// The public call a check reports in its message: "Embedding::forward" as an object and a call
-/// ("Embedding", "forward"), or one full name ("ember::logits"). Two pointers, passed in
-/// registers; the text is built only when a check throws, so a door check costs no allocation on
-/// the good path.
+/// The public call a check reports in its message: an object and a call ("Embedding", "forward"),
+/// or one full name ("ember::logits"). The text is built only when a check throws.
 struct Where {
   const char* object = nullptr;  ///< "Embedding", "EmbeddingView", ... or null
   const char* call = nullptr;    ///< "forward", or the full name when object is null
@@ -140,12 +138,10 @@ inline void check_fused(Where where, Index n, Index d, Index pos_rows, Index pos
   check_whole_sequences(where, "ids are", n, seq_len);
 }
 
-/// The checks of tied logits over a V x d table: hidden has d columns, out (if given, i.e.
-/// out_rows >= 0) is hidden.rows() x V.
+/// The checks of tied logits over a V x d table: hidden has d columns, out is hidden.rows() x V.
 inline void check_logits(Where where, Index v, Index d, Index hidden_rows, Index hidden_cols,
-                         Index out_rows = -1, Index out_cols = -1) {
+                         Index out_rows, Index out_cols) {
   check_extent(where, "hidden", 1, d, hidden_cols, "d_model");
-  if (out_rows < 0) return;
   check_extent(where, "out", 0, hidden_rows, out_rows, "hidden's rows");
   check_extent(where, "out", 1, v, out_cols, "vocab_size");
 }
@@ -167,46 +163,37 @@ void check_logits_backward(Where where, Index v, Index d, const H& hidden, const
 
 // ---- scalar arguments ---------------------------------------------------------------------------
 
+/// Throws ValueError "<where>: <name> must be <rule>, got <value>" unless `ok`.
+inline void check_scalar(bool ok, Where where, const char* name, double value, const char* rule) {
+  if (!ok) [[unlikely]] {
+    throw ValueError(
+        where.str() + ": " + name + " must be " + rule + ", got " + std::to_string(value), value);
+  }
+}
+
 /// Throws ValueError unless `value` is finite and strictly positive.
 inline void check_positive_finite(Where where, const char* name, double value) {
-  if (!(std::isfinite(value) && value > 0.0)) [[unlikely]] {
-    throw ValueError(
-        where.str() + ": " + name + " must be finite and positive, got " + std::to_string(value),
-        value);
-  }
+  check_scalar(std::isfinite(value) && value > 0.0, where, name, value, "finite and positive");
 }
 
 /// Throws ValueError unless `value` is finite.
 inline void check_finite_value(Where where, const char* name, double value) {
-  if (!std::isfinite(value)) [[unlikely]] {
-    throw ValueError(where.str() + ": " + name + " must be finite, got " + std::to_string(value),
-                     value);
-  }
+  check_scalar(std::isfinite(value), where, name, value, "finite");
 }
 
 /// Throws ValueError unless `value` is finite and >= 0.
 inline void check_non_negative(Where where, const char* name, double value) {
-  if (!(std::isfinite(value) && value >= 0.0)) [[unlikely]] {
-    throw ValueError(
-        where.str() + ": " + name + " must be finite and >= 0, got " + std::to_string(value),
-        value);
-  }
+  check_scalar(std::isfinite(value) && value >= 0.0, where, name, value, "finite and >= 0");
 }
 
 /// Throws ValueError unless value is in [0, 1).
 inline void check_unit_interval(Where where, const char* name, double value) {
-  if (!(value >= 0.0 && value < 1.0)) [[unlikely]] {
-    throw ValueError(where.str() + ": " + name + " must be in [0, 1), got " + std::to_string(value),
-                     value);
-  }
+  check_scalar(value >= 0.0 && value < 1.0, where, name, value, "in [0, 1)");
 }
 
-// ---- storage of views ---------------------------------------------------------------------------
-
 /// The constructor checks of a view over caller memory, in this order: vocab_size and d_model
-/// positive, row_stride (-1: `packed`, the units of a packed row) at least `packed`, data not null
-/// and aligned to alignof(Unit). Returns the row stride in units.
-/// Throws: ShapeError for a size or the stride, ValueError for the pointer, naming `where`.
+/// positive (ShapeError), row_stride (-1: `packed`, the units of a packed row) at least `packed`
+/// (ShapeError), data not null and aligned to alignof(Unit) (ValueError). Returns the stride.
 template <class Unit>
 [[nodiscard]] Index checked_view_stride(Where where, const Unit* data, Index vocab_size,
                                         Index d_model, Index packed, Index row_stride) {

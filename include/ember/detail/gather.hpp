@@ -1,7 +1,6 @@
 /// The one gather kernel of every lookup: decode the rows of ids from a table of any codec, scale
-/// them, add what the call adds (nothing, position rows, segment rows), apply a dropout mask, and
-/// store the result (cached or streaming stores, in the value type or rounded to the storage
-/// type), in one pass per output row. Inputs were validated by the public caller.
+/// them, add position or segment rows, apply a dropout mask and store the result, in one pass per
+/// output row. Inputs were validated by the public caller.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -39,20 +38,16 @@ struct RowAddends {
   [[nodiscard]] bool none() const noexcept {
     return positions.data == nullptr && segments.data == nullptr && keep == nullptr;
   }
-  [[nodiscard]] bool positions_only() const noexcept {
-    return positions.data != nullptr && segments.data == nullptr && keep == nullptr;
-  }
 };
 
-/// Plain reference of gather, kept beside the fast kernel and tested against it: the same
-/// operations in the same order, one element at a time.
-template <class O, class Codec, class Id, class SegId = TokenId>
+/// Plain reference of gather (segment ids of type TokenId), kept beside the fast kernel and tested
+/// against it: the same operations in the same order, one element at a time.
+template <class O, class Codec, class Id>
 void gather_reference(const CodecRows<Codec>& table, std::span<const Id> ids,
                       typename Codec::Value scale,
-                      const RowAddends<typename Codec::Value, SegId>* add_or_null,
-                      TableRef<O> out) {
+                      const RowAddends<typename Codec::Value>* add_or_null, TableRef<O> out) {
   using V = typename Codec::Value;
-  const RowAddends<V, SegId> add = add_or_null != nullptr ? *add_or_null : RowAddends<V, SegId>{};
+  const RowAddends<V> add = add_or_null != nullptr ? *add_or_null : RowAddends<V>{};
   const auto n = static_cast<Index>(ids.size());
   const Index d = table.d;
   RowVector<V> row(d);
@@ -75,10 +70,9 @@ void gather_reference(const CodecRows<Codec>& table, std::span<const Id> ids,
   }
 }
 
-/// The plain-table, positions-only loop of gather with the row policy `Rows` of simd.hpp
-/// (PlainRows, AvxRows, AvxStreamRows, Avx512Rows, Avx512StreamRows): out[i] = table[ids[i]] ·
-/// scale + pe[offset + i % seq_len], one pass per row. Every policy computes each element the
-/// same way, so the choice never changes a bit of the result. Validated as gather.
+/// The plain-table, positions-only loop of gather with a row policy `Rows` of simd.hpp:
+/// out[i] = table[ids[i]] · scale + pe[offset + i % seq_len], one pass per row. Every policy
+/// computes each element the same way, so the choice never changes a bit. Validated as gather.
 template <class Rows, class T, class Id>
 void scaled_add_rows(Rows rows, ConstTableRef<T> table, std::span<const Id> ids, T scale,
                      ConstTableRef<T> pe, Index seq_len, Index offset, TableRef<T> out,
@@ -169,15 +163,11 @@ EMBER_ALWAYS_INLINE void lookup_rows(const CodecRows<Codec>& rows, std::span<con
 /// ids[n], table[V, d] (any codec), addends (null: none) -> out[n, d] (O = the codec's value
 /// type, or its storage type rounded to nearest even):
 ///   out[i] = store( mask( decode(table[ids[i]]) · scale + positions + segments ) ).
-/// Validated by the public lookups (ids in range, out n x d, position rows and segment ids in
-/// range, the mask n·d entries).
+/// Validated by the public lookups. Rows are independent, so any thread split gives the same bits.
 ///
-/// Rows are independent, so any thread split gives the same bits; small calls never enter OpenMP.
-/// The row of the id table.ahead positions on is prefetched. Without addends this is
-/// lookup_rows; a plain (float/double) table with positions alone runs the one-pass row kernels
-/// of simd.hpp (vectorised, product rounded before the add, streaming stores for outputs of
-/// kStreamMinBytes or more); every other combination decodes the row into its output (or a
-/// scratch row) and adds each term in a pass of its own.
+/// Without addends this is lookup_rows; a plain table with positions alone runs the one-pass row
+/// kernels of simd.hpp; every other combination decodes the row into its output (or a scratch
+/// row) and adds each term in a pass of its own.
 template <class O, class Codec, class Id, class SegId = TokenId>
 void gather(const CodecRows<Codec>& table, std::span<const Id> ids, typename Codec::Value scale,
             const RowAddends<typename Codec::Value, SegId>* add_or_null, TableRef<O> out) {
@@ -197,7 +187,7 @@ void gather(const CodecRows<Codec>& table, std::span<const Id> ids, typename Cod
                static_cast<Index>(add.segment_ids.size()) == n);
 
   if constexpr (Codec::is_plain && std::is_same_v<O, V>) {
-    if (add.positions_only()) {
+    if (add.segments.data == nullptr && add.keep == nullptr) {  // positions only
       const ConstTableRef<V> plain{table.data, table.rows, d, table.stride};
       with_row_policy(n * d * static_cast<Index>(sizeof(V)), [&](auto policy) {
         scaled_add_rows(policy, plain, ids, scale, add.positions, add.seq_len, add.offset, out,
@@ -252,14 +242,6 @@ void gather(const CodecRows<Codec>& table, std::span<const Id> ids, typename Cod
             std::nullptr_t /*no addends*/, TableRef<O> out) {
   EMBER_ASSERT(out.rows == static_cast<Index>(ids.size()) && out.cols == table.d);
   lookup_rows<O>(table, ids, scale, out);
-}
-
-/// gather_reference with nothing added.
-template <class O, class Codec, class Id>
-void gather_reference(const CodecRows<Codec>& table, std::span<const Id> ids,
-                      typename Codec::Value scale, std::nullptr_t /*no addends*/, TableRef<O> out) {
-  gather_reference<O>(table, ids, scale,
-                      static_cast<const RowAddends<typename Codec::Value>*>(nullptr), out);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail

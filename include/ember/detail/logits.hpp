@@ -20,10 +20,11 @@ namespace ember::inline EMBER_ISA::detail {
 inline constexpr Index logits_block_rows = 4096;
 
 /// A plain table[V, d] as the Eigen matrix the GEMMs take.
-template <class T>
-[[nodiscard]] Eigen::Map<const RowMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>> as_matrix(
-    ConstTableRef<T> t) noexcept {
-  return {t.data, t.rows, t.cols, Eigen::OuterStride<>(t.stride)};
+template <class Codec>
+[[nodiscard]] auto as_matrix(const CodecRows<Codec>& t) noexcept {
+  using Map =
+      Eigen::Map<const RowMatrix<typename Codec::Unit>, Eigen::Unaligned, Eigen::OuterStride<>>;
+  return Map(t.data, t.rows, t.d, Eigen::OuterStride<>(t.stride));
 }
 
 /// The table W of the tied logits: a plain table (used as stored), a float master, or the rows
@@ -69,9 +70,7 @@ void logits(const LogitsTable<Codec>& w,
   const CodecRows<Codec>& table = w.table;
   EMBER_ASSERT(hidden.cols() == table.d && out.rows() == hidden.rows() && out.cols() == table.rows);
   if constexpr (Codec::is_plain) {
-    out.noalias() =
-        hidden *
-        as_matrix(ConstTableRef<V>{table.data, table.rows, table.d, table.stride}).transpose();
+    out.noalias() = hidden * as_matrix(table).transpose();
   } else {
     if (w.master != nullptr) {
       out.noalias() = hidden * w.master->transpose();
@@ -98,9 +97,8 @@ void logits(const LogitsTable<Codec>& w,
 }
 
 /// Backward of logits: grad_hidden[n, d] = grad_logits[n, V] · W (assigned) and
-/// grad_weight[V, d] += grad_logitsᵀ · hidden (accumulated, so a tied model can add the input
-/// side's SparseRowGrad into the same matrix). W as in logits().
-/// Validated by the public logits_backward() callers.
+/// grad_weight[V, d] += grad_logitsᵀ · hidden (accumulated). W as in logits(); validated by the
+/// public logits_backward() callers.
 template <class Codec>
 void logits_backward(const LogitsTable<Codec>& w,
                      const Eigen::Ref<const RowMatrix<typename Codec::Value>>& hidden,
@@ -112,8 +110,7 @@ void logits_backward(const LogitsTable<Codec>& w,
   EMBER_ASSERT(grad_logits.cols() == table.rows && grad_hidden.cols() == table.d &&
                grad_hidden.rows() == grad_logits.rows());
   if constexpr (Codec::is_plain) {
-    grad_hidden.noalias() =
-        grad_logits * as_matrix(ConstTableRef<V>{table.data, table.rows, table.d, table.stride});
+    grad_hidden.noalias() = grad_logits * as_matrix(table);
   } else {
     if (w.master != nullptr) {
       grad_hidden.noalias() = grad_logits * *w.master;

@@ -16,8 +16,7 @@
 namespace ember::inline EMBER_ISA::detail {
 
 /// Work (in elements) below which a kernel stays on the calling thread: about 64 rows of 512
-/// floats, a few microseconds of copying, where starting a parallel region costs more than it
-/// saves.
+/// floats, where starting a parallel region costs more than it saves.
 inline constexpr Eigen::Index kParallelMinWork = Eigen::Index{1} << 15;
 
 /// Threads a kernel over `work` elements would use: 1 without OpenMP, inside a parallel region
@@ -33,14 +32,12 @@ inline constexpr Eigen::Index kParallelMinWork = Eigen::Index{1} << 15;
 }
 
 /// Calls body(begin, end, worker) on disjoint contiguous chunks covering [0, n); worker is the
-/// calling thread's number in [0, kernel_threads(work)), for per-thread scratch allocated by the
-/// caller beforehand. `work` is the total element count used to decide whether threads are worth
-/// it; small calls branch straight to a single serial body(0, n, 0) without entering the OpenMP
-/// runtime. `body` must not throw.
+/// calling thread's number in [0, kernel_threads(work)), for per-thread scratch. Calls of little
+/// `work` (elements) run one serial body(0, n, 0) without entering OpenMP. `body` must not throw.
 ///
-/// Chunks are handed out dynamically, several per thread: on a shared machine a thread that is
-/// descheduled mid-call delays only its current chunk, not a whole static half. Every item is
-/// computed by the same code whichever thread runs it, so results never depend on the split.
+/// Chunks are handed out dynamically, several per thread: a thread descheduled mid-call delays
+/// only its current chunk. Every item is computed by the same code whichever thread runs it, so
+/// results never depend on the split.
 template <class F>
 void parallel_rows(Eigen::Index n, Eigen::Index work, F&& body) {
 #if EMBER_HAS_OPENMP

@@ -10,9 +10,9 @@
 
 #include "ember/config.hpp"
 
-/// How far ahead kernels prefetch, in bytes of rows: while row i is processed, the row of id
-/// i + prefetch_distance(row bytes) is requested. A lead in bytes rather than rows keeps about the
-/// same number of cache lines in flight whatever the row width and storage format.
+/// How far ahead kernels prefetch, in bytes of rows (the row of id i + prefetch_distance(row
+/// bytes) is requested while row i is processed): about the same number of cache lines in flight
+/// whatever the row width and storage format.
 #ifndef EMBER_PREFETCH_BYTES
 #define EMBER_PREFETCH_BYTES 8192
 #endif
@@ -25,8 +25,7 @@
 
 namespace ember::inline EMBER_ISA::detail {
 
-/// Rows of lead for rows of `row_bytes` bytes: EMBER_PREFETCH_BYTES / row_bytes, at least 2 and
-/// at most 64. (A division: kernels ask only when a call has more rows than the minimum lead.)
+/// Rows of lead for rows of `row_bytes` bytes: EMBER_PREFETCH_BYTES / row_bytes, within [2, 64].
 [[nodiscard]] constexpr Eigen::Index prefetch_distance(Eigen::Index row_bytes) noexcept {
   const Eigen::Index rows =
       Eigen::Index{EMBER_PREFETCH_BYTES} / std::max<Eigen::Index>(row_bytes, 1);
@@ -38,9 +37,8 @@ namespace ember::inline EMBER_ISA::detail {
 inline constexpr Eigen::Index kPrefetchHeadBytes = 256;
 
 /// Asks for the row at `row` (`bytes` long) ahead of use: the cache lines of its first `head`
-/// bytes and its last line. A kernel that will touch little of each row before the next random
-/// one (the sparse backward's one-row groups) asks for the whole row. A hint only: no effect on
-/// results, and nothing at all on compilers without __builtin_prefetch.
+/// bytes and its last line (a kernel that touches little of each row asks for the whole row).
+/// A hint only: no effect on results, nothing at all without __builtin_prefetch.
 EMBER_ALWAYS_INLINE void prefetch_row(const void* row, Eigen::Index bytes,
                                       Eigen::Index head = kPrefetchHeadBytes) noexcept {
 #if defined(__GNUC__) || defined(__clang__)

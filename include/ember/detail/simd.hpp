@@ -22,15 +22,13 @@
 namespace ember::inline EMBER_ISA::detail {
 
 /// Output size (bytes) from which a fused lookup writes with non-temporal (streaming) stores: the
-/// L2 of a core on the machines ember is measured on (2 MiB). Below it the output will still be in
-/// cache for whoever reads it next, so ordinary stores win; above it ordinary stores pay a
-/// read-for-ownership of every output line that is then evicted anyway.
+/// L2 of a core on the machines ember is measured on (2 MiB). Below it the output stays in cache
+/// for its next reader; above it ordinary stores pay a read-for-ownership of every output line
+/// that is evicted anyway.
 inline constexpr Index kStreamMinBytes = Index{2} << 20;
 
-/// Row policy: the portable loop. On x86 a build without AVX has no fused multiply-add, so one
-/// Eigen expression rounds the product on its own; elsewhere (where compilers contract by
-/// default) the product is stored in a first pass and p added in a second, which no compiler
-/// fuses.
+/// Row policy: the portable loop: one Eigen expression on x86 without AVX (no FMA to contract
+/// into), else the product stored in a first pass and p added in a second, which nothing fuses.
 struct PlainRows {};
 
 template <class T>
@@ -48,10 +46,9 @@ inline void scaled_add_row(PlainRows, const T* w, const T* p, T s, T* o, Index d
 #define EMBER_DETAIL_TARGET_AVX __attribute__((target("avx")))
 #define EMBER_DETAIL_TARGET_AVX512 __attribute__((target("avx512f")))
 
-/// Row policy: 256-bit AVX, product rounded before the add. Stream = false: ordinary (cached)
-/// stores. Stream = true: the 32-byte aligned body of each row goes out with non-temporal stores,
-/// the unaligned head and tail with ordinary ones; whoever runs a chunk of rows with it ends the
-/// chunk with stream_fence().
+/// Row policy: 256-bit AVX, product rounded before the add, with ordinary stores or (Stream) the
+/// 32-byte aligned body of each row stored non-temporally; a chunk of streamed rows ends with
+/// stream_fence().
 template <bool Stream>
 struct AvxRowsT {};
 using AvxRows = AvxRowsT<false>;
@@ -98,9 +95,8 @@ EMBER_DETAIL_TARGET_AVX inline void stream(double* o, __m256d v) noexcept {
   _mm256_stream_pd(o, v);
 }
 
-/// First element of o at or after a `bytes`-aligned address, capped at d (an element-aligned o
-/// reaches one, since bytes is a multiple of sizeof(T)): the head a streaming row path writes
-/// with ordinary stores.
+/// First element of o at a `bytes`-aligned address, capped at d: the head a streaming row path
+/// writes with ordinary stores.
 template <class T>
 inline Index aligned_head(const T* o, Index d, Index bytes) noexcept {
   const auto misalign =
@@ -180,9 +176,8 @@ EMBER_DETAIL_TARGET_AVX512 inline void scaled_add_row(Avx512RowsT<Stream>, const
 #endif
 
 /// dst[c] = float(q[c]) · a + b for c < d, the product rounded before the add in every build: one
-/// pass in the build's widest vectors, with the product passed through detail::rounded's empty
-/// asm; where no vector path applies and the target may fuse (not x86 without FMA), the products
-/// are stored in one pass and b added in another.
+/// pass in the widest vectors (the product through an empty asm), else, where the target may
+/// fuse, the products stored in one pass and b added in another.
 inline void codes_times_plus(const std::uint8_t* q, Index d, float a, float b,
                              float* dst) noexcept {
   Index c = 0;
@@ -215,8 +210,7 @@ inline void codes_times_plus(const std::uint8_t* q, Index d, float a, float b,
 }
 
 /// Makes the compiler keep `x` as computed, in memory, before its next use: a product passed
-/// through it cannot be contracted with a later add into one fused multiply-add (the one
-/// rounding of an FMA would change the bits between builds with and without FMA).
+/// through it is never contracted with a later add into an FMA (which would change the bits).
 template <class X>
 EMBER_ALWAYS_INLINE void round_in_memory(X& x) noexcept {
 #if defined(__GNUC__) || defined(__clang__)
@@ -236,9 +230,8 @@ template <>
 inline constexpr bool is_streaming_rows<Avx512StreamRows> = true;
 #endif
 
-/// Calls f(policy) with the row policy this build uses for an output of `bytes` bytes: AVX-512
-/// or AVX vectors when the build targets them (streaming from kStreamMinBytes), the portable
-/// loop otherwise.
+/// Calls f(policy) with this build's row policy for an output of `bytes` bytes: AVX-512 or AVX
+/// when targeted (streaming from kStreamMinBytes), the portable loop otherwise.
 template <class F>
 EMBER_ALWAYS_INLINE void with_row_policy(Index bytes, F&& f) {
 #if EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX512F__)

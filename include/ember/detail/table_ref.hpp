@@ -9,17 +9,7 @@
 
 namespace ember::inline EMBER_ISA::detail {
 
-/// Read-only row-major table: element (r, c) is data[r * stride + c].
-template <class T>
-struct ConstTableRef {
-  const T* data;
-  Index rows;
-  Index cols;
-  Index stride;
-  [[nodiscard]] const T* row(Index r) const noexcept { return data + r * stride; }
-};
-
-/// Writable row-major table: element (r, c) is data[r * stride + c].
+/// Row-major table: element (r, c) is data[r * stride + c].
 template <class T>
 struct TableRef {
   T* data;
@@ -28,6 +18,10 @@ struct TableRef {
   Index stride;
   [[nodiscard]] T* row(Index r) const noexcept { return data + r * stride; }
 };
+
+/// Read-only row-major table.
+template <class T>
+using ConstTableRef = TableRef<const T>;
 
 /// Views a row-major Eigen object (matrix, block, Ref, Map with inner stride 1) as a table.
 template <class Derived>
@@ -47,9 +41,8 @@ template <class Derived>
 }
 
 /// A stored table as the kernels take it: `rows` rows of `d` values, each encoded by `codec` in
-/// Codec::units_per_row(d) units of type Codec::Unit, rows `stride` units apart; `ahead` is how
-/// many ids ahead the kernels prefetch a row (prefetch_distance of the row bytes, computed once
-/// by the table, so a call pays no division).
+/// units_per_row(d) units, rows `stride` units apart; kernels prefetch the row `ahead` ids on
+/// (computed once by the table, so a call pays no division).
 template <class Codec>
 struct CodecRows {
   using Unit = typename Codec::Unit;

@@ -83,11 +83,9 @@ inline std::set<int> saved_world_sizes(const std::string& prefix) {
 /// Collective. Every rank writes its shard to shard_path(prefix, rank, P) as tensor "weight"
 /// (local_rows x d, stored as `dtype`, default the table's F32/F64) with __metadata__
 /// "ember.row_begin", "ember.row_end", "ember.vocab_size", "ember.rank", "ember.world_size"
-/// (decimal strings) and "ember.partition" = "contiguous-balanced".
-///
-/// Each file is written atomically (temporary + rename). Throws on every rank: the error of the
-/// lowest rank that failed (FormatError on I/O failure); files other ranks wrote in the same call
-/// stay, so retry the save before relying on the checkpoint.
+/// (decimal strings) and "ember.partition" = "contiguous-balanced", each file atomically.
+/// Throws on every rank: the error of the lowest rank that failed (FormatError on I/O failure);
+/// files other ranks wrote stay, so retry the save before relying on the checkpoint.
 template <class T>
 void save_shards(const ShardedEmbedding<T>& emb, const std::string& prefix,
                  std::optional<io::SafetensorsDtype> dtype = std::nullopt) {
@@ -105,13 +103,11 @@ void save_shards(const ShardedEmbedding<T>& emb, const std::string& prefix,
 }
 
 /// Collective. Loads the checkpoint saved by save_shards(…, prefix) into the ranks of `comm`,
-/// whatever their number: each rank reads only the rows of its new range, from the saved files
-/// that overlap it (memory-mapped, zero-copy when the stored dtype is T's).
+/// whatever their number: each rank maps only the saved files overlapping its new row range.
 ///
-/// Checks: exactly one saved world size under `prefix` (from the file names; rank 0 looks, so the
-/// files must be visible to every rank, e.g. on a shared file system), every needed file present,
-/// its tensor "weight" 2-D with the rows and the __metadata__ row range the rule assigns it, and
-/// the same vocab_size and d everywhere.
+/// Checks: exactly one saved world size under `prefix` (rank 0 reads the file names, so every rank
+/// must see the files), every needed file present with a 2-D tensor "weight" of the rows and
+/// __metadata__ row range the rule assigns it, and the same vocab_size and d everywhere.
 /// Throws on every rank: FormatError naming the file for any violation or unreadable file;
 /// ShapeError as the ShardedEmbedding constructor.
 template <class T>

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdint>
 #include <string>
 
 #include "ember/config.hpp"
@@ -14,20 +13,15 @@
 
 namespace ember::inline EMBER_ISA::distributed {
 
-/// Contiguous, balanced row ranges: rank r owns rows [row_begin(r), row_end(r)).
-///
-/// Rule: with q = V / P and e = V % P, the first e ranks own q + 1 rows and the others q, in rank
-/// order, so rank r begins at r·q + min(r, e). Shard sizes differ by at most one row, every rank
-/// owns at least one row (P <= V is required), and owner(id) is O(1) arithmetic, no table.
-/// Because the ranges are monotone in the id, sorting ids also groups them by owner, which is what
-/// ShardedEmbedding's exchange relies on.
-///
+/// Contiguous, balanced row ranges: rank r owns rows [row_begin(r), row_end(r)). With q = V / P and
+/// e = V % P, the first e ranks own q + 1 rows and the others q, so rank r begins at
+/// r·q + min(r, e); every rank owns a row (P <= V), owner(id) is O(1), and sorting ids also groups
+/// them by owner (ShardedEmbedding's exchange relies on it).
 /// Example: V = 10, P = 4 -> rows [0, 3), [3, 6), [6, 8), [8, 10).
 class RowPartition {
  public:
-  /// The partition of vocab_size rows over world_size ranks.
-  /// Throws: ShapeError if vocab_size or world_size is not positive, or world_size > vocab_size
-  ///         (a rank without rows is not supported).
+  /// The partition of vocab_size rows over world_size ranks. Throws: ShapeError if vocab_size or
+  /// world_size is not positive, or world_size > vocab_size (a rank without rows).
   RowPartition(Index vocab_size, int world_size)
       : vocab_size_(vocab_size), world_size_(world_size) {
     constexpr const char* where = "RowPartition";

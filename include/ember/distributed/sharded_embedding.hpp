@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <numeric>
 #include <span>
 #include <string>
 #include <utility>
@@ -44,45 +43,35 @@ struct ExchangeStats {
 
 /// Options of a ShardedEmbedding.
 struct ShardedOptions {
-  /// Send each distinct id once per call (forward). Off sends one id and receives one row per
-  /// position, which only makes sense to measure what de-duplication saves. The backward always
-  /// pre-reduces gradient rows per distinct id.
+  /// Send each distinct id once per forward (off: one per position, only to measure what this
+  /// saves). The backward always pre-reduces gradient rows per distinct id.
   bool deduplicate = true;
   /// The lookup scale of the table (√d_model by default), the same on every rank.
   LookupScale scale = {};
 };
 
-/// A V x d embedding table whose rows are split across the ranks of an MPI communicator.
+/// A V x d embedding table whose rows are split across the ranks of an MPI communicator by a
+/// RowPartition. Each rank holds only its shard, an ordinary `Embedding<T>` of its rows (full-table
+/// row `id` is shard row `id - row_begin()`), so every optimizer that steps an Embedding with a
+/// SparseRowGrad steps a shard unchanged.
 ///
-/// Sharding rule: RowPartition (contiguous balanced ranges: the first V % P ranks own ⌈V/P⌉ rows,
-/// the others ⌊V/P⌋). Each rank holds only its shard, an ordinary `Embedding<T>` over its local
-/// rows (shard(): row `id` of the full table is shard row `id - row_begin()`), so the lookup scale
-/// is the same √d_model and every optimizer that steps an Embedding with a SparseRowGrad steps a
-/// shard unchanged.
+/// Collective calls (the constructors, forward, forward_with_positions, backward, logits,
+/// logits_backward, hidden_offsets, gather_table, and save_shards/load_shards of checkpoint.hpp)
+/// are made by every rank in the same order, each with its own batch (possibly empty).
 ///
-/// Collective calls: the constructors, forward, forward_with_positions, backward, logits,
-/// logits_backward, hidden_offsets, gather_table (and save_shards/load_shards of checkpoint.hpp)
-/// must be called by every rank of the communicator in the same order; each rank
-/// passes its own batch (possibly empty) and gets the result for that batch.
+/// Errors: each collective call validates on every rank and agrees on the outcome (one
+/// MPI_Allreduce) before any data moves: if some rank's input is bad, EVERY rank throws the
+/// exception (type, fields, message) of the lowest failing rank, whose message names it
+/// ("ShardedEmbedding::forward (rank 1 of 4): id 50 at position 3 is outside [0, 40)"), and
+/// nothing was written. Ranks building tables of different shapes throw too.
 ///
-/// Errors: each collective call validates its arguments on every rank, then agrees on the outcome
-/// with one MPI_Allreduce before any data moves. If some rank's input is bad, EVERY rank throws the
-/// same exception type with the same fields and message, those of the lowest failing rank, whose
-/// message names it ("ShardedEmbedding::forward (rank 1 of 4): id 50 at position 3 is outside
-/// [0, 40)"); no rank is left blocked in a collective and nothing was written (strong guarantee).
-/// Tables of different shapes on different ranks are detected at construction.
+/// Determinism: forward is bit-identical to Embedding::forward on the full table; backward into an
+/// empty gradient gives the bits of Embedding::backward called once per rank's batch, in rank
+/// order, into one SparseRowGrad (docs/distributed.md).
 ///
-/// Determinism: forward is bit-identical to Embedding::forward on the full table. backward leaves
-/// in an empty gradient bit-identically what a single process gets from Embedding::backward called
-/// once per rank's batch, in rank order, into one SparseRowGrad (see docs/distributed.md).
-///
-/// The communicator is duplicated, so ember's messages never mix with the caller's. MPI must be
-/// initialised before construction and still be when collective members run.
-///
-/// Thread safety: the collective members reuse scratch buffers and are not reentrant; call them
-/// from one thread per rank (MPI_THREAD_SINGLE or FUNNELED is enough).
-/// Not supported on the shard: Embedding's padding_idx and scale_grad_by_freq options are not
-/// applied by backward() (it accumulates plain sums); pass zero gradient rows for padding instead.
+/// MPI must be initialised while the object is built and used; its communicator is duplicated.
+/// Collective members reuse scratch buffers: call them from one thread per rank. backward ignores
+/// the shard's padding_idx and scale_grad_by_freq (plain sums): pass zero rows for padding.
 template <class T>
 class ShardedEmbedding {
   static_assert(Scalar<T>, "ember::distributed::ShardedEmbedding<T>: T must be float or double");
@@ -92,17 +81,16 @@ class ShardedEmbedding {
     int rank;
     RowPartition partition;
     Index d_model;
+    std::string where;  // "ShardedEmbedding (rank r of P)"
   };
 
  public:
   using Scalar = T;
 
-  /// Collective. A vocab_size x d_model table filled by `init`, each rank creating only its rows.
-  ///
-  /// Row r is drawn from its own stream, `init` applied to a 1 x d_model table with seed
-  /// row_seed(seed, r), so the full table depends on (vocab_size, d_model, init, seed) and NOT on
-  /// the number of ranks (it is not the table Embedding(V, d, init, seed) draws from one stream).
-  /// Xavier's bound uses the full fan_out = vocab_size.
+  /// Collective. A vocab_size x d_model table filled by `init`, each rank creating only its rows:
+  /// row r is `init` applied to a 1 x d_model table with seed row_seed(seed, r) (Xavier's bound
+  /// with the full fan_out = vocab_size), so the table does not depend on the number of ranks (it
+  /// is not the table Embedding(V, d, init, seed) draws from one stream).
   /// Throws (on every rank): ShapeError if a size is not positive, if the ranks disagree on
   /// (vocab_size, d_model), or if the communicator has more ranks than rows; ValueError for an
   /// invalid init.
@@ -114,8 +102,7 @@ class ShardedEmbedding {
                 comm, vocab_size, d_model, [&] { init.validate(); }, [](const Setup&) {}),
             [&](const Setup& s) { return make_shard(s, init, seed); }, options) {}
 
-  /// Collective. Adopts this rank's shard: rows [row_begin(), row_end()) of a vocab_size-row
-  /// table, for example loaded by the caller.
+  /// Collective. Adopts this rank's shard: rows [row_begin(), row_end()) of a vocab_size-row table.
   /// Throws (on every rank): as above, and ShapeError if some rank's shard has not
   /// RowPartition(vocab_size, P).rows(rank) rows.
   ShardedEmbedding(MPI_Comm comm, Index vocab_size, RowMatrix<T> shard, ShardedOptions options = {})
@@ -123,15 +110,13 @@ class ShardedEmbedding {
             setup(
                 comm, vocab_size, shard.cols(), [] {},
                 [&](const Setup& s) {
-                  ember::detail::check_extent(where_ctor(s).c_str(), "shard", 0,
-                                              s.partition.rows(s.rank), shard.rows(),
-                                              "the rows this rank owns");
+                  ember::detail::check_extent(s.where.c_str(), "shard", 0, s.partition.rows(s.rank),
+                                              shard.rows(), "the rows this rank owns");
                 }),
             [&](const Setup&) { return std::move(shard); }, options) {}
 
-  /// Collective. Every rank passes the same full V x d table and keeps its own rows: for tests and
-  /// tables small enough to exist on each host.
-  /// Throws (on every rank): as the first constructor.
+  /// Collective. Every rank passes the same full V x d table (small enough for each host) and keeps
+  /// its own rows. Throws (on every rank): as the first constructor.
   [[nodiscard]] static ShardedEmbedding from_full_table(MPI_Comm comm,
                                                         const Eigen::Ref<const RowMatrix<T>>& table,
                                                         ShardedOptions options = {}) {
@@ -145,23 +130,9 @@ class ShardedEmbedding {
         options);
   }
 
-  ShardedEmbedding(const ShardedEmbedding&) = delete;
-  ShardedEmbedding& operator=(const ShardedEmbedding&) = delete;
-  ShardedEmbedding(ShardedEmbedding&& other) noexcept
-      : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
-        rank_(other.rank_),
-        partition_(other.partition_),
-        shard_(std::move(other.shard_)),
-        options_(other.options_),
-        row_type_(std::move(other.row_type_)),
-        stats_(other.stats_) {}
+  /// Move-only; the duplicated communicator is freed with the object (unless MPI is finalized).
+  ShardedEmbedding(ShardedEmbedding&&) noexcept = default;
   ShardedEmbedding& operator=(ShardedEmbedding&&) = delete;
-  /// Frees the duplicated communicator (unless MPI is already finalized).
-  ~ShardedEmbedding() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
-  }
 
   /// The seed of row `row` in the initialising constructor (SplitMix64 of seed and row).
   [[nodiscard]] static std::uint64_t row_seed(std::uint64_t seed, Index row) noexcept {
@@ -174,7 +145,7 @@ class ShardedEmbedding {
   // ---- shape and placement --------------------------------------------------------------------
 
   /// The (duplicated) communicator ember uses.
-  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
+  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_.get(); }
   /// This process's rank in comm().
   [[nodiscard]] int rank() const noexcept { return rank_; }
   /// Number of ranks P.
@@ -207,11 +178,9 @@ class ShardedEmbedding {
 
   // ---- lookup ---------------------------------------------------------------------------------
 
-  /// Collective. Row ids[i] of the full table times scale(), for this rank's ids.
-  ///
-  /// Steps: validate and agree; de-duplicate ids (sorted, hence grouped by owner); MPI_Alltoall
-  /// of counts; MPI_Alltoallv of ids; each owner gathers and scales its rows; MPI_Alltoallv of
-  /// rows back; rows are copied into the caller's order.
+  /// Collective. Row ids[i] of the full table times scale(), for this rank's ids: the distinct
+  /// ids (sorted, hence grouped by owner) go to their owners (MPI_Alltoall of counts,
+  /// MPI_Alltoallv of ids), which send their scaled rows back (MPI_Alltoallv).
   /// Shapes:  ids[n] (n may differ per rank, may be 0) -> out[n, d].
   /// Throws:  on every rank, IndexError if some rank has an id outside [0, vocab_size()), or
   ///          ShapeError if some rank's out is not n x d or n >= 2^31. out is untouched then.
@@ -219,11 +188,9 @@ class ShardedEmbedding {
   ///          unique ids (see last_exchange()).
   template <class R>
   void forward(const R& ids, Eigen::Ref<RowMatrix<T>> out) {
-    if constexpr (IdRange<R>) {
-      forward_impl(ember::detail::as_id_span(ids), out, nullptr, 0, 0, "ShardedEmbedding::forward");
-    } else {
-      static_assert(ember::detail::always_false<R>, EMBER_ID_RANGE_MESSAGE);
-    }
+    ember::detail::with_ids(ids, [&](auto span) {
+      forward_impl(span, out, nullptr, 0, 0, "ShardedEmbedding::forward");
+    });
   }
 
   /// Owning form of forward(ids, out).
@@ -234,23 +201,19 @@ class ShardedEmbedding {
     return out;
   }
 
-  /// Collective. The fused input pipeline on a sharded table: out.row(i) = row ids[i] · scale() +
-  /// positions.row(offset + i % seq_len), as ember::embed_with_positions. The positions table is
-  /// replicated (every rank passes the same one); it is added after the rows come back, so the
-  /// result equals forward() followed by SinusoidalEncoding::add_to bit for bit.
-  ///
+  /// Collective. ember::embed_with_positions on a sharded table: out.row(i) = row ids[i] · scale()
+  /// + positions.row(offset + i % seq_len). Every rank passes the same positions table; it is
+  /// added after the rows come back, so the result equals forward() followed by add_to bit for bit.
   /// Shapes:  ids[B·seq_len], positions[max_len, d] -> out[B·seq_len, d].
   /// Throws:  on every rank, as forward, and IndexError if offset + seq_len > max_len, ShapeError
   ///          if seq_len <= 0, n % seq_len != 0 or positions has not d columns.
   template <class R>
   void forward_with_positions(const R& ids, const Eigen::Ref<const RowMatrix<T>>& positions,
                               Eigen::Ref<RowMatrix<T>> out, Index seq_len, Index offset = 0) {
-    if constexpr (IdRange<R>) {
-      forward_impl(ember::detail::as_id_span(ids), out, &positions, seq_len, offset,
+    ember::detail::with_ids(ids, [&](auto span) {
+      forward_impl(span, out, &positions, seq_len, offset,
                    "ShardedEmbedding::forward_with_positions");
-    } else {
-      static_assert(ember::detail::always_false<R>, EMBER_ID_RANGE_MESSAGE);
-    }
+    });
   }
 
   /// forward_with_positions over a sinusoidal encoding.
@@ -260,15 +223,11 @@ class ShardedEmbedding {
     forward_with_positions(ids, positions.table(), out, seq_len, offset);
   }
 
-  // ---- backward -------------------------------------------------------------------------------
-
   /// Collective. Accumulates the gradient of forward into the owners' shards:
   /// grad[id - row_begin()] += scale() · Σ_{ranks, i: ids[i] = id} grad_out[i] on the owner of id.
-  ///
-  /// Each rank sums its gradient rows per distinct id (in position order) and scales them, sends
-  /// one row per distinct id to its owner (MPI_Alltoall + two MPI_Alltoallv), and each owner
-  /// accumulates what it receives, in source-rank order, into `grad` with LOCAL row ids:
-  /// grad is bound to local_rows() x d and feeds `optimizer.step(shard(), grad)`.
+  /// Each rank sends one summed, scaled row per distinct id to its owner, which accumulates them in
+  /// source-rank order into `grad` with LOCAL row ids (local_rows() x d, for
+  /// `optimizer.step(shard(), grad)`).
   /// Shapes:  ids[n], grad_out[n, d] -> grad (local_rows x d, row-sparse).
   /// Throws:  on every rank, IndexError for an id outside [0, vocab_size()) on some rank,
   ///          ShapeError if some rank's grad_out is not n x d or its grad is bound to another
@@ -277,39 +236,28 @@ class ShardedEmbedding {
   template <class R>
   void backward(const R& ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 SparseRowGrad<T>& grad) {
-    if constexpr (IdRange<R>) {
-      backward_impl(ember::detail::as_id_span(ids), grad_out, grad);
-    } else {
-      static_assert(ember::detail::always_false<R>, EMBER_ID_RANGE_MESSAGE);
-    }
+    ember::detail::with_ids(ids, [&](auto span) { backward_impl(span, grad_out, grad); });
   }
 
   // ---- tied logits (vocabulary-parallel) --------------------------------------------------------
 
-  /// Collective. The tied output projection on a sharded table, vocabulary-parallel: every rank
-  /// computes the logits of ALL ranks' hidden rows against ITS OWN table rows.
-  ///
-  /// Layout: the hidden rows are all-gathered in rank order (MPI_Allgatherv) into
-  /// H[N, d], N = Σ_r n_r (rank r's rows at offset Σ_{q<r} n_q, see hidden_offsets()); rank r
-  /// returns H · shard().weight()ᵀ, the N x local_rows() block of columns
-  /// [row_begin(), row_end()) of the full N x V logits. Softmax/cross-entropy over V then needs a
-  /// reduction across ranks (max and sum per row) by the caller.
+  /// Collective. The tied output projection, vocabulary-parallel: the hidden rows of all ranks are
+  /// all-gathered in rank order into H[N, d] (offsets: hidden_offsets()) and rank r returns
+  /// H · shard().weight()ᵀ, columns [row_begin(), row_end()) of the full N x V logits (a softmax
+  /// over V then needs a max and a sum across ranks, by the caller).
   /// Shapes:  hidden[n_r, d] -> out[N, local_rows].
   /// Throws:  on every rank, ShapeError if some rank's hidden has not d columns.
   [[nodiscard]] RowMatrix<T> logits(const Eigen::Ref<const RowMatrix<T>>& hidden) {
     constexpr const char* name = "ShardedEmbedding::logits";
-    detail::validate_collectively(comm_, [&] { check_hidden(where(name), hidden); });
-    return shard_.logits(gather_hidden(hidden));
+    detail::validate_collectively(comm(), [&] { check_hidden(where(name), hidden); });
+    const std::vector<int> counts = hidden_counts(hidden.rows());
+    return shard_.logits(gather_hidden(hidden, counts, exclusive_sum(counts)));
   }
 
-  /// Collective. Backward of logits(): with grad_logits the N x local_rows() block this rank's
-  /// logits() returned,
-  ///   grad_weight += grad_logitsᵀ · H        (dense local_rows x d, this shard's rows: pass it to
-  ///                                           optimizer.step(shard(), sparse_grad, grad_weight))
-  ///   grad_hidden  = Σ_r (grad_logits_r · W_r) restricted to this rank's n_r hidden rows
-  /// The second sum is exchanged with one MPI_Alltoallv (each rank sends every other rank the
-  /// rows of its partial product that belong to it) and added in rank order, so it is
-  /// deterministic for a given number of ranks.
+  /// Collective. Backward of logits(), grad_logits being this rank's N x local_rows() block:
+  /// grad_weight += grad_logitsᵀ · H (this shard's rows, for optimizer.step(shard(), sparse_grad,
+  /// grad_weight)) and grad_hidden = Σ_r grad_logits_r · W_r on this rank's rows, exchanged with
+  /// one MPI_Alltoallv and added in rank order (deterministic for a given number of ranks).
   /// Shapes:  hidden[n_r, d], grad_logits[N, local_rows] -> grad_hidden[n_r, d] (assigned),
   ///          grad_weight[local_rows, d] (accumulated).
   /// Throws:  on every rank, ShapeError on any mismatch on any rank; nothing is written then.
@@ -320,7 +268,7 @@ class ShardedEmbedding {
     const Index n = hidden.rows();
     const Index d = d_model();
     const Index v = local_rows();
-    detail::validate_collectively(comm_, [&] {
+    detail::validate_collectively(comm(), [&] {
       const std::string w = where(name);
       check_hidden(w, hidden);
       ember::detail::check_extent(w.c_str(), "grad_logits", 1, v, grad_logits.cols(),
@@ -335,7 +283,7 @@ class ShardedEmbedding {
     const std::vector<int> counts = hidden_counts(n);
     const std::vector<int> displs = exclusive_sum(counts);
     const Index total = displs.back() + counts.back();
-    detail::validate_collectively(comm_, [&] {
+    detail::validate_collectively(comm(), [&] {
       ember::detail::check_extent(where(name).c_str(), "grad_logits", 0, total, grad_logits.rows(),
                                   "the hidden rows of all ranks");
     });
@@ -343,20 +291,19 @@ class ShardedEmbedding {
     RowMatrix<T> partial(total, d);  // grad_logits · W of this shard's rows, for every rank's rows
     shard_.logits_backward(all, grad_logits, partial, grad_weight);
     const int p = world_size();
-    std::vector<int> recv_counts(static_cast<std::size_t>(p), static_cast<int>(n));
-    std::vector<int> recv_displs(static_cast<std::size_t>(p));
-    for (int r = 0; r < p; ++r) recv_displs[static_cast<std::size_t>(r)] = r * static_cast<int>(n);
+    const std::vector<int> recv_counts(static_cast<std::size_t>(p), static_cast<int>(n));
+    const std::vector<int> recv_displs = exclusive_sum(recv_counts);
     RowMatrix<T> parts(static_cast<Index>(p) * n, d);
     detail::check_mpi(
         MPI_Alltoallv(partial.data(), counts.data(), displs.data(), row_type_.get(), parts.data(),
-                      recv_counts.data(), recv_displs.data(), row_type_.get(), comm_),
+                      recv_counts.data(), recv_displs.data(), row_type_.get(), comm()),
         "MPI_Alltoallv");
     grad_hidden.setZero();
     for (int r = 0; r < p; ++r) grad_hidden += parts.middleRows(static_cast<Index>(r) * n, n);
   }
 
-  /// Collective. Offsets of each rank's hidden rows in the all-gathered H (size P + 1; the last
-  /// entry is N) for batches of n rows on this rank.
+  /// Collective. Offsets of each rank's n hidden rows in the all-gathered H (P + 1 entries, N
+  /// last).
   [[nodiscard]] std::vector<Index> hidden_offsets(Index n) {
     const std::vector<int> counts = hidden_counts(n);
     std::vector<Index> offsets(counts.size() + 1, 0);
@@ -364,22 +311,18 @@ class ShardedEmbedding {
     return offsets;
   }
 
-  // ---- whole table ----------------------------------------------------------------------------
-
   /// Collective. The full V x d table on every rank (MPI_Allgatherv): for tests and small tables.
   [[nodiscard]] RowMatrix<T> gather_table() const {
-    const int p = world_size();
-    std::vector<int> counts(static_cast<std::size_t>(p));
-    std::vector<int> displs(static_cast<std::size_t>(p));
-    for (int r = 0; r < p; ++r) {
+    std::vector<int> counts(static_cast<std::size_t>(world_size()));
+    for (int r = 0; r < world_size(); ++r) {
       counts[static_cast<std::size_t>(r)] = static_cast<int>(partition_.rows(r));
-      displs[static_cast<std::size_t>(r)] = static_cast<int>(partition_.row_begin(r));
     }
+    const std::vector<int> displs = exclusive_sum(counts);
     RowMatrix<T> full(vocab_size(), d_model());
     detail::check_mpi(
         MPI_Allgatherv(shard_.weight().data(), counts[static_cast<std::size_t>(rank_)],
                        row_type_.get(), full.data(), counts.data(), displs.data(), row_type_.get(),
-                       comm_),
+                       comm()),
         "MPI_Allgatherv");
     return full;
   }
@@ -388,18 +331,12 @@ class ShardedEmbedding {
   // The object is built only after setup() has run every collective check.
   template <class Make>
   ShardedEmbedding(const Setup& s, Make&& make, ShardedOptions options)
-      : rank_(s.rank),
+      : comm_(detail::duplicate(s.comm)),
+        rank_(s.rank),
         partition_(s.partition),
         shard_(make(s), options.scale),
         options_(options),
-        row_type_(detail::mpi_type<T>(), s.d_model) {
-    detail::check_mpi(MPI_Comm_dup(s.comm, &comm_), "MPI_Comm_dup");
-  }
-
-  static std::string where_ctor(const Setup& s) {
-    return "ShardedEmbedding (rank " + std::to_string(s.rank) + " of " +
-           std::to_string(s.partition.world_size()) + ")";
-  }
+        row_type_(detail::row_type<T>(s.d_model)) {}
 
   // Collective construction checks, in one fixed order on every rank: local sizes and init, then
   // equal (V, d) on all ranks, then the partition, then shard-specific checks.
@@ -409,8 +346,7 @@ class ShardedEmbedding {
     int size = 0;
     detail::check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
     detail::check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-    const std::string w =
-        "ShardedEmbedding (rank " + std::to_string(rank) + " of " + std::to_string(size) + ")";
+    const std::string w = where("ShardedEmbedding", rank, size);
     detail::validate_collectively(comm, [&] {
       ember::detail::check_positive_size(w.c_str(), "vocab_size", vocab_size);
       ember::detail::check_positive_size(w.c_str(), "d_model", d_model);
@@ -426,22 +362,17 @@ class ShardedEmbedding {
     std::vector<std::int64_t> all(2 * static_cast<std::size_t>(size));
     detail::check_mpi(MPI_Allgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, comm),
                       "MPI_Allgather");
-    for (int r = 1; r < size; ++r) {
-      for (int dim = 0; dim < 2; ++dim) {
-        const std::int64_t expected = all[static_cast<std::size_t>(dim)];
-        const std::int64_t actual =
-            all[2 * static_cast<std::size_t>(r) + static_cast<std::size_t>(dim)];
-        if (actual != expected) {
-          const char* what = dim == 0 ? "vocab_size" : "d_model";
-          throw ShapeError("ShardedEmbedding: rank " + std::to_string(r) + " has " + what + " = " +
-                               std::to_string(actual) + " but rank 0 has " + what + " = " +
-                               std::to_string(expected) + "; all ranks must build the same table",
-                           dim == 0 ? 0 : 1, static_cast<Index>(expected),
-                           static_cast<Index>(actual));
-        }
+    for (std::size_t k = 2; k < all.size(); ++k) {  // all[2r + dim]: rank r's extent dim
+      const int dim = static_cast<int>(k % 2);
+      if (all[k] != all[k % 2]) {
+        const char* what = dim == 0 ? "vocab_size" : "d_model";
+        throw ShapeError("ShardedEmbedding: rank " + std::to_string(k / 2) + " has " + what +
+                             " = " + std::to_string(all[k]) + " but rank 0 has " + what + " = " +
+                             std::to_string(all[k % 2]) + "; all ranks must build the same table",
+                         dim, static_cast<Index>(all[k % 2]), static_cast<Index>(all[k]));
       }
     }
-    Setup s{comm, rank, RowPartition(vocab_size, size), d_model};  // same outcome on all ranks
+    Setup s{comm, rank, RowPartition(vocab_size, size), d_model, w};  // same outcome on all ranks
     if (s.partition.rows(0) > INT_MAX) {
       throw ShapeError("ShardedEmbedding: " + std::to_string(s.partition.rows(0)) +
                            " rows per rank exceed INT_MAX; use more ranks",
@@ -465,9 +396,13 @@ class ShardedEmbedding {
     return shard;
   }
 
+  // "<name> (rank r of P)": the call and the rank in messages.
+  static std::string where(const char* name, int rank, int size) {
+    return std::string(name) + " (rank " + std::to_string(rank) + " of " + std::to_string(size) +
+           ")";
+  }
   [[nodiscard]] std::string where(const char* name) const {
-    return std::string(name) + " (rank " + std::to_string(rank_) + " of " +
-           std::to_string(world_size()) + ")";
+    return where(name, rank_, world_size());
   }
 
   void check_hidden(const std::string& w, const Eigen::Ref<const RowMatrix<T>>& hidden) const {
@@ -491,14 +426,9 @@ class ShardedEmbedding {
   std::vector<int> hidden_counts(Index n) const {
     const int mine = static_cast<int>(n);
     std::vector<int> counts(static_cast<std::size_t>(world_size()));
-    detail::check_mpi(MPI_Allgather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_),
+    detail::check_mpi(MPI_Allgather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, comm()),
                       "MPI_Allgather");
     return counts;
-  }
-
-  RowMatrix<T> gather_hidden(const Eigen::Ref<const RowMatrix<T>>& hidden) {
-    const std::vector<int> counts = hidden_counts(hidden.rows());
-    return gather_hidden(hidden, counts, exclusive_sum(counts));
   }
 
   RowMatrix<T> gather_hidden(const Eigen::Ref<const RowMatrix<T>>& hidden,
@@ -513,7 +443,7 @@ class ShardedEmbedding {
     RowMatrix<T> all(static_cast<Index>(displs.back() + counts.back()), d_model());
     detail::check_mpi(
         MPI_Allgatherv(mine, static_cast<int>(hidden.rows()), row_type_.get(), all.data(),
-                       counts.data(), displs.data(), row_type_.get(), comm_),
+                       counts.data(), displs.data(), row_type_.get(), comm()),
         "MPI_Allgatherv");
     return all;
   }
@@ -565,7 +495,7 @@ class ShardedEmbedding {
     const auto p = static_cast<std::size_t>(world_size());
     plan_.recv_counts.assign(p, 0);
     detail::check_mpi(MPI_Alltoall(plan_.send_counts.data(), 1, MPI_INT, plan_.recv_counts.data(),
-                                   1, MPI_INT, comm_),
+                                   1, MPI_INT, comm()),
                       "MPI_Alltoall");
     plan_.recv_displs = exclusive_sum(plan_.recv_counts);
     const auto total =
@@ -574,7 +504,7 @@ class ShardedEmbedding {
     detail::check_mpi(
         MPI_Alltoallv(plan_.send_ids.data(), plan_.send_counts.data(), plan_.send_displs.data(),
                       MPI_INT64_T, plan_.recv_local.data(), plan_.recv_counts.data(),
-                      plan_.recv_displs.data(), MPI_INT64_T, comm_),
+                      plan_.recv_displs.data(), MPI_INT64_T, comm()),
         "MPI_Alltoallv");
     const TokenId b = row_begin();
     for (auto& id : plan_.recv_local) id -= b;
@@ -605,7 +535,7 @@ class ShardedEmbedding {
                     const char* name) {
     const auto n = static_cast<Index>(ids.size());
     const Index d = d_model();
-    detail::validate_collectively(comm_, [&] {
+    detail::validate_collectively(comm(), [&] {
       const std::string w = where(name);
       check_count(w, n, "ids");
       if (positions != nullptr) {
@@ -627,13 +557,11 @@ class ShardedEmbedding {
     detail::check_mpi(
         MPI_Alltoallv(reply_.data(), plan_.recv_counts.data(), plan_.recv_displs.data(),
                       row_type_.get(), rows_.data(), plan_.send_counts.data(),
-                      plan_.send_displs.data(), row_type_.get(), comm_),
+                      plan_.send_displs.data(), row_type_.get(), comm()),
         "MPI_Alltoallv");
     for (Index i = 0; i < n; ++i) {
       out.row(i) = rows_.row(plan_.slot_of[static_cast<std::size_t>(i)]);
-    }
-    if (positions != nullptr) {
-      for (Index i = 0; i < n; ++i) out.row(i) += positions->row(offset + i % seq_len);
+      if (positions != nullptr) out.row(i) += positions->row(offset + i % seq_len);
     }
     record_stats(n, /*rows_come_back=*/true);
   }
@@ -644,7 +572,7 @@ class ShardedEmbedding {
     constexpr const char* name = "ShardedEmbedding::backward";
     const auto n = static_cast<Index>(ids.size());
     const Index d = d_model();
-    detail::validate_collectively(comm_, [&] {
+    detail::validate_collectively(comm(), [&] {
       const std::string w = where(name);
       check_count(w, n, "ids");
       ember::detail::check_backward_grad_out(w.c_str(), n, d, grad_out.rows(), grad_out.cols());
@@ -679,7 +607,7 @@ class ShardedEmbedding {
     detail::check_mpi(
         MPI_Alltoallv(partial_.data(), plan_.send_counts.data(), plan_.send_displs.data(),
                       row_type_.get(), reply_.data(), plan_.recv_counts.data(),
-                      plan_.recv_displs.data(), row_type_.get(), comm_),
+                      plan_.recv_displs.data(), row_type_.get(), comm()),
         "MPI_Alltoallv");
     // Received rows are in source-rank order; one accumulate call sums each row's contributions
     // in that order and adds the finished sum once.
@@ -694,12 +622,12 @@ class ShardedEmbedding {
     std::vector<TokenId> recv_local;
   };
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  detail::Handle<MPI_Comm, MPI_Comm_free> comm_;
   int rank_ = 0;
   RowPartition partition_;
   Embedding<T> shard_;
   ShardedOptions options_;
-  detail::RowType row_type_;
+  detail::Handle<MPI_Datatype, MPI_Type_free> row_type_;
   ExchangeStats stats_;
   // Scratch reused across calls.
   Plan plan_;

@@ -4,7 +4,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -23,23 +22,16 @@ namespace ember::inline EMBER_ISA::io {
 /// A read-only row-major table[V, d] loaded from a file by map_npy() or
 /// SafetensorsFile::map<T>().
 ///
-/// matrix() is an `Eigen::Map<const RowMatrix<T>>`. When zero_copy() is true it points straight
-/// into the read-only memory map of the file: nothing was copied, pages are read on first touch,
-/// so a table larger than RAM can be queried. That needs the stored dtype to be T, the bytes
-/// little-endian in row-major (C) order, and the data's address aligned to alignof(T). Otherwise
-/// (F16/BF16 data, float stored but double asked for, big-endian or Fortran-order .npy, data at an
-/// unaligned offset) the loader falls back to a converted, owning copy and zero_copy() is false;
-/// matrix() works the same either way.
+/// When zero_copy() is true, matrix() points straight into the read-only memory map of the file:
+/// nothing was copied and pages are read on first touch, so a table larger than RAM can be
+/// queried. That needs the stored dtype to be T, little-endian bytes in row-major (C) order, and
+/// data aligned to alignof(T); otherwise (F16/BF16 data read as float, float read as double,
+/// big-endian or Fortran-order .npy, an unaligned offset) the loader makes a converted, owning
+/// copy. A 16-bit T (Eigen::half from F16, Eigen::bfloat16 from BF16) never converts: other dtypes
+/// are a FormatError (SafetensorsFile::load_reduced or from_float round them instead).
 ///
-/// 16-bit tables (T = Eigen::half from F16 data, Eigen::bfloat16 from BF16): the same, except that
-/// the stored dtype must already be T's - a F32 tensor asked for as half is a FormatError, not a
-/// silent rounding (convert it with SafetensorsFile::load_reduced or from_float instead); only
-/// byte order, Fortran order or a misaligned offset fall back to an owning copy. view() is then a
-/// ReducedEmbeddingView<T> (lookup decoded to float).
-///
-/// Lifetime: the MappedTable keeps the mapping alive (shared with the file object it came from);
-/// a Map taken from matrix() is valid as long as some MappedTable (or copy of it) lives.
-/// Copies share the same memory.
+/// Lifetime: the MappedTable, its copies and its view() keep the mapping (or the copy) alive; a
+/// Map taken from matrix() is valid while one of them lives.
 template <class T>
 class MappedTable {
   static_assert(
@@ -47,8 +39,7 @@ class MappedTable {
       "ember::io::MappedTable<T>: T must be float, double, Eigen::half or Eigen::bfloat16");
 
  public:
-  /// What view() returns: EmbeddingView<T> for float and double, ReducedEmbeddingView<T> for
-  /// Eigen::half and Eigen::bfloat16.
+  /// What view() returns: EmbeddingView<T>, or ReducedEmbeddingView<T> for a 16-bit T.
   using View = std::conditional_t<Scalar<T>, EmbeddingView<T>, ReducedEmbeddingView<T>>;
 
   /// A zero-copy table over `data`, which must lie inside `file` and be aligned for T.
@@ -74,10 +65,7 @@ class MappedTable {
   [[nodiscard]] Index d_model() const noexcept { return cols_; }
   /// An owning copy of the table.
   [[nodiscard]] RowMatrix<T> to_matrix() const { return matrix(); }
-  /// A view of the table (lookup, backward, logits, fused positions): an EmbeddingView<T>, or a
-  /// ReducedEmbeddingView<T> for 16-bit T, that shares ownership of the mapping (or of the
-  /// converted copy): the view alone keeps the memory alive. `scale` is the view's lookup scale
-  /// (√d_model by default).
+  /// A View of the table that keeps the memory alive on its own, with lookup scale `scale`.
   [[nodiscard]] View view(LookupScale scale = {}) const {
     std::shared_ptr<const void> owner =
         file_ ? std::shared_ptr<const void>(file_) : std::shared_ptr<const void>(copy_);

@@ -3,7 +3,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <cctype>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -151,15 +150,11 @@ inline NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t size,
       h.dtype = d[2] == '2' ? NpyDtype::f2 : d[2] == '4' ? NpyDtype::f4 : NpyDtype::f8;
       have_descr = true;
     } else if (key == "fortran_order") {
-      if (text.substr(i, 4) == "True") {
-        h.fortran_order = true;
-        i += 4;
-      } else if (text.substr(i, 5) == "False") {
-        h.fortran_order = false;
-        i += 5;
-      } else {
+      h.fortran_order = text.substr(i, 4) == "True";
+      if (!h.fortran_order && text.substr(i, 5) != "False") {
         bad("fortran_order must be True or False");
       }
+      i += h.fortran_order ? 4 : 5;
       have_order = true;
     } else if (key == "shape") {
       expect('(');
@@ -222,42 +217,30 @@ RowMatrix<T> npy_convert(const unsigned char* data, const NpyHeader& h) {
   if (out.size() == 0) return out;
   const std::size_t item = npy_itemsize(h.dtype);
   const bool le = h.little_endian;
-  const bool same_type = (h.dtype == NpyDtype::f4 && std::is_same_v<T, float>) ||
-                         (h.dtype == NpyDtype::f8 && std::is_same_v<T, double>);
+  const bool same_type = item == sizeof(T);                            // f4 float, f8 double
   if (same_type && !h.fortran_order && le == host_is_little_endian) {  // fast path: one copy
-    if (out.size() > 0) std::memcpy(out.data(), data, static_cast<std::size_t>(out.size()) * item);
+    std::memcpy(out.data(), data, static_cast<std::size_t>(out.size()) * item);
     return out;
   }
   for (Index r = 0; r < h.rows; ++r) {
     for (Index c = 0; c < h.cols; ++c) {
       const Index linear = h.fortran_order ? c * h.rows + r : r * h.cols + c;
       const unsigned char* p = data + static_cast<std::size_t>(linear) * item;
-      T v;
-      switch (h.dtype) {
-        case NpyDtype::f2: {
-          const auto bits = load_value<std::uint16_t>(p, le);
-          v = static_cast<T>(half_bits_to_float(bits));
-          break;
-        }
-        case NpyDtype::f4:
-          v = static_cast<T>(load_value<float>(p, le));
-          break;
-        default:
-          v = static_cast<T>(load_value<double>(p, le));
-          break;
-      }
-      out(r, c) = v;
+      out(r, c) = h.dtype == NpyDtype::f2
+                      ? static_cast<T>(bits_to_float<Eigen::half>(load_value<std::uint16_t>(p, le)))
+                  : h.dtype == NpyDtype::f4 ? static_cast<T>(load_value<float>(p, le))
+                                            : static_cast<T>(load_value<double>(p, le));
     }
   }
   return out;
 }
 
-/// Throws FormatError at the first non-finite element of `m` (read from .npy layout `h`).
+/// Throws FormatError at the first non-finite element of the row-major h.rows x h.cols table at
+/// `data` (read from .npy layout `h`).
 template <class T>
-void npy_check_finite(const Eigen::Map<const RowMatrix<T>>& m, const NpyHeader& h,
-                      const std::string& path) {
-  const auto n = static_cast<std::size_t>(m.size());
-  const std::size_t k = first_non_finite(m.data(), n);
+void npy_check_finite(const T* data, const NpyHeader& h, const std::string& path) {
+  const auto n = static_cast<std::size_t>(h.rows * h.cols);
+  const std::size_t k = first_non_finite(data, n);
   if (k == n) return;
   const auto r = static_cast<Index>(k) / h.cols, c = static_cast<Index>(k) % h.cols;
   const Index linear = h.fortran_order ? c * h.rows + r : r * h.cols + c;
@@ -268,7 +251,6 @@ void npy_check_finite(const Eigen::Map<const RowMatrix<T>>& m, const NpyHeader& 
 }  // namespace detail
 
 /// Reads the header of the .npy file at `path` (the data is validated for size, not read).
-///
 /// Throws: FormatError naming the file and byte offset for a missing or unreadable file, wrong
 /// magic, unsupported version or dtype, a header length past the end of the file, a shape that is
 /// not 2-D or whose byte size overflows, or data that is truncated or has trailing bytes.
@@ -277,11 +259,9 @@ void npy_check_finite(const Eigen::Map<const RowMatrix<T>>& m, const NpyHeader& 
   return detail::parse_npy_header(file.data(), file.size(), path);
 }
 
-/// Loads the 2-D float array in the .npy file at `path` as a row-major table[rows, cols].
-///
-/// Accepts versions 1.0/2.0/3.0, dtypes <f2 <f4 <f8 >f2 >f4 >f8 (byte-swapped as needed, f2
-/// widened exactly), fortran_order True or False (transposed into row-major storage). Loading f8
-/// data as float rounds to nearest.
+/// Loads the 2-D float array in the .npy file at `path` as a row-major table[rows, cols]: versions
+/// 1.0/2.0/3.0, dtypes <f2 <f4 <f8 >f2 >f4 >f8 (f2 widened exactly, f8 rounded to a float T), C
+/// or Fortran order.
 /// Throws: FormatError as read_npy_header(), and for a NaN or infinity (unless
 /// options.allow_non_finite), naming the value's byte offset, row and column.
 /// Complexity: one pass over the file (memory-mapped), O(rows·cols).
@@ -291,24 +271,17 @@ template <class T>
   const detail::MappedFile file(path);
   const NpyHeader h = detail::parse_npy_header(file.data(), file.size(), path);
   RowMatrix<T> out = detail::npy_convert<T>(file.data() + h.data_offset, h);
-  if (!options.allow_non_finite) {
-    detail::npy_check_finite<T>(Eigen::Map<const RowMatrix<T>>(out.data(), out.rows(), out.cols()),
-                                h, path);
-  }
+  if (!options.allow_non_finite) detail::npy_check_finite(out.data(), h, path);
   return out;
 }
 
 /// Memory-maps the .npy file at `path` as a read-only table, without copying when possible.
 ///
 /// Zero-copy (result.zero_copy() == true) when the file holds T in little-endian C order and the
-/// data offset is aligned for T (numpy's writer pads headers to 64 bytes, so it is); otherwise a
-/// converted copy, as load_npy(). The finite check (on by default) reads every value once; turn it
-/// off with options.allow_non_finite for tables larger than RAM you trust.
-///
-/// T = Eigen::half maps '<f2' data as a 16-bit table (view() is a HalfEmbeddingView) with no
-/// copy. It never converts: f4 or f8 data is a FormatError (load_npy and round with
-/// ReducedEmbedding::from_float instead); '>f2' or Fortran order fall back to an owning copy.
-/// numpy has no bfloat16, so Eigen::bfloat16 does not compile.
+/// data offset is aligned for T (numpy's writer pads headers to 64 bytes); otherwise a converted
+/// copy, as load_npy(). The finite check reads every value once (off: options.allow_non_finite).
+/// T = Eigen::half maps f2 data (view() is a HalfEmbeddingView) and never converts (see
+/// MappedTable); numpy has no bfloat16.
 /// Throws: FormatError as load_npy(); for T = Eigen::half, FormatError naming the stored dtype
 ///         unless it is f2.
 template <class T>
@@ -327,34 +300,27 @@ template <class T>
                                "and round with ReducedEmbedding::from_float instead)");
     }
   }
-  const bool same_type = (h.dtype == NpyDtype::f4 && std::is_same_v<T, float>) ||
-                         (h.dtype == NpyDtype::f8 && std::is_same_v<T, double>) ||
-                         (h.dtype == NpyDtype::f2 && std::is_same_v<T, Eigen::half>);
+  const bool same_type = npy_itemsize(h.dtype) == sizeof(T);  // f2 half, f4 float, f8 double
   const bool aligned = reinterpret_cast<std::uintptr_t>(data) % alignof(T) == 0;
-  if (same_type && aligned && !h.fortran_order &&
-      h.little_endian == detail::host_is_little_endian) {
-    MappedTable<T> t(file, reinterpret_cast<const T*>(data), h.rows, h.cols);
-    if (!options.allow_non_finite) detail::npy_check_finite<T>(t.matrix(), h, path);
-    return t;
-  }
   MappedTable<T> t = [&] {
+    if (same_type && aligned && !h.fortran_order &&
+        h.little_endian == detail::host_is_little_endian) {
+      return MappedTable<T>(file, reinterpret_cast<const T*>(data), h.rows, h.cols);
+    }
     if constexpr (std::is_same_v<T, Eigen::half>) {  // f2 -> float -> f2 is exact
       return MappedTable<T>(RowMatrix<T>(detail::npy_convert<float>(data, h).template cast<T>()));
     } else {
       return MappedTable<T>(detail::npy_convert<T>(data, h));
     }
   }();
-  if (!options.allow_non_finite) detail::npy_check_finite<T>(t.matrix(), h, path);
+  if (!options.allow_non_finite) detail::npy_check_finite(t.matrix().data(), h, path);
   return t;
 }
 
 /// Writes `table` (any Eigen matrix of float or double) to `path` as a version 1.0 .npy file
 /// (2.0 if the header would exceed 65535 bytes), little-endian, C order, exactly as numpy.save
-/// does: header `{'descr': '<f4', 'fortran_order': False, 'shape': (R, C), }` padded with spaces
-/// and a final '\n' so the data starts at a multiple of 64 bytes.
-///
-/// The write is atomic: a temporary file in the same directory is written, fsync'ed and renamed
-/// over `path`; on failure `path` is untouched.
+/// does (header padded so the data starts at a multiple of 64 bytes). The write is atomic
+/// (temporary file, fsync, rename): on failure `path` is untouched.
 /// Throws: FormatError naming the path on any I/O failure.
 template <class Derived>
 void save_npy(const std::string& path, const Eigen::MatrixBase<Derived>& table,
@@ -366,15 +332,10 @@ void save_npy(const std::string& path, const Eigen::MatrixBase<Derived>& table,
   const char* descr = dtype == NpyDtype::f2 ? "<f2" : dtype == NpyDtype::f4 ? "<f4" : "<f8";
   std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" +
                      std::to_string(table.rows()) + ", " + std::to_string(table.cols()) + "), }";
-  int version = 1;
-  std::size_t prefix = 10;
-  std::size_t total = prefix + dict.size() + 1;
-  total = (total + 63) / 64 * 64;
-  if (total - prefix > 65535) {
-    version = 2;
-    prefix = 12;
-    total = (prefix + dict.size() + 1 + 63) / 64 * 64;
-  }
+  // The padded header length must fit 2 bytes in version 1.0, else version 2.0 stores 4.
+  const int version = (10 + dict.size() + 1 + 63) / 64 * 64 - 10 > 65535 ? 2 : 1;
+  const std::size_t prefix = version == 1 ? 10 : 12;
+  const std::size_t total = (prefix + dict.size() + 1 + 63) / 64 * 64;
   dict.append(total - prefix - dict.size() - 1, ' ');
   dict.push_back('\n');
 
@@ -397,7 +358,7 @@ void save_npy(const std::string& path, const Eigen::MatrixBase<Derived>& table,
       unsigned char* p = row.data() + static_cast<std::size_t>(c) * item;
       const S v = table(r, c);
       if (dtype == NpyDtype::f2) {
-        detail::store_value_le(p, detail::float_to_half_bits(static_cast<float>(v)));
+        detail::store_value_le(p, detail::float_to_bits<Eigen::half>(static_cast<float>(v)));
       } else if (dtype == NpyDtype::f4) {
         detail::store_value_le(p, static_cast<float>(v));
       } else {

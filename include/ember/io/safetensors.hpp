@@ -35,9 +35,8 @@
 
 namespace ember::inline EMBER_ISA::io {
 
-/// The dtypes of the safetensors specification. Any of them may appear in a file ember opens;
-/// only F16, BF16, F32 and F64 can be loaded as (or saved from) a float/double table, or loaded as
-/// a half/bfloat16 table (load_reduced).
+/// The dtypes of the safetensors specification. Any may appear in a file ember opens; only F16,
+/// BF16, F32 and F64 can be loaded or saved as tables.
 enum class SafetensorsDtype {
   BOOL,
   U8,
@@ -81,8 +80,8 @@ struct SafetensorsTensorInfo {
 
 /// Options of the safetensors loaders.
 struct SafetensorsLoadOptions {
-  /// Accept NaN and infinite values (a FormatError naming the byte offset, row and column by
-  /// default). The check reads every value once, so turn it off for trusted tables larger than RAM.
+  /// Accept NaN and infinite values (by default a FormatError naming the byte offset, row and
+  /// column; the check reads every value once).
   bool allow_non_finite = false;
 };
 
@@ -95,13 +94,11 @@ inline constexpr std::string_view safetensors_alias_prefix = "ember.alias.";
 
 /// An open, validated safetensors file, memory-mapped read-only.
 ///
-/// Opening checks everything the specification requires before any tensor is read: the 8-byte
-/// little-endian header length (at most 100 MB and inside the file), a header that starts with '{'
-/// and is a JSON object of tensors (+ an optional "__metadata__" string map), known dtypes,
-/// non-negative integer shapes whose byte size (product x dtype size) does not overflow and equals
-/// end - begin, and offsets that, sorted, are contiguous, non-overlapping, start at 0 and cover the
-/// data section exactly. Aliases recorded under "ember.alias.<name>" in the metadata must name a
-/// stored tensor.
+/// Opening checks everything the specification requires before any tensor is read: the header
+/// length (at most 100 MB, inside the file), a JSON object of tensors (+ an optional
+/// "__metadata__" string map) starting with '{', known dtypes, shapes whose byte size does not
+/// overflow and equals end - begin, offsets that tile the data section exactly, and aliases that
+/// name a stored tensor.
 ///
 /// Example:
 /// ```cpp
@@ -170,14 +167,10 @@ class SafetensorsFile {
     return out;
   }
 
-  /// Tensor `name` as a read-only table: zero-copy over the memory map when its dtype is T's (F32
-  /// for float, F64 for double) and its data address is aligned for T, else a converted copy (see
-  /// MappedTable). The table keeps the mapping alive, even after this object is destroyed.
-  ///
-  /// T = Eigen::half (F16 data) or Eigen::bfloat16 (BF16 data) maps a 16-bit table with no copy;
-  /// its view() is a ReducedEmbeddingView. Such a map never converts: a tensor of another dtype is
-  /// a FormatError (use load_reduced to round it); only a big-endian host or a misaligned offset
-  /// falls back to a byte copy (zero_copy() false).
+  /// Tensor `name` as a read-only table: zero-copy over the memory map when its dtype is T's (F32,
+  /// F64, F16 for Eigen::half, BF16 for Eigen::bfloat16) and its data is aligned for T, else a
+  /// converted copy (a 16-bit T never converts: see MappedTable). The table keeps the mapping
+  /// alive, even after this object is destroyed.
   /// Throws: as load(); FormatError naming the dtypes when T is 16-bit and the tensor's dtype is
   ///         not T's.
   /// Complexity: O(1) plus the finiteness scan (O(V·d) reads; off with allow_non_finite).
@@ -216,10 +209,9 @@ class SafetensorsFile {
     }
   }
 
-  /// Loads tensor `name` as an owning table of 16-bit floats S (Eigen::half or Eigen::bfloat16),
-  /// ready for ReducedEmbedding<S>: F16 into half and BF16 into bfloat16 are copied byte for byte
-  /// (no float round trip); any other float dtype is converted through float and rounded to
-  /// nearest even (F64 is rounded to float first).
+  /// Loads tensor `name` as an owning table of 16-bit floats S (Eigen::half or Eigen::bfloat16)
+  /// for ReducedEmbedding<S>: S's own dtype byte for byte, any other float dtype rounded through
+  /// float to nearest even.
   /// Throws: as load() (non-finite values, and values that overflow S, are reported by default).
   /// Complexity: one O(V·d) copy (plus the finiteness check unless allowed).
   template <class S>
@@ -289,12 +281,12 @@ class SafetensorsFile {
     for (std::size_t i = 0; i < n; ++i) {
       switch (ti.dtype) {
         case SafetensorsDtype::F16:
-          out[i] =
-              static_cast<T>(detail::half_bits_to_float(detail::load_le<std::uint16_t>(p + 2 * i)));
+          out[i] = static_cast<T>(
+              detail::bits_to_float<Eigen::half>(detail::load_le<std::uint16_t>(p + 2 * i)));
           break;
         case SafetensorsDtype::BF16:
-          out[i] =
-              static_cast<T>(detail::bf16_bits_to_float(detail::load_le<std::uint16_t>(p + 2 * i)));
+          out[i] = static_cast<T>(
+              detail::bits_to_float<Eigen::bfloat16>(detail::load_le<std::uint16_t>(p + 2 * i)));
           break;
         case SafetensorsDtype::F32:
           out[i] = static_cast<T>(detail::load_value<float>(p + 4 * i, true));
@@ -357,15 +349,11 @@ class SafetensorsFile {
     if (!header.is_object()) fail(8, "header is not a JSON object");
 
     auto as_u64 = [&](const nlohmann::json& j, std::uint64_t& out) {
-      if (j.is_number_unsigned()) {
-        out = j.get<std::uint64_t>();
-        return true;
+      if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<std::int64_t>() < 0)) {
+        return false;
       }
-      if (j.is_number_integer() && j.get<std::int64_t>() >= 0) {
-        out = static_cast<std::uint64_t>(j.get<std::int64_t>());
-        return true;
-      }
-      return false;
+      out = j.get<std::uint64_t>();
+      return true;
     };
     std::vector<std::pair<std::string, const SafetensorsTensorInfo*>> order;
     for (const auto& item : header.items()) {
@@ -458,24 +446,15 @@ template <class T>
   return SafetensorsFile(path).load<T>(name, options);
 }
 
-/// Builds a safetensors file from row-major float/double tables and writes it atomically.
-///
-/// The header is compact JSON in the layout of the reference writer: "__metadata__" first (when
-/// there is any), then the tensors sorted by name, each {"dtype", "shape", "data_offsets"}; data in
-/// the same order, contiguous; the header is padded with spaces so the data starts at a multiple
-/// of 8 bytes. Tables are referenced, not copied: they must outlive save().
+/// Builds a safetensors file from row-major float/double tables and writes it atomically, in the
+/// layout of the reference writer ("__metadata__" first, then the tensors sorted by name, data in
+/// that order, header padded to a multiple of 8 bytes). Tables are referenced, not copied: they
+/// must outlive save().
 ///
 /// Tied weights: alias("lm_head.weight", "wte.weight") stores the table once and records
 /// "ember.alias.lm_head.weight": "wte.weight" in __metadata__; SafetensorsFile resolves it.
-/// (Hugging Face drops the duplicate of a tied weight the same way and re-ties it from the model
-/// config.)
 ///
-/// Example:
-/// ```cpp
-/// ember::io::SafetensorsWriter w;
-/// w.add("wte.weight", emb.weight()).alias("lm_head.weight", "wte.weight").metadata("format",
-/// "pt"); w.save("model.safetensors");
-/// ```
+/// Example: `w.add("wte.weight", emb.weight()).alias("lm_head.weight", "wte.weight").save(path);`
 class SafetensorsWriter {
  public:
   /// Adds the row-major table `table` under `name`, stored as `dtype` (default: F32 for float, F64
@@ -496,7 +475,9 @@ class SafetensorsWriter {
                            std::string(to_string(dt)),
                        static_cast<double>(static_cast<int>(dt)));
     }
-    entries_.emplace(name, Entry{ember::detail::const_table(table), dt});
+    entries_.emplace(
+        name, Entry{ember::detail::const_table(table), dt, static_cast<std::uint64_t>(table.rows()),
+                    static_cast<std::uint64_t>(table.cols())});
     return *this;
   }
 
@@ -540,11 +521,10 @@ class SafetensorsWriter {
     }
     std::uint64_t offset = 0;
     for (const auto& [name, e] : entries_) {
-      const std::uint64_t bytes = static_cast<std::uint64_t>(rows(e)) *
-                                  static_cast<std::uint64_t>(cols(e)) * dtype_size(e.dtype);
+      const std::uint64_t bytes = e.rows * e.cols * dtype_size(e.dtype);
       nlohmann::ordered_json t = nlohmann::ordered_json::object();
       t["dtype"] = std::string(to_string(e.dtype));
-      t["shape"] = {static_cast<std::uint64_t>(rows(e)), static_cast<std::uint64_t>(cols(e))};
+      t["shape"] = {e.rows, e.cols};
       t["data_offsets"] = {offset, offset + bytes};
       header[name] = std::move(t);
       offset += bytes;
@@ -568,13 +548,9 @@ class SafetensorsWriter {
   struct Entry {
     std::variant<ember::detail::ConstTableRef<float>, ember::detail::ConstTableRef<double>> table;
     SafetensorsDtype dtype;
+    std::uint64_t rows;
+    std::uint64_t cols;
   };
-  static Index rows(const Entry& e) {
-    return std::visit([](const auto& t) { return t.rows; }, e.table);
-  }
-  static Index cols(const Entry& e) {
-    return std::visit([](const auto& t) { return t.cols; }, e.table);
-  }
 
   void check_name(const std::string& name) const {
     if (name.empty() || name == "__metadata__" || entries_.count(name) != 0 ||
@@ -596,10 +572,12 @@ class SafetensorsWriter {
         const S v = src[c];
         switch (dtype) {
           case SafetensorsDtype::F16:
-            detail::store_le<std::uint16_t>(p, detail::float_to_half_bits(static_cast<float>(v)));
+            detail::store_le<std::uint16_t>(
+                p, detail::float_to_bits<Eigen::half>(static_cast<float>(v)));
             break;
           case SafetensorsDtype::BF16:
-            detail::store_le<std::uint16_t>(p, detail::float_to_bf16_bits(static_cast<float>(v)));
+            detail::store_le<std::uint16_t>(
+                p, detail::float_to_bits<Eigen::bfloat16>(static_cast<float>(v)));
             break;
           case SafetensorsDtype::F32:
             detail::store_value_le(p, static_cast<float>(v));

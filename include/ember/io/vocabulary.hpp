@@ -168,10 +168,8 @@ struct VocabularyLoadOptions {
   std::optional<std::string> unk_token;
 };
 
-/// Reads a vocabulary from a UTF-8 text file with one token per line (line i+1 holds id i).
-///
-/// A token is the whole line without its '\n' (and a '\r' before it), spaces included. The last
-/// line may lack its '\n'.
+/// Reads a vocabulary from a UTF-8 text file with one token per line (line i+1 holds id i): the
+/// whole line without its '\n' (and a '\r' before it), spaces included; the last '\n' is optional.
 /// Throws: FormatError "<path>:<line>: ..." for a 0-byte file, an empty line, a duplicate token
 /// (naming the earlier line), invalid UTF-8, or a missing unk_token; FormatError if the file
 /// cannot be read.
@@ -227,10 +225,7 @@ inline void save_vocabulary(const std::string& path, const Vocabulary& vocab) {
     }
   }
   detail::AtomicFile out(path);
-  for (const auto& t : vocab.tokens()) {
-    out.write(t);
-    out.write("\n");
-  }
+  for (const auto& t : vocab.tokens()) out.write(t + '\n');
   out.commit();
 }
 

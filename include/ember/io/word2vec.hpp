@@ -21,6 +21,7 @@
 #include <Eigen/Core>
 
 #include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
 #include "ember/io/detail/atomic_write.hpp"
 #include "ember/io/detail/byteorder.hpp"
@@ -34,14 +35,12 @@ namespace ember::inline EMBER_ISA::io {
 /// Word-vector file formats.
 ///
 /// - word2vec_binary: a text header line "V d\n", then V records: the word's UTF-8 bytes, one
-///   space, d little-endian float32 values. word2vec.c ends each record with '\n', gensim does
-///   not; the reader accepts both (newlines before a word are skipped), the writer follows gensim.
+///   space, d little-endian float32 values, and a '\n' (word2vec.c) or not (gensim, the writer).
 /// - word2vec_text: the header line "V d\n", then V lines "word v1 ... vd".
 /// - glove: no header; lines "word v1 ... vd" with d inferred from the first line.
-/// Text lines are split on single spaces and parsed from the right: the last d fields are the
-/// values and everything before them is the word, so tokens containing spaces (GloVe 840B has
-/// some) are read intact. Trailing spaces, tabs and '\r' are ignored (word2vec.c writes a space
-/// before each '\n').
+/// Text lines are parsed from the right: the last d space-separated fields are the values and the
+/// rest is the word (GloVe 840B has words with spaces). Trailing spaces, tabs and '\r' are
+/// ignored.
 enum class WordFormat { word2vec_binary, word2vec_text, glove };
 
 /// A vocabulary and its table: vectors.row(vocab.id(w)) is the vector of w.
@@ -61,10 +60,10 @@ struct WordVectorsLoadOptions {
 
 namespace detail {
 
-/// Parses one finite-or-not floating value occupying all of `s`.
+/// Parses one number occupying all of `s` (a floating value may be non-finite or start with '+').
 template <class T>
 bool parse_number(std::string_view s, T& out) {
-  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (std::is_floating_point_v<T> && !s.empty() && s.front() == '+') s.remove_prefix(1);
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc{} && ptr == s.data() + s.size() && !s.empty();
 }
@@ -96,16 +95,10 @@ inline std::pair<std::uint64_t, std::uint64_t> parse_w2v_header(std::string_view
                                                                 const std::string& path) {
   line = rstrip(line);
   const std::size_t sp = line.find(' ');
-  std::uint64_t v = 0, d = 0;
-  bool ok = sp != std::string_view::npos;
-  if (ok) {
-    const std::string_view a = line.substr(0, sp), b = line.substr(sp + 1);
-    auto r1 = std::from_chars(a.data(), a.data() + a.size(), v);
-    auto r2 = std::from_chars(b.data(), b.data() + b.size(), d);
-    ok = r1.ec == std::errc{} && r1.ptr == a.data() + a.size() && !a.empty() &&
-         r2.ec == std::errc{} && r2.ptr == b.data() + b.size() && !b.empty();
-  }
-  if (!ok) {
+  std::uint64_t v = 0;
+  std::uint64_t d = 0;
+  if (sp == std::string_view::npos || !parse_number(line.substr(0, sp), v) ||
+      !parse_number(line.substr(sp + 1), d)) {
     fail_at_line(
         path, 1,
         "bad word2vec header " + detail::quoted(line) + ", expected \"<vocab size> <dimension>\"");
@@ -151,34 +144,32 @@ WordVectors<T> load_text(const std::string& path, bool has_header,
     return true;
   };
 
-  std::uint64_t expected = 0;
+  // Vectors to read: the limit, capped by the header's count when there is one.
+  std::uint64_t expected = options.limit ? static_cast<std::uint64_t>(*options.limit)
+                                         : std::numeric_limits<std::uint64_t>::max();
   Index d = 0;
   std::string_view line;
   if (has_header) {
     next_line(line);
     const auto [v, dim] = parse_w2v_header(line, path);
     d = static_cast<Index>(dim);
+    expected = std::min(v, expected);
     // Each record needs at least "w" + d times " 0": cap the allocation by the file size.
-    const std::uint64_t claimed =
-        options.limit ? std::min<std::uint64_t>(v, static_cast<std::uint64_t>(*options.limit)) : v;
-    const auto need = checked_mul(claimed, 2 * dim + 1);
+    const auto need = checked_mul(expected, 2 * dim + 1);
     if (!need || *need > text.size() - std::min(pos, text.size()) + 1) {
       fail_at_line(path, 1,
                    "header claims " + std::to_string(v) + " vectors of dimension " +
                        std::to_string(dim) + ", more than the " + std::to_string(text.size()) +
                        "-byte file can hold");
     }
-    expected = claimed;
   }
-  const std::uint64_t limit = options.limit ? static_cast<std::uint64_t>(*options.limit)
-                                            : std::numeric_limits<std::uint64_t>::max();
 
   WordVectors<T> out;
   std::vector<T> values;
   if (has_header) values.reserve(static_cast<std::size_t>(expected) * static_cast<std::size_t>(d));
   std::vector<std::string_view> fields;
   std::uint64_t count = 0;
-  while ((has_header ? count < expected : count < limit) && next_line(line)) {
+  while (count < expected && next_line(line)) {
     line = rstrip(line);
     if (line.empty()) {
       if (!has_header && pos >= text.size()) break;  // trailing blank line
@@ -299,19 +290,13 @@ WordVectors<T> load_binary(const std::string& path, const WordVectorsLoadOptions
 template <class T>
 void append_number(std::string& s, T v) {
   char buf[64];
-  const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  (void)ec;
-  s.append(buf, ptr);
+  s.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
 }
 
 template <class Derived>
 void check_words_for_save(const char* where, const Vocabulary& vocab,
                           const Eigen::MatrixBase<Derived>& table, bool binary) {
-  if (vocab.size() != table.rows()) {
-    throw ShapeError(std::string(where) + ": table has " + std::to_string(table.rows()) +
-                         " rows, expected vocab size = " + std::to_string(vocab.size()),
-                     0, vocab.size(), table.rows());
-  }
+  ember::detail::check_extent(where, "table", 0, vocab.size(), table.rows(), "vocab size");
   for (Index i = 0; i < vocab.size(); ++i) {
     const std::string& w = vocab.token(i);
     const bool bad = w.empty() || w.find('\n') != std::string::npos ||
@@ -327,13 +312,12 @@ void check_words_for_save(const char* where, const Vocabulary& vocab,
 
 }  // namespace detail
 
-/// Loads a word2vec binary file (word2vec.c `-binary 1`, gensim `binary=True`).
-///
-/// Returns the vocabulary in file order and table[V, d] (V = min(header V, limit)).
-/// Throws: FormatError naming the file and the byte offset (and record number) for an empty
-/// file, a bad header, a header whose V x d cannot fit in the file (checked before allocating), a
-/// truncated record, an empty, duplicate or non-UTF-8 word, or a NaN/inf value; ValueError for a
-/// negative limit.
+/// Loads a word2vec binary file (word2vec.c `-binary 1`, gensim `binary=True`): the vocabulary in
+/// file order and table[V, d] (V = min(header V, limit)).
+/// Throws: FormatError naming the file and the byte offset (and record) for an empty file, a bad
+/// header, a header whose V x d cannot fit in the file (checked before allocating), a truncated
+/// record, an empty, duplicate or non-UTF-8 word, or a NaN/inf value; ValueError for a negative
+/// limit.
 /// Complexity: one pass over the memory-mapped file.
 template <class T>
 [[nodiscard]] WordVectors<T> load_word2vec_binary(const std::string& path,
@@ -366,14 +350,9 @@ template <class T>
 template <class T>
 [[nodiscard]] WordVectors<T> load_word_vectors(const std::string& path, WordFormat format,
                                                const WordVectorsLoadOptions& options = {}) {
-  switch (format) {
-    case WordFormat::word2vec_binary:
-      return load_word2vec_binary<T>(path, options);
-    case WordFormat::word2vec_text:
-      return load_word2vec_text<T>(path, options);
-    default:
-      return load_glove<T>(path, options);
-  }
+  return format == WordFormat::word2vec_binary ? load_word2vec_binary<T>(path, options)
+         : format == WordFormat::word2vec_text ? load_word2vec_text<T>(path, options)
+                                               : load_glove<T>(path, options);
 }
 
 /// Writes `vocab` and `table` (rows in id order) in `format`, atomically (temporary file in the

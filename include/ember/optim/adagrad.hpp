@@ -42,27 +42,22 @@ struct AdagradOptions {
 /// State: one T per row ever updated plus a V-sized int32 slot map: V·4 + k·sizeof(T) bytes,
 /// instead of V·d·sizeof(T) for element-wise Adagrad.
 template <class T>
-class RowwiseAdagrad : public RowOptimizer<RowwiseAdagrad<T>, T> {
-  using Base = RowOptimizer<RowwiseAdagrad<T>, T>;
+class RowwiseAdagrad : public RowOptimizer<RowwiseAdagrad<T>, T, AdagradOptions> {
+  using Base = RowOptimizer<RowwiseAdagrad<T>, T, AdagradOptions>;
   friend Base;
-  using Base::scratch_;
+  using Base::options_;
   using Base::state_;
   using Base::steps_;
 
   static_assert(Scalar<T>, "ember::optim::RowwiseAdagrad<T>: T must be float or double");
 
  public:
-  /// Throws ValueError naming the first invalid hyper-parameter and its value.
-  explicit RowwiseAdagrad(const AdagradOptions& options = {})
-      : Base(1, false), options_(validated(options)) {}
+  /// The optimizer's name in messages.
+  static constexpr const char* name = "RowwiseAdagrad";
 
-  /// The hyper-parameters.
-  [[nodiscard]] const AdagradOptions& options() const noexcept { return options_; }
-  /// Changes the learning rate. Throws ValueError unless finite and > 0.
-  void set_lr(double lr) {
-    detail::check_lr("RowwiseAdagrad::set_lr", lr);
-    options_.lr = lr;
-  }
+  /// Throws ValueError naming the first invalid hyper-parameter and its value.
+  explicit RowwiseAdagrad(const AdagradOptions& options = {}) : Base(options, 1, false) {}
+
   /// The accumulator G of `row`, or initial_accumulator_value if it was never updated.
   [[nodiscard]] T accumulator(Index row) const {
     const Index s = state_.slot(row);
@@ -75,40 +70,36 @@ class RowwiseAdagrad : public RowOptimizer<RowwiseAdagrad<T>, T> {
     detail::check_lr(where, o.lr);
     ember::detail::check_positive_finite(where, "eps", o.eps);
     ember::detail::check_non_negative(where, "weight_decay", o.weight_decay);
-    ember::detail::check_non_negative(where, "initial_accumulator_value", o.initial_accumulator_value);
+    ember::detail::check_non_negative(where, "initial_accumulator_value",
+                                      o.initial_accumulator_value);
     return o;
   }
 
-  void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
-           const Eigen::Ref<const RowMatrix<T>>* dense) {
-    // The state is one scalar per row, whatever the table width.
-    const auto in = detail::prepare_step("RowwiseAdagrad::step", emb, &state_, 1, sparse, dense,
-                                         options_.check_finite);
-    const Index d = emb.d_model();
-    const T lr = static_cast<T>(options_.lr);
-    const T eps = static_cast<T>(options_.eps);
-    const T wd = static_cast<T>(options_.weight_decay);
-    const T init = static_cast<T>(options_.initial_accumulator_value);
-    const T inv_d = T(1) / static_cast<T>(d);
-    scratch_.resize(d);
-    auto table = emb.weight();
-    detail::for_each_row(in, emb.vocab_size(), [&](Index row, const T* s, const T* g_dense) {
-      detail::combine(s, g_dense, d, scratch_.data());
-      auto w = table.row(row).array();
-      auto g = scratch_.array();
-      if (options_.weight_decay != 0.0) g += wd * w;
-      const Index before = state_.size();
-      const Index slot = state_.ensure(row);
-      T& acc = *state_.data(0, slot);
-      if (state_.size() > before) acc = init;
-      acc += g.square().sum() * inv_d;
-      const T multiplier = lr / (std::sqrt(acc) + eps);
-      w -= multiplier * g;
-    });
-    ++steps_;
+  /// The state is one scalar per row, whatever the table width.
+  [[nodiscard]] Index state_width(Index) const noexcept { return 1; }
+
+  /// The constants of one step.
+  struct Step {
+    T lr, eps, wd, init, inv_d;
+  };
+  [[nodiscard]] Step begin_step(std::int64_t, Index d) const noexcept {
+    return {static_cast<T>(options_.lr), static_cast<T>(options_.eps),
+            static_cast<T>(options_.weight_decay),
+            static_cast<T>(options_.initial_accumulator_value), T(1) / static_cast<T>(d)};
   }
 
-  AdagradOptions options_;
+  /// FBGEMM's row-wise Adagrad on one row: g += wd·w; G += mean(g²) (G starts at
+  /// initial_accumulator_value); w -= lr / (√G + eps) · g.
+  void update_row(const Step& c, T* w_row, T* g_row, Index slot, bool fresh, Index d) {
+    Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> w(w_row, d);
+    Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> g(g_row, d);
+    if (options_.weight_decay != 0.0) g += c.wd * w;
+    T& acc = *state_.data(0, slot);
+    if (fresh) acc = c.init;
+    acc += g.square().sum() * c.inv_d;
+    const T multiplier = c.lr / (std::sqrt(acc) + c.eps);
+    w -= multiplier * g;
+  }
 };
 
 }  // namespace ember::inline EMBER_ISA::optim

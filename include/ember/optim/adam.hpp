@@ -66,27 +66,22 @@ struct AdamOptions {
 /// ember::optim::Adam<float> adamw({.lr = 1e-3, .weight_decay = 0.01, .decoupled = true});
 /// ```
 template <class T>
-class Adam : public RowOptimizer<Adam<T>, T> {
-  using Base = RowOptimizer<Adam<T>, T>;
+class Adam : public RowOptimizer<Adam<T>, T, AdamOptions> {
+  using Base = RowOptimizer<Adam<T>, T, AdamOptions>;
   friend Base;
-  using Base::scratch_;
+  using Base::options_;
   using Base::state_;
   using Base::steps_;
 
   static_assert(Scalar<T>, "ember::optim::Adam<T>: T must be float or double");
 
  public:
-  /// Throws ValueError naming the first invalid hyper-parameter and its value.
-  explicit Adam(const AdamOptions& options = {})
-      : Base(2, options.per_row_steps), options_(validated(options)) {}
+  /// The optimizer's name in messages.
+  static constexpr const char* name = "Adam";
 
-  /// The hyper-parameters.
-  [[nodiscard]] const AdamOptions& options() const noexcept { return options_; }
-  /// Changes the learning rate (schedules). Throws ValueError unless finite and > 0.
-  void set_lr(double lr) {
-    detail::check_lr("Adam::set_lr", lr);
-    options_.lr = lr;
-  }
+  /// Throws ValueError naming the first invalid hyper-parameter and its value.
+  explicit Adam(const AdamOptions& options = {}) : Base(options, 2, options.per_row_steps) {}
+
   /// First moment of `row` (empty if the row was never updated).
   [[nodiscard]] RowVector<T> exp_avg(Index row) const { return plane(0, row); }
   /// Second moment of `row` (empty if the row was never updated).
@@ -120,43 +115,38 @@ class Adam : public RowOptimizer<Adam<T>, T> {
     return static_cast<T>(lr * std::sqrt(bc2) / bc1);
   }
 
-  void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
-           const Eigen::Ref<const RowMatrix<T>>* dense) {
-    const auto in = detail::prepare_step("Adam::step", emb, &state_, emb.d_model(), sparse, dense,
-                                         options_.check_finite);
-    using Array = Eigen::Array<T, 1, Eigen::Dynamic>;
-    const Index d = emb.d_model();
-    const std::int64_t t = steps_ + 1;
+  [[nodiscard]] Index state_width(Index d) const noexcept { return d; }
+
+  /// The constants of step t.
+  struct Step {
+    T step_size, c1, c2, eps, wd, shrink;
+    bool l2, decay;
+  };
+  [[nodiscard]] Step begin_step(std::int64_t t, Index) const {
     const auto& o = options_;
-    const T global_step_size = step_size(o.lr, o.beta1, o.beta2, t);
-    const T c1 = static_cast<T>(1.0 - o.beta1);
-    const T c2 = static_cast<T>(1.0 - o.beta2);
-    const T eps = static_cast<T>(o.eps);
-    const T wd = static_cast<T>(o.weight_decay);
-    const T shrink = static_cast<T>(1.0 - o.lr * o.weight_decay);
-    const bool l2 = o.weight_decay != 0.0 && !o.decoupled;
-    const bool decay = o.weight_decay != 0.0 && o.decoupled;
-    scratch_.resize(d);
-    auto table = emb.weight();
-    detail::for_each_row(in, emb.vocab_size(), [&](Index row, const T* s, const T* g_dense) {
-      detail::combine(s, g_dense, d, scratch_.data());
-      auto w = table.row(row).array();
-      auto g = scratch_.array();
-      if (l2) g += wd * w;
-      if (decay) w *= shrink;
-      const Index slot = state_.ensure(row);
-      Eigen::Map<Array> m(state_.data(0, slot), d);
-      Eigen::Map<Array> v(state_.data(1, slot), d);
-      m += c1 * (g - m);
-      v += c2 * (g.square() - v);
-      T ss = global_step_size;
-      if (o.per_row_steps) ss = step_size(o.lr, o.beta1, o.beta2, ++state_.steps(slot));
-      w -= ss * m / (v.sqrt() + eps);
-    });
-    steps_ = t;
+    return {step_size(o.lr, o.beta1, o.beta2, t),  static_cast<T>(1.0 - o.beta1),
+            static_cast<T>(1.0 - o.beta2),         static_cast<T>(o.eps),
+            static_cast<T>(o.weight_decay),        static_cast<T>(1.0 - o.lr * o.weight_decay),
+            o.weight_decay != 0.0 && !o.decoupled, o.weight_decay != 0.0 && o.decoupled};
   }
 
-  AdamOptions options_;
+  /// Adam on one row: g += wd·w (L2) or w *= 1 - lr·wd (decoupled); m += (1-β1)(g - m);
+  /// v += (1-β2)(g² - v); w -= step_size·m / (√v + eps).
+  void update_row(const Step& c, T* w_row, T* g_row, Index slot, bool, Index d) {
+    using Array = Eigen::Array<T, 1, Eigen::Dynamic>;
+    Eigen::Map<Array> w(w_row, d);
+    Eigen::Map<Array> g(g_row, d);
+    if (c.l2) g += c.wd * w;
+    if (c.decay) w *= c.shrink;
+    Eigen::Map<Array> m(state_.data(0, slot), d);
+    Eigen::Map<Array> v(state_.data(1, slot), d);
+    m += c.c1 * (g - m);
+    v += c.c2 * (g.square() - v);
+    T ss = c.step_size;
+    const auto& o = options_;
+    if (o.per_row_steps) ss = step_size(o.lr, o.beta1, o.beta2, ++state_.steps(slot));
+    w -= ss * m / (v.sqrt() + c.eps);
+  }
 };
 
 }  // namespace ember::inline EMBER_ISA::optim

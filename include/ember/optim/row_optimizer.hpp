@@ -3,18 +3,26 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ember/check.hpp"
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
+#include "ember/detail/parallel.hpp"
+#include "ember/detail/prefetch.hpp"
+#include "ember/detail/scatter.hpp"
+#include "ember/detail/table_ref.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
+#include "ember/optim/detail/fused_access.hpp"
 #include "ember/optim/detail/row_state.hpp"
+#include "ember/optim/fused_options.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
@@ -134,24 +142,37 @@ void combine(const T* sparse, const T* dense, Index d, T* out) {
 }
 
 /// Throws ValueError unless lr is finite and > 0.
-inline void check_lr(const char* where, double lr) {
+inline void check_lr(ember::detail::Where where, double lr) {
   ember::detail::check_positive_finite(where, "lr", lr);
 }
 
 }  // namespace detail
 
-/// The part every row-wise optimizer shares: the three step() forms, the step count and the
-/// per-row state. `Derived` implements
-/// `void run(Embedding<T>&, const SparseRowGrad<T>*, const Eigen::Ref<const RowMatrix<T>>*)`,
-/// which validates (through prepare_step) before it writes anything.
-template <class Derived, class T>
+/// The part every row-wise optimizer shares: the hyper-parameters, the step() forms, the fused
+/// backward + step, the step count and the per-row state. `Derived` provides its `name`
+/// ("Adam"), a static `Options validated(const Options&)` that throws ValueError for a bad
+/// hyper-parameter, `Index state_width(Index d) const` (values of state per row and plane; 0 for
+/// none), `Step begin_step(std::int64_t t, Index d) const` (the constants of step t) and
+/// `void update_row(const Step&, T* w, T* g, Index slot, bool fresh, Index d)`: the rule applied
+/// to one row w with its gradient g (scratch the rule may change) and its state slot (-1 without
+/// state; `fresh` on the row's first update). Both paths run that one function, so they give the
+/// same bits.
+template <class Derived, class T, class Options>
 class RowOptimizer {
  public:
+  /// The hyper-parameters.
+  [[nodiscard]] const Options& options() const noexcept { return options_; }
+  /// Changes the learning rate (schedules). Throws ValueError unless finite and > 0.
+  void set_lr(double lr) {
+    detail::check_lr({Derived::name, "set_lr"}, lr);
+    options_.lr = lr;
+  }
+
   /// Updates the rows of a sparse gradient; rows absent from it are left exactly as they were.
   /// Throws:  StateError if emb is frozen; ShapeError if grad is bound to another table shape.
   ///          Nothing changes (not even the step count) when it throws.
   /// Complexity: O(k·d) for k gradient rows (plus a one-off O(V) int32 slot map with state).
-  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad) { self().run(emb, &grad, nullptr); }
+  void step(Embedding<T>& emb, const SparseRowGrad<T>& grad) { run(emb, &grad, nullptr); }
 
   /// Updates every row with dense + sparse: the tied case (sparse input part + dense logits part)
   /// in one call. Equals step(emb, D) with D = dense + grad.to_dense(), bit for bit.
@@ -159,13 +180,59 @@ class RowOptimizer {
   /// Complexity: O(V·d).
   void step(Embedding<T>& emb, const SparseRowGrad<T>& grad,
             const Eigen::Ref<const RowMatrix<T>>& dense) {
-    self().run(emb, &grad, &dense);
+    run(emb, &grad, &dense);
   }
 
   /// Updates every row with a dense vocab_size x d_model gradient.
   /// Throws:  StateError if frozen; ShapeError on a shape mismatch. Nothing changes then.
   void step(Embedding<T>& emb, const Eigen::Ref<const RowMatrix<T>>& dense) {
-    self().run(emb, nullptr, &dense);
+    run(emb, nullptr, &dense);
+  }
+
+  /// The backward of emb.forward(ids) fused with a step: each distinct row's gradient is summed
+  /// and the row updated at once, with no SparseRowGrad written. Bit-identical to
+  /// `emb.backward(ids, grad_out, g); step(emb, g)` with an empty g, for any thread count, padding
+  /// row and scale_grad_by_freq (with `fused` left at its defaults).
+  ///
+  /// Shapes:  ids[n], grad_out[n, d].
+  /// Throws:  StateError if emb is frozen; IndexError for an id outside [0, vocab_size());
+  ///          ShapeError if grad_out is not n x d; ValueError for a negative or non-finite
+  ///          option, or (with options().check_finite) a non-finite grad_out element (a sum that
+  ///          overflows is not detected: the unfused path checks the sums). Nothing changes then.
+  /// Complexity: O(n + u log u + n·d + u·d) for u distinct ids; threads split the rows.
+  template <class R>
+  void backward_step(Embedding<T>& emb, const R& ids,
+                     const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                     const FusedStepOptions& fused = {}) {
+    ember::detail::with_ids(ids, [&](auto span) {
+      const ember::detail::Where w{Derived::name, "backward_step"};
+      ember::detail::check_backward_grad_out(w, static_cast<Index>(span.size()), emb.d_model(),
+                                             grad_out.rows(), grad_out.cols());
+      ember::detail::check_ids(span, emb.vocab_size(), w);
+      fused_run(emb, span, ember::detail::DirectRows<T>{ember::detail::const_table(grad_out)},
+                false, emb.scale(), emb.accumulate_options(), &grad_out, nullptr, fused, w);
+    });
+  }
+
+  /// The tied case fused: the backward of emb.forward(ids) plus a dense gradient of the whole
+  /// table (the tied logits' part), every row updated in one pass. Bit-identical to
+  /// `emb.backward(ids, grad_out, g); step(emb, g, dense)` with an empty g.
+  /// Shapes:  ids[n], grad_out[n, d], dense[V, d].
+  /// Throws:  as backward_step(emb, ids, grad_out), and ShapeError if dense is not V x d.
+  /// Complexity: O(V·d + n·d).
+  template <class R>
+  void backward_step(Embedding<T>& emb, const R& ids,
+                     const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                     const Eigen::Ref<const RowMatrix<T>>& dense,
+                     const FusedStepOptions& fused = {}) {
+    ember::detail::with_ids(ids, [&](auto span) {
+      const ember::detail::Where w{Derived::name, "backward_step"};
+      ember::detail::check_backward_grad_out(w, static_cast<Index>(span.size()), emb.d_model(),
+                                             grad_out.rows(), grad_out.cols());
+      ember::detail::check_ids(span, emb.vocab_size(), w);
+      fused_run(emb, span, ember::detail::DirectRows<T>{ember::detail::const_table(grad_out)},
+                false, emb.scale(), emb.accumulate_options(), &grad_out, &dense, fused, w);
+    });
   }
 
   /// Number of completed step() calls (Adam's global t).
@@ -181,15 +248,221 @@ class RowOptimizer {
   }
 
  protected:
-  RowOptimizer(int planes, bool per_row_steps) : state_(planes, per_row_steps) {}
+  RowOptimizer(const Options& options, int planes, bool per_row_steps)
+      : options_(Derived::validated(options)), state_(planes, per_row_steps) {}
 
+  Options options_;
   detail::RowState<T> state_;
-  RowVector<T> scratch_;  ///< one combined gradient row
   std::int64_t steps_ = 0;
 
  private:
-  Derived& self() noexcept { return static_cast<Derived&>(*this); }
-};
+  friend struct detail::FusedStepAccess;
 
+  /// Validates a fused step on `emb` before anything changes: the table is not frozen, the
+  /// dense gradient (if any) is V x d, the state fits the table's width, the options are finite
+  /// and >= 0, and with options().check_finite `checked` (the caller's gradient input, may be
+  /// null) holds no NaN or infinity. Throws as backward_step.
+  void fused_check(const Embedding<T>& emb, const Eigen::Ref<const RowMatrix<T>>* checked,
+                   const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused,
+                   ember::detail::Where w) const {
+    const std::string where = w.str();
+    ember::detail::check_non_negative(w, "max_gradient", fused.max_gradient);
+    ember::detail::check_non_negative(w, "max_norm", fused.max_norm);
+    detail::check_step(where.c_str(), emb, static_cast<const SparseRowGrad<T>*>(nullptr), dense);
+    const Index width = self().state_width(emb.d_model());
+    if (width > 0) state_.check_table(where.c_str(), width);
+    if (options_.check_finite) {
+      if (checked != nullptr) ember::check_finite(*checked, where + ": grad_out");
+      if (dense != nullptr) ember::check_finite(*dense, where + ": dense gradient");
+    }
+  }
+
+  /// The fused step of any sparse backward (ember's own: EmbeddingBag, InputStem and
+  /// TableBatchedBags route their backward here): fused_check, then fused_apply.
+  template <class Id, class Rows>
+  void fused_run(Embedding<T>& emb, std::span<const Id> ids, const Rows& rows, bool needs_scratch,
+                 T scale, AccumulateOptions acc, const Eigen::Ref<const RowMatrix<T>>* checked,
+                 const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused,
+                 ember::detail::Where w) {
+    fused_check(emb, checked, dense, fused, w);
+    fused_apply(emb, ids, rows, needs_scratch, scale, acc, dense, fused);
+  }
+
+  /// The update of a fused step whose fused_check passed: `rows` says what position p of `ids`
+  /// (all in range) contributes, as for SparseRowGrad's accumulation (a row policy of
+  /// detail/scatter.hpp), scaled by `scale`, with the padding row and frequency scaling of
+  /// `acc`. Throws nothing but std::bad_alloc.
+  template <class Id, class Rows>
+  void fused_apply(Embedding<T>& emb, std::span<const Id> ids, const Rows& rows, bool needs_scratch,
+                   T scale, AccumulateOptions acc, const Eigen::Ref<const RowMatrix<T>>* dense,
+                   const FusedStepOptions& fused) {
+    const Index d = emb.d_model();
+    const Index v = emb.vocab_size();
+    const Index width = self().state_width(d);
+    if (width > 0) state_.follow_table(v, width);
+    detail::StepInput<T> in;
+    if (dense != nullptr) {
+      in.dense = dense->data();
+      in.dense_stride = dense->outerStride();
+    }
+    in.skip_row = emb.padding_idx() ? *emb.padding_idx() : Index{-1};
+    const auto step = self().begin_step(steps_ + 1, d);
+    auto table = emb.weight();
+    const T clip = static_cast<T>(fused.max_gradient);
+    // One row's update, shared by the sparse and the tied forms: g is the summed gradient
+    // (clamped if asked), w the row.
+    const auto apply = [&](Index row, T* g, Index slot, bool fresh) {
+      if (clip > T(0)) {
+        Eigen::Map<RowVector<T>> gm(g, d);
+        gm = gm.cwiseMax(-clip).cwiseMin(clip);
+      }
+      T* wr = table.row(row).data();
+      self().update_row(step, wr, g, slot, fresh, d);
+      if (fused.max_norm > 0.0) renorm(wr, d, fused.max_norm);
+    };
+    // Slots are made on the calling thread in ascending row order, as step() makes them.
+    slots_.clear();
+    fresh_.clear();
+    std::span<const TokenId> batch;
+    // Rows of lead for the prefetches of the rows an update touches at random.
+    const Index lead = ember::detail::prefetch_distance(d * static_cast<Index>(sizeof(T)));
+    const auto make_slots = [&](std::span<const TokenId> batch_rows) {
+      batch = batch_rows;
+      const std::size_t ahead = static_cast<std::size_t>(lead) * 4;  // a slot entry is 4 bytes
+      for (std::size_t k = 0; k < batch_rows.size(); ++k) {
+        if (width > 0 && k + ahead < batch_rows.size())
+          state_.prefetch_slot(static_cast<Index>(batch_rows[k + ahead]));
+        add_slot(static_cast<Index>(batch_rows[k]), width);
+      }
+    };
+    const int threads = ember::detail::kernel_threads(static_cast<Index>(ids.size()) * d);
+    if (dense == nullptr) {
+      T* const* g_rows = gradient_rows(threads, d);
+      ember::detail::for_each_grouped_row(
+          v, ids, rows, needs_scratch, d, scale, acc.scale_grad_by_freq, acc.skip_row, make_slots,
+          [&](Index j, std::span<const Index> positions, T row_scale, T* sum, T* product,
+              int worker) {
+            T* g = g_rows[worker];
+            const auto uj = static_cast<std::size_t>(j);
+            // The table and state rows of the rows to come are random too: ask for them
+            // `lead` rows ahead, while this row's gradient is summed and its update runs.
+            const auto next = uj + static_cast<std::size_t>(lead);
+            if (next < batch.size()) prefetch_update(table, batch[next], slots_[next], width);
+            ember::detail::add_row_sum(rows, d, positions, row_scale, true, g, sum, product);
+            apply(static_cast<Index>(batch[uj]), g, slots_[uj], fresh_[uj] != 0);
+          });
+    } else {
+      // Tied: every row moves. The batch rows' sums are kept (k x d) and added to their dense rows.
+      batch_rows_.clear();
+      ember::detail::for_each_grouped_row(
+          v, ids, rows, needs_scratch, d, scale, acc.scale_grad_by_freq, acc.skip_row,
+          [&](std::span<const TokenId> batch_rows) {
+            batch_rows_.assign(batch_rows.begin(), batch_rows.end());
+            sums_.resize(static_cast<Index>(batch_rows.size()), d);
+          },
+          [&](Index j, std::span<const Index> positions, T row_scale, T* sum, T* product, int) {
+            ember::detail::add_row_sum(rows, d, positions, row_scale, true, sums_.row(j).data(),
+                                       sum, product);
+          });
+      for (Index row = 0; row < v; ++row) {
+        if (row != in.skip_row) add_slot(row, width);
+      }
+      T* g = *gradient_rows(1, d);
+      std::size_t k = 0;
+      std::size_t slot_index = 0;
+      for (Index row = 0; row < v; ++row) {  // serial: O(V·d) like step(emb, grad, dense)
+        const T* s = nullptr;
+        if (k < batch_rows_.size() && static_cast<Index>(batch_rows_[k]) == row) {
+          s = sums_.row(static_cast<Index>(k)).data();
+          ++k;
+        }
+        if (row == in.skip_row) continue;
+        detail::combine(s, in.dense + row * in.dense_stride, d, g);
+        apply(row, g, slots_[slot_index], fresh_[slot_index] != 0);
+        ++slot_index;
+      }
+    }
+    steps_ += 1;
+  }
+
+  Derived& self() noexcept { return static_cast<Derived&>(*this); }
+  const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
+
+  /// The unfused step: the gradient rows the step visits (sparse, dense or both, ascending),
+  /// each combined into one row and handed to the rule.
+  void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
+           const Eigen::Ref<const RowMatrix<T>>* dense) {
+    const std::string where = std::string(Derived::name) + "::step";
+    const Index d = emb.d_model();
+    const Index width = self().state_width(d);
+    const auto in = detail::prepare_step(where.c_str(), emb, width > 0 ? &state_ : nullptr, width,
+                                         sparse, dense, options_.check_finite);
+    const auto step = self().begin_step(steps_ + 1, d);
+    T* g = *gradient_rows(1, d);
+    auto table = emb.weight();
+    detail::for_each_row(in, emb.vocab_size(), [&](Index row, const T* s, const T* g_dense) {
+      detail::combine(s, g_dense, d, g);
+      Index slot = -1;
+      bool fresh = false;
+      if (width > 0) {
+        const Index before = state_.size();
+        slot = state_.ensure(row);
+        fresh = state_.size() > before;
+      }
+      self().update_row(step, table.row(row).data(), g, slot, fresh, d);
+    });
+    steps_ += 1;
+  }
+
+  // The state slot of `row` (made if new), appended to slots_ / fresh_.
+  void add_slot(Index row, Index width) {
+    Index slot = -1;
+    bool fresh = false;
+    if (width > 0) {
+      const Index before = state_.size();
+      slot = state_.ensure(row);
+      fresh = state_.size() > before;
+    }
+    slots_.push_back(slot);
+    fresh_.push_back(fresh ? 1 : 0);
+  }
+
+  T* const* gradient_rows(int threads, Index d) {
+    if (g_.size() < static_cast<std::size_t>(threads) || (!g_.empty() && g_[0].size() != d)) {
+      g_.assign(static_cast<std::size_t>(std::max(threads, 1)), RowVector<T>(d));
+      g_rows_.clear();
+      for (auto& row : g_) g_rows_.push_back(row.data());
+    }
+    return g_rows_.data();
+  }
+
+  // Prefetches the rows an update of `row` (state slot `slot`) reads and writes.
+  template <class Table>
+  void prefetch_update(const Table& table, TokenId row, Index slot, Index width) const noexcept {
+    const Index d = table.cols();
+    const Index bytes = d * static_cast<Index>(sizeof(T));
+    ember::detail::prefetch_row(table.row(static_cast<Index>(row)).data(), bytes, bytes);
+    if (slot < 0) return;
+    const Index state_bytes = width * static_cast<Index>(sizeof(T));
+    for (int p = 0; p < state_.planes(); ++p)
+      ember::detail::prefetch_row(state_.data(p, slot), state_bytes, state_bytes);
+  }
+
+  static void renorm(T* w, Index d, double max_norm) {
+    Eigen::Map<RowVector<T>> row(w, d);
+    const double norm = std::sqrt(row.template cast<double>().squaredNorm());
+    if (norm > max_norm) row *= static_cast<T>(max_norm / (norm + 1e-7));
+  }
+
+  // One gradient row per worker, each its own allocation: every row then starts at the same
+  // (allocator) alignment, so Eigen's reductions over it (Adagrad's mean of g²) add in the same
+  // order on every path and thread.
+  std::vector<RowVector<T>> g_;
+  std::vector<T*> g_rows_;
+  RowMatrix<T> sums_;  // the batch rows' sums of a tied fused step
+  std::vector<Index> slots_;
+  std::vector<unsigned char> fresh_;
+  std::vector<TokenId> batch_rows_;
+};
 
 }  // namespace ember::inline EMBER_ISA::optim

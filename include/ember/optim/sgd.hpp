@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "ember/config.hpp"
@@ -55,26 +56,22 @@ struct SGDOptions {
 /// opt.step(emb, sparse_grad, dense_grad);   // tied: sparse input part + dense logits part
 /// ```
 template <class T>
-class SGD : public RowOptimizer<SGD<T>, T> {
-  using Base = RowOptimizer<SGD<T>, T>;
+class SGD : public RowOptimizer<SGD<T>, T, SGDOptions> {
+  using Base = RowOptimizer<SGD<T>, T, SGDOptions>;
   friend Base;
-  using Base::scratch_;
+  using Base::options_;
   using Base::state_;
   using Base::steps_;
 
   static_assert(Scalar<T>, "ember::optim::SGD<T>: T must be float or double");
 
  public:
-  /// Throws ValueError naming the first invalid hyper-parameter and its value.
-  explicit SGD(const SGDOptions& options = {}) : Base(1, false), options_(validated(options)) {}
+  /// The optimizer's name in messages.
+  static constexpr const char* name = "SGD";
 
-  /// The hyper-parameters.
-  [[nodiscard]] const SGDOptions& options() const noexcept { return options_; }
-  /// Changes the learning rate (schedules). Throws ValueError unless finite and > 0.
-  void set_lr(double lr) {
-    detail::check_lr("SGD::set_lr", lr);
-    options_.lr = lr;
-  }
+  /// Throws ValueError naming the first invalid hyper-parameter and its value.
+  explicit SGD(const SGDOptions& options = {}) : Base(options, 1, false) {}
+
   /// The momentum buffer of `row`, or an empty vector if it has none.
   [[nodiscard]] RowVector<T> momentum_buffer(Index row) const {
     const Index s = state_.slot(row);
@@ -98,44 +95,40 @@ class SGD : public RowOptimizer<SGD<T>, T> {
     return o;
   }
 
-  void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
-           const Eigen::Ref<const RowMatrix<T>>* dense) {
-    const bool momentum = options_.momentum > 0.0;
-    const auto in = detail::prepare_step("SGD::step", emb, momentum ? &state_ : nullptr,
-                                         emb.d_model(), sparse, dense, options_.check_finite);
-    const Index d = emb.d_model();
-    const T lr = static_cast<T>(options_.lr);
-    const T wd = static_cast<T>(options_.weight_decay);
-    const T mom = static_cast<T>(options_.momentum);
-    const T damp = static_cast<T>(1.0 - options_.dampening);
-    scratch_.resize(d);
-    auto table = emb.weight();
-    detail::for_each_row(in, emb.vocab_size(), [&](Index row, const T* s, const T* g_dense) {
-      detail::combine(s, g_dense, d, scratch_.data());
-      auto w = table.row(row);
-      auto g = scratch_.array();
-      if (options_.weight_decay != 0.0) g += wd * w.array();
-      if (momentum) {
-        const Index before = state_.size();
-        const Index slot = state_.ensure(row);
-        Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> buf(state_.data(0, slot), d);
-        if (state_.size() > before) {
-          buf = g;
-        } else {
-          buf = mom * buf + damp * g;
-        }
-        if (options_.nesterov) {
-          g += mom * buf;
-        } else {
-          g = buf;
-        }
-      }
-      w.array() -= lr * g;
-    });
-    ++steps_;
+  [[nodiscard]] Index state_width(Index d) const noexcept {
+    return options_.momentum > 0.0 ? d : 0;
   }
 
-  SGDOptions options_;
+  /// The constants of one step.
+  struct Step {
+    T lr, wd, mom, damp;
+  };
+  [[nodiscard]] Step begin_step(std::int64_t, Index) const noexcept {
+    return {static_cast<T>(options_.lr), static_cast<T>(options_.weight_decay),
+            static_cast<T>(options_.momentum), static_cast<T>(1.0 - options_.dampening)};
+  }
+
+  /// PyTorch's SGD on one row: g += wd·w; buf = g on the row's first update, else
+  /// mom·buf + (1 - dampening)·g; g = buf (or g + mom·buf with Nesterov); w -= lr·g.
+  void update_row(const Step& c, T* w_row, T* g_row, Index slot, bool fresh, Index d) {
+    Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> w(w_row, d);
+    Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> g(g_row, d);
+    if (options_.weight_decay != 0.0) g += c.wd * w;
+    if (slot >= 0) {
+      Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> buf(state_.data(0, slot), d);
+      if (fresh) {
+        buf = g;
+      } else {
+        buf = c.mom * buf + c.damp * g;
+      }
+      if (options_.nesterov) {
+        g += c.mom * buf;
+      } else {
+        g = buf;
+      }
+    }
+    w -= c.lr * g;
+  }
 };
 
 }  // namespace ember::inline EMBER_ISA::optim

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -19,6 +18,7 @@
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
+#include "ember/io/detail/checks.hpp"
 #include "ember/io/vocabulary.hpp"
 #include "ember/types.hpp"
 
@@ -34,10 +34,9 @@ struct Neighbour {
 
 /// Restrictions of a nearest-neighbour or analogy query.
 struct QueryOptions {
-  /// Ids never returned (in addition to the query's own ids, which are always excluded).
+  /// Ids never returned (besides the query's own ids, always excluded).
   std::vector<TokenId> exclude;
-  /// Only rows [0, restrict_to) are candidates (gensim's restrict_vocab: in frequency-sorted
-  /// files, the most frequent words). 0 means all rows.
+  /// Only rows [0, restrict_to) are candidates (gensim's restrict_vocab); 0 means all rows.
   Index restrict_to = 0;
 };
 
@@ -70,20 +69,11 @@ template <class Derived>
 /// copy, plus the norms), then answers cosine, nearest-neighbour and analogy queries by one GEMV
 /// (one query) or a blocked GEMM (a batch) over the normalised rows and a partial sort.
 ///
-/// Conventions (those of gensim 4's KeyedVectors, whose answers the tests reproduce to 1e-5):
-/// - scores are cosines of the unit-normalised rows; results are sorted by descending score, ties
-///   by ascending id (gensim's order for ties is unspecified);
-/// - a query given by id or word excludes that id from its answers; a query given by vector
-///   excludes nothing but options.exclude;
-/// - most_similar(positive, negative) ranks by cos(row, unit(mean(+unit(p)..., -unit(n)...))),
-///   the query words excluded (3CosAdd: analogy a:b :: c:? is positive {b, c}, negative {a});
-/// - most_similar_cosmul ranks by prod_p (1+cos(row,p))/2 / (prod_n (1+cos(row,n))/2 + 1e-6)
-///   (Levy & Goldberg 2014, shifted to [0, 1]), the query words excluded.
-/// - Zero-norm rows: their normalised row is all zeros, so their cosine with everything is 0
-///   (gensim yields NaN there). A zero row used as a query scores 0 against every row, so the
-///   answer is the lowest ids. No query ever returns NaN; the table must be finite.
-///
-/// Thread safety: const members may be called concurrently.
+/// Conventions (gensim 4's KeyedVectors, whose answers the tests reproduce to 1e-5): results are
+/// sorted by descending cosine, ties by ascending id; a query given by id or word excludes that
+/// id, one given by vector only options.exclude. Zero-norm rows stay zero, so their cosine with
+/// everything is 0 (gensim yields NaN): no query ever returns NaN; the table must be finite.
+/// Const members may be called concurrently.
 ///
 /// Example:
 /// ```cpp
@@ -101,10 +91,9 @@ class Neighbours {
   /// Rows per block of the batched GEMM: block_rows x batch scores live at once.
   static constexpr Index block_rows = 4096;
 
-  /// Indexes `table` (copied and normalised).
+  /// Indexes `table` (copied and normalised). Complexity: O(V·d).
   /// Throws: ShapeError if the table has no columns; ValueError naming the row and column of a
   /// non-finite value.
-  /// Complexity: O(V·d).
   template <class Derived>
   explicit Neighbours(const Eigen::MatrixBase<Derived>& table) : unit_(table.template cast<T>()) {
     init();
@@ -115,11 +104,7 @@ class Neighbours {
   template <class Derived>
   Neighbours(const Eigen::MatrixBase<Derived>& table, io::Vocabulary vocab)
       : unit_(table.template cast<T>()), vocab_(std::move(vocab)) {
-    if (vocab_->size() != unit_.rows()) {
-      throw ShapeError("Neighbours: table has " + std::to_string(unit_.rows()) +
-                           " rows, expected vocab size = " + std::to_string(vocab_->size()),
-                       0, vocab_->size(), unit_.rows());
-    }
+    detail::check_extent("Neighbours", "table", 0, vocab_->size(), unit_.rows(), "vocab size");
     init();
   }
 
@@ -153,12 +138,9 @@ class Neighbours {
     return similarity(id(a), id(b));
   }
 
-  /// The k rows most similar to row `id` by cosine, `id` itself excluded.
-  ///
-  /// Shapes: -> min(k, candidates) results, best first.
+  /// The min(k, candidates) rows most similar to row `id` by cosine, best first, `id` excluded.
   /// Throws: IndexError for a bad id (query or exclusion); ValueError for k < 0 or restrict_to
-  /// outside [0, vocab_size()].
-  /// Complexity: O(V·d) GEMV + O(V + k log k) selection.
+  /// outside [0, vocab_size()]. Complexity: O(V·d) GEMV + O(V + k log k) selection.
   [[nodiscard]] std::vector<Neighbour<T>> nearest(TokenId id, Index k,
                                                   const QueryOptions& options = {}) const {
     const TokenId ids[1] = {id};
@@ -183,9 +165,7 @@ class Neighbours {
   }
 
   /// For each row of `queries` (n x d), its k nearest rows: the blocked-GEMM path.
-  ///
-  /// Shapes: queries[n, d] -> n lists of min(k, candidates) results.
-  /// Throws: as nearest(vector).
+  /// Shapes: queries[n, d] -> n lists of min(k, candidates) results. Throws: as nearest(vector).
   /// Complexity: O(n·V·d) in blocks of block_rows table rows (one GEMM each), O(n·V) selection;
   /// extra memory O(n·block_rows).
   template <class Derived>
@@ -197,7 +177,8 @@ class Neighbours {
     RowMatrix<T> q = queries.template cast<T>();
     check_finite_query(q, "Neighbours::nearest_batch");
     normalize_rows(q);
-    const std::vector<TokenId> excluded = sorted(options.exclude);
+    std::vector<TokenId> excluded = options.exclude;
+    std::sort(excluded.begin(), excluded.end());
     std::vector<std::vector<Neighbour<T>>> best(static_cast<std::size_t>(q.rows()));
     RowMatrix<T> scores;
     std::vector<Neighbour<T>> pool;
@@ -215,9 +196,8 @@ class Neighbours {
     return best;
   }
 
-  /// gensim's most_similar(positive, negative, topn=k): rows ranked by cosine with the unit mean
-  /// of the unit vectors of `positive` (weight +1) and `negative` (weight -1); all query ids
-  /// excluded.
+  /// gensim's most_similar(positive, negative, topn=k): rows ranked by cosine with the unit mean of
+  /// the unit vectors of `positive` (+1) and `negative` (-1), the query ids excluded (3CosAdd).
   /// Throws: ValueError if positive and negative are both empty, k < 0 or restrict_to is bad;
   /// IndexError for a bad id.
   [[nodiscard]] std::vector<Neighbour<T>> most_similar(std::span<const TokenId> positive,
@@ -241,9 +221,8 @@ class Neighbours {
     return finish(scores, positive, negative, k, options);
   }
 
-  /// gensim's most_similar_cosmul(positive, negative, topn=k) (3CosMul, Levy & Goldberg 2014):
-  /// rows ranked by prod_p s(row, p) / (prod_n s(row, n) + 1e-6), s = (1 + cos) / 2; query ids
-  /// excluded.
+  /// gensim's most_similar_cosmul (3CosMul, Levy & Goldberg 2014): rows ranked by
+  /// prod_p s(row, p) / (prod_n s(row, n) + 1e-6), s = (1 + cos) / 2, the query ids excluded.
   /// Throws: ValueError if positive is empty, k < 0 or restrict_to is bad; IndexError for a bad id.
   [[nodiscard]] std::vector<Neighbour<T>> most_similar_cosmul(
       std::span<const TokenId> positive, std::span<const TokenId> negative, Index k,
@@ -299,14 +278,12 @@ class Neighbours {
 
   void init() {
     detail::check_positive_size("Neighbours", "d_model (table columns)", unit_.cols());
-    for (Index r = 0; r < unit_.rows(); ++r) {
-      for (Index c = 0; c < unit_.cols(); ++c) {
-        if (!std::isfinite(unit_(r, c))) {
-          throw ValueError("Neighbours: table value at row " + std::to_string(r) + ", column " +
-                               std::to_string(c) + " is not finite",
-                           static_cast<double>(unit_(r, c)));
-        }
-      }
+    const auto n = static_cast<std::size_t>(unit_.size());
+    if (const std::size_t k = io::detail::first_non_finite(unit_.data(), n); k < n) {
+      const auto cols = static_cast<std::size_t>(unit_.cols());
+      throw ValueError("Neighbours: table value at row " + std::to_string(k / cols) + ", column " +
+                           std::to_string(k % cols) + " is not finite",
+                       static_cast<double>(unit_.data()[k]));
     }
     norms_ = unit_.rowwise().norm();
     normalize_rows(unit_);
@@ -320,12 +297,10 @@ class Neighbours {
   }
 
   static void check_finite_query(const RowMatrix<T>& q, const char* where) {
-    for (Index i = 0; i < q.size(); ++i) {
-      if (!std::isfinite(q.data()[i])) {
-        throw ValueError(
-            std::string(where) + ": query value " + std::to_string(i) + " is not finite",
-            static_cast<double>(q.data()[i]));
-      }
+    const auto n = static_cast<std::size_t>(q.size());
+    if (const std::size_t i = io::detail::first_non_finite(q.data(), n); i < n) {
+      throw ValueError(std::string(where) + ": query value " + std::to_string(i) + " is not finite",
+                       static_cast<double>(q.data()[i]));
     }
   }
 
@@ -345,11 +320,6 @@ class Neighbours {
     }
     check(options.exclude, where);
     return options.restrict_to == 0 ? vocab_size() : options.restrict_to;
-  }
-
-  static std::vector<TokenId> sorted(std::vector<TokenId> ids) {
-    std::sort(ids.begin(), ids.end());
-    return ids;
   }
 
   static bool better(const Neighbour<T>& a, const Neighbour<T>& b) noexcept {

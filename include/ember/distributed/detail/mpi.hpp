@@ -1,5 +1,5 @@
-/// MPI helpers for ember's distributed components: datatype mapping, a row datatype, and the error
-/// agreement that makes every rank throw the same exception before any data exchange.
+/// MPI helpers for ember's distributed components: owned communicators and row datatypes, and the
+/// error agreement that makes every rank throw the same exception before any data exchange.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -20,23 +20,6 @@
 
 namespace ember::inline EMBER_ISA::distributed::detail {
 
-/// The MPI datatype of a scalar ember stores or sends.
-template <class T>
-[[nodiscard]] MPI_Datatype mpi_type() noexcept {
-  if constexpr (std::is_same_v<T, float>) {
-    return MPI_FLOAT;
-  } else if constexpr (std::is_same_v<T, double>) {
-    return MPI_DOUBLE;
-  } else if constexpr (std::is_same_v<T, std::int64_t>) {
-    return MPI_INT64_T;
-  } else if constexpr (std::is_same_v<T, int>) {
-    return MPI_INT;
-  } else {
-    static_assert(ember::detail::always_false<T>, "ember: no MPI datatype for this scalar");
-    return MPI_DATATYPE_NULL;
-  }
-}
-
 /// Throws std::runtime_error naming `what` unless an MPI call returned MPI_SUCCESS. (MPI's default
 /// handler aborts first; this matters only under MPI_ERRORS_RETURN.)
 inline void check_mpi(int code, const char* what) {
@@ -49,38 +32,44 @@ inline void check_mpi(int code, const char* what) {
   }
 }
 
-/// A committed MPI datatype of `d` contiguous T: one table row, so counts and displacements of the
-/// row exchanges are in rows and stay far below INT_MAX. Move-only; frees the type unless MPI has
-/// already been finalized.
-class RowType {
+/// An MPI object ember created (a duplicated communicator, a committed datatype), released with
+/// `Free` unless MPI has already been finalized. Move-only.
+template <class H, int (*Free)(H*)>
+class Handle {
  public:
-  RowType() = default;
-  RowType(MPI_Datatype scalar, Index d) {
-    check_mpi(MPI_Type_contiguous(static_cast<int>(d), scalar, &type_), "MPI_Type_contiguous");
-    check_mpi(MPI_Type_commit(&type_), "MPI_Type_commit");
-  }
-  RowType(const RowType&) = delete;
-  RowType& operator=(const RowType&) = delete;
-  RowType(RowType&& other) noexcept : type_(std::exchange(other.type_, MPI_DATATYPE_NULL)) {}
-  RowType& operator=(RowType&& other) noexcept {
-    if (this != &other) {
-      release();
-      type_ = std::exchange(other.type_, MPI_DATATYPE_NULL);
-    }
-    return *this;
-  }
-  ~RowType() { release(); }
-  [[nodiscard]] MPI_Datatype get() const noexcept { return type_; }
-
- private:
-  void release() noexcept {
+  explicit Handle(H handle) noexcept : handle_(handle) {}
+  Handle(Handle&& other) noexcept
+      : handle_(other.handle_), owned_(std::exchange(other.owned_, false)) {}
+  Handle& operator=(Handle&&) = delete;
+  ~Handle() {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (type_ != MPI_DATATYPE_NULL && !finalized) MPI_Type_free(&type_);
-    type_ = MPI_DATATYPE_NULL;
+    if (owned_ && !finalized) Free(&handle_);
   }
-  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+  [[nodiscard]] H get() const noexcept { return handle_; }
+
+ private:
+  H handle_;
+  bool owned_ = true;
 };
+
+/// A duplicate of `comm`, so ember's messages never mix with the caller's.
+inline Handle<MPI_Comm, MPI_Comm_free> duplicate(MPI_Comm comm) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup");
+  return Handle<MPI_Comm, MPI_Comm_free>(dup);
+}
+
+/// A committed MPI datatype of `d` contiguous T (float or double): one table row, so counts and
+/// displacements of the row exchanges are in rows and stay far below INT_MAX.
+template <Scalar T>
+Handle<MPI_Datatype, MPI_Type_free> row_type(Index d) {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  const MPI_Datatype scalar = std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
+  check_mpi(MPI_Type_contiguous(static_cast<int>(d), scalar, &type), "MPI_Type_contiguous");
+  check_mpi(MPI_Type_commit(&type), "MPI_Type_commit");
+  return Handle<MPI_Datatype, MPI_Type_free>(type);
+}
 
 /// What went wrong on one rank, in a fixed-size record that can be broadcast as bytes.
 struct ErrorRecord {
@@ -110,31 +99,28 @@ template <class F>
   ErrorRecord rec;
   try {
     check();
-  } catch (const IndexError& e) {
-    rec.kind = ErrorRecord::index;
-    rec.a = static_cast<std::int64_t>(e.position());
-    rec.b = e.value();
-    rec.c = e.bound();
-    copy_text(rec.message, e.what());
-  } catch (const ShapeError& e) {
-    rec.kind = ErrorRecord::shape;
-    rec.dimension = e.dimension();
-    rec.a = static_cast<std::int64_t>(e.expected());
-    rec.b = static_cast<std::int64_t>(e.actual());
-    copy_text(rec.message, e.what());
-  } catch (const ValueError& e) {
-    rec.kind = ErrorRecord::value;
-    rec.real = e.value();
-    copy_text(rec.message, e.what());
-  } catch (const FormatError& e) {
-    rec.kind = ErrorRecord::format;
-    rec.dimension = e.is_line() ? 1 : 0;
-    rec.a = static_cast<std::int64_t>(e.offset());
-    copy_text(rec.message, e.what());
-    copy_text(rec.path, e.path());
   } catch (const std::exception& e) {
     rec.kind = ErrorRecord::other;
     copy_text(rec.message, e.what());
+    if (const auto* x = dynamic_cast<const IndexError*>(&e)) {
+      rec.kind = ErrorRecord::index;
+      rec.a = static_cast<std::int64_t>(x->position());
+      rec.b = x->value();
+      rec.c = x->bound();
+    } else if (const auto* y = dynamic_cast<const ShapeError*>(&e)) {
+      rec.kind = ErrorRecord::shape;
+      rec.dimension = y->dimension();
+      rec.a = static_cast<std::int64_t>(y->expected());
+      rec.b = static_cast<std::int64_t>(y->actual());
+    } else if (const auto* z = dynamic_cast<const ValueError*>(&e)) {
+      rec.kind = ErrorRecord::value;
+      rec.real = z->value();
+    } else if (const auto* f = dynamic_cast<const FormatError*>(&e)) {
+      rec.kind = ErrorRecord::format;
+      rec.dimension = f->is_line() ? 1 : 0;
+      rec.a = static_cast<std::int64_t>(f->offset());
+      copy_text(rec.path, f->path());
+    }
   } catch (...) {
     rec.kind = ErrorRecord::other;
     copy_text(rec.message, "ember: unknown exception during validation");

@@ -23,11 +23,9 @@
 
 namespace ember::inline EMBER_ISA::io::detail {
 
-/// Fault injection for AtomicFile, a test seam (detail API: no stability promise). While a
-/// ScopedWriteFault is alive on a thread, every AtomicFile written *on that thread* fails the way
-/// it describes; other threads and all code outside such a scope are unaffected (the only cost is
-/// one thread-local pointer test per flushed buffer). ember's tests use it to prove that an
-/// interrupted save reports a FormatError and leaves the previous file intact.
+/// Fault injection for AtomicFile, a test seam (detail API): while a ScopedWriteFault is alive on
+/// a thread, every AtomicFile written on that thread fails the way it describes (the cost
+/// elsewhere: one thread-local pointer test per flushed buffer).
 struct WriteFault {
   /// The write that would take the file past this many bytes writes up to the limit, then fails
   /// with `error` (a short write followed by an error, as a full disk does).
@@ -63,12 +61,10 @@ class ScopedWriteFault {
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path) : path_(std::move(path)) {
-    std::string tmpl = path_ + ".tmp.XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    fd_ = ::mkstemp(buf.data());
+    std::string tmp = path_ + ".tmp.XXXXXX";
+    fd_ = ::mkstemp(tmp.data());
     if (fd_ < 0) fail("cannot create temporary file");
-    tmp_path_.assign(buf.data());
+    tmp_path_ = std::move(tmp);
     // mkstemp creates 0600; give the file the target's mode if it exists, else rw-r--r--.
     struct stat st {};
     const ::mode_t mode = ::stat(path_.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
@@ -97,30 +93,24 @@ class AtomicFile {
     } else {
       buffer_.insert(buffer_.end(), p, p + n);
     }
-    written_ += n;
   }
   void write(std::string_view s) { write(s.data(), s.size()); }
-
-  /// Bytes written so far.
-  [[nodiscard]] std::size_t offset() const noexcept { return written_; }
 
   /// Flushes, fsyncs and renames the temporary file onto the target.
   void commit() {
     flush_buffer();
     const WriteFault* fault = active_write_fault;
-    if (fault != nullptr && fault->fail_fsync) {
-      errno = EIO;
-      fail("cannot flush (fsync) temporary file");
-    }
-    if (::fsync(fd_) != 0) fail("cannot flush (fsync) temporary file");
+    const bool fsync_fault = fault != nullptr && fault->fail_fsync;
+    if (fsync_fault) errno = EIO;
+    if (fsync_fault || ::fsync(fd_) != 0) fail("cannot flush (fsync) temporary file");
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) fail("cannot close temporary file");
-    if (fault != nullptr && fault->fail_rename) {
-      errno = EXDEV;
+    const bool rename_fault = fault != nullptr && fault->fail_rename;
+    if (rename_fault) errno = EXDEV;
+    if (rename_fault || std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
       fail("cannot rename temporary file");
     }
-    if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) fail("cannot rename temporary file");
     committed_ = true;
   }
 
@@ -133,12 +123,11 @@ class AtomicFile {
   }
   void write_all(const unsigned char* p, std::size_t n) {
     const WriteFault* fault = active_write_fault;
-    bool inject = false;
-    if (fault != nullptr &&
-        n > fault->fail_after_bytes - std::min(on_disk_, fault->fail_after_bytes)) {
-      n = fault->fail_after_bytes - std::min(on_disk_, fault->fail_after_bytes);
-      inject = true;
-    }
+    const std::size_t room =
+        fault == nullptr ? n
+                         : fault->fail_after_bytes - std::min(on_disk_, fault->fail_after_bytes);
+    const bool inject = n > room;
+    if (inject) n = room;
     while (n > 0) {
       const ::ssize_t k = ::write(fd_, p, n);
       if (k < 0) {
@@ -165,7 +154,6 @@ class AtomicFile {
   std::string tmp_path_;
   int fd_ = -1;
   bool committed_ = false;
-  std::size_t written_ = 0;  // bytes accepted by write()
   std::size_t on_disk_ = 0;  // bytes handed to ::write() successfully
   std::vector<unsigned char> buffer_;
 };

@@ -3,9 +3,9 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
-#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -15,18 +15,6 @@ namespace ember::inline EMBER_ISA::io::detail {
 
 /// True when the host stores multi-byte numbers least significant byte first.
 inline constexpr bool host_is_little_endian = std::endian::native == std::endian::little;
-
-/// Reverses the bytes of each of `count` elements of `size` bytes at `data`, in place.
-inline void byteswap_elements(unsigned char* data, std::size_t count, std::size_t size) noexcept {
-  for (std::size_t i = 0; i < count; ++i) {
-    unsigned char* e = data + i * size;
-    for (std::size_t a = 0, b = size - 1; a < b; ++a, --b) {
-      const unsigned char t = e[a];
-      e[a] = e[b];
-      e[b] = t;
-    }
-  }
-}
 
 /// Reads an unsigned little-endian integer of sizeof(U) bytes from possibly unaligned memory.
 template <class U>
@@ -51,7 +39,7 @@ template <class V>
   static_assert(std::is_trivially_copyable_v<V>);
   unsigned char buf[sizeof(V)];
   std::memcpy(buf, p, sizeof(V));
-  if (little_endian != host_is_little_endian) byteswap_elements(buf, 1, sizeof(V));
+  if (little_endian != host_is_little_endian) std::reverse(buf, buf + sizeof(V));
   V v;
   std::memcpy(&v, buf, sizeof(V));
   return v;
@@ -62,7 +50,7 @@ template <class V>
 void store_value_le(unsigned char* p, V v) noexcept {
   static_assert(std::is_trivially_copyable_v<V>);
   std::memcpy(p, &v, sizeof(V));
-  if (!host_is_little_endian) byteswap_elements(p, 1, sizeof(V));
+  if (!host_is_little_endian) std::reverse(p, p + sizeof(V));
 }
 
 }  // namespace ember::inline EMBER_ISA::io::detail

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ember/config.hpp"
+#include "ember/detail/prefetch.hpp"
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
 
@@ -33,6 +34,8 @@ class RowState {
   [[nodiscard]] Index size() const noexcept { return static_cast<Index>(row_of_slot_.size()); }
   /// Values per row and plane.
   [[nodiscard]] Index width() const noexcept { return width_; }
+  /// Number of planes (arrays of `width()` values per row).
+  [[nodiscard]] int planes() const noexcept { return static_cast<int>(planes_.size()); }
   /// The slot of `row`, or -1 if it has no state.
   [[nodiscard]] Index slot(Index row) const noexcept {
     if (row < 0 || row >= static_cast<Index>(slot_of_row_.size())) return -1;
@@ -79,6 +82,12 @@ class RowState {
     if (vocab < vocab_ && !row_of_slot_.empty()) compact_below(vocab);
     vocab_ = vocab;
     if (!slot_of_row_.empty()) slot_of_row_.resize(static_cast<std::size_t>(vocab), -1);
+  }
+
+  /// Asks for the slot map entry of `row` ahead of an ensure(row) (a hint; valid row < vocab).
+  void prefetch_slot(Index row) const noexcept {
+    if (!slot_of_row_.empty())
+      ember::detail::prefetch_row(&slot_of_row_[static_cast<std::size_t>(row)], 4, 4);
   }
 
   /// The slot of `row`, creating zeroed state for it if needed (valid row < vocab).

@@ -1,5 +1,6 @@
-// Helpers for the MPI tests: the world, deterministic per-rank batches (identical on every rank,
-// so each rank can rebuild every other rank's batch), and single-process references.
+// Helpers for the MPI tests of ShardedEmbedding (distributed/sharded_embedding.hpp) and its
+// checkpoints: the world, deterministic per-rank batches (identical on every rank, so each rank
+// can rebuild every other rank's batch), and single-process references.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -109,12 +110,6 @@ ember::RowMatrix<T> reference_sgd_step(const ember::RowMatrix<T>& table, int wor
     w.row(grad.rows()[static_cast<std::size_t>(k)]) -= lr * grad.values().row(k);
   }
   return w;
-}
-
-/// Exact equality of two matrices of the same shape.
-template <class T>
-bool bit_equal(const ember::RowMatrix<T>& a, const ember::RowMatrix<T>& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() && (a.array() == b.array()).all();
 }
 
 }  // namespace ember_test

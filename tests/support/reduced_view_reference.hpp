@@ -1,6 +1,6 @@
-/// Slow references for the 16-bit views: a lookup written element by element from the stored
-/// bits (decoded without Eigen's conversion), and the byte range a pointer must lie in to be a
-/// zero-copy view of a mapped file.
+// Slow references for the 16-bit tables and views (reduced.hpp, reduced_view.hpp): a lookup
+// written element by element from the stored bits (decoded without Eigen's conversion), and the
+// byte range a pointer must lie in to be a zero-copy view of a mapped file.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -13,7 +13,7 @@
 
 #include <Eigen/Core>
 
-#include "ember/types.hpp"
+#include <ember/types.hpp>
 
 namespace ember_test {
 

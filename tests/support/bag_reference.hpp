@@ -1,12 +1,15 @@
-// The plain EmbeddingBag backwards that EmbeddingBag used before it built rows inside the
-// accumulation (SparseRowGrad::accumulate_indirect for sum/mean, accumulate_rows_of with
-// MaxBagRows for max): materialise one gradient row per pooled id or per (bag, winning id), then
-// SparseRowGrad::accumulate. Tests compare the direct paths against them bit for bit.
+// Plain references for EmbeddingBag (bag.hpp). Forward: each bag a loop over one-row lookups.
+// Backward: the plain backwards EmbeddingBag used before it built rows inside the accumulation
+// (SparseRowGrad::accumulate_indirect for sum/mean, accumulate_rows_of with MaxBagRows for max):
+// materialise one gradient row per pooled id or per (bag, winning id), then
+// SparseRowGrad::accumulate. Tests compare the direct paths against them bit for bit. Also a
+// random bag batch and the bitwise comparison of two bag gradients.
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <span>
 #include <utility>
@@ -18,9 +21,52 @@
 
 #include <catch2/catch.hpp>
 
-#include "support/reference.hpp"
+#include "support/matrix_compare.hpp"
 
 namespace ember_test {
+
+using ember::Index;
+using ember::RowMatrix;
+using ember::RowVector;
+using ember::TokenId;
+
+// ---- forward ------------------------------------------------------------------------------------
+
+/// Bag b is positions [bounds[b], bounds[b+1]). mode 0 = sum, 1 = mean, 2 = max. Each row is
+/// fetched with a one-id lookup loop (table.row(id)), padding ids skipped, empty bags zero.
+template <class T>
+RowMatrix<T> bag_reference(const RowMatrix<T>& table, const std::vector<TokenId>& ids,
+                           const std::vector<Index>& bounds, int mode,
+                           const std::vector<T>& weights = {}, TokenId padding = -1) {
+  const auto bags = static_cast<Index>(bounds.size()) - 1;
+  RowMatrix<T> out = RowMatrix<T>::Zero(bags, table.cols());
+  for (Index b = 0; b < bags; ++b) {
+    std::vector<RowVector<T>> rows;
+    std::vector<T> w;
+    for (Index i = bounds[static_cast<std::size_t>(b)]; i < bounds[static_cast<std::size_t>(b + 1)];
+         ++i) {
+      const TokenId id = ids[static_cast<std::size_t>(i)];
+      if (id == padding) continue;
+      rows.push_back(table.row(static_cast<Index>(id)));
+      w.push_back(weights.empty() ? T(1) : weights[static_cast<std::size_t>(i)]);
+    }
+    if (rows.empty()) continue;
+    for (Index c = 0; c < table.cols(); ++c) {
+      if (mode == 2) {
+        T m = -std::numeric_limits<T>::infinity();
+        for (const auto& r : rows) m = std::max(m, r[c]);
+        out(b, c) = m;
+      } else {
+        T s = 0;
+        for (std::size_t k = 0; k < rows.size(); ++k) s += w[k] * rows[k][c];
+        out(b, c) = mode == 1 ? s / static_cast<T>(rows.size()) : s;
+      }
+    }
+  }
+  return out;
+}
+
+// ---- backward -----------------------------------------------------------------------------------
 
 /// The gradient rows of a sum/mean bag backward: for each pooled position i of bag b (ids equal
 /// to skip_row left out), rows_out gets grad_out[b] · coefficient (the sample weight if weights
@@ -54,8 +100,8 @@ void bag_grad_rows_reference(std::span<const ember::TokenId> ids,
   }
 }
 
-/// EmbeddingBag::backward for sum and mean the plain way: bag_grad_rows_reference, then accumulate with
-/// the table's scale_grad_by_freq.
+/// EmbeddingBag::backward for sum and mean the plain way: bag_grad_rows_reference, then accumulate
+/// with the table's scale_grad_by_freq.
 template <class T>
 void bag_backward_reference(const ember::EmbeddingBag<T>& bag, std::span<const ember::TokenId> ids,
                             std::span<const ember::Index> bounds,
@@ -109,10 +155,6 @@ void bag_max_backward_reference(const ember::EmbeddingBag<T>& bag, const ember::
   bag_max_grad_rows_reference(argmax, grad_out, rows, values);
   grad.accumulate(rows, values, T(1), bag.vocab_size());
 }
-
-}  // namespace ember_test
-
-namespace ember_test {
 
 /// A random bag batch for backward comparisons: `bags` bags of 0..2·mean_len ids (some empty),
 /// ids drawn from a small vocabulary so rows repeat within and across bags, the padding id

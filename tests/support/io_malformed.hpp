@@ -1,10 +1,11 @@
-// The malformed-file corpus of tests/test_malformed_files.cpp: valid files of every format ember
-// reads, built in memory with their section boundaries, and the helper that checks a loader
-// rejects a bad file with a FormatError naming the file and the byte offset or line.
+// The malformed-file corpus of tests/test_malformed_files.cpp, for the loaders of io/ (npy,
+// word2vec, GloVe, safetensors, vocabulary): valid files of every format ember reads, built in
+// memory with their section boundaries, and the helpers that check a loader rejects a bad file
+// with a FormatError naming the file and the byte offset or line.
 #pragma once
 
 #include <cstdint>
-#include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -12,20 +13,13 @@
 
 #include <catch2/catch.hpp>
 
-#include "ember/errors.hpp"
+#include <ember/errors.hpp>
+
 #include "support/io_files.hpp"
 
 namespace ember_test {
 
 using Bytes = std::vector<unsigned char>;
-
-/// Little-endian bytes of a trivially copyable value.
-template <class V>
-Bytes le_bytes(V v) {
-  Bytes b(sizeof(V));
-  std::memcpy(b.data(), &v, sizeof(V));
-  return b;
-}
 
 inline Bytes cat(std::initializer_list<Bytes> parts) {
   Bytes out;

@@ -1,0 +1,689 @@
+/// TableBatchedBags<X>: the bags of many features over many tables in one call - one forward into
+/// a B x (sum of widths) output and one backward, fused with the optimizers if asked, that runs
+/// the tables in parallel (FBGEMM's table-batched embedding, TorchRec's EmbeddingBagCollection).
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <exception>
+#include <numeric>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "ember/bag.hpp"
+#include "ember/check.hpp"
+#include "ember/config.hpp"
+#include "ember/detail/bag_pool.hpp"
+#include "ember/detail/checks.hpp"
+#include "ember/detail/parallel.hpp"
+#include "ember/detail/table_ref.hpp"
+#include "ember/embedding.hpp"
+#include "ember/errors.hpp"
+#include "ember/optim/detail/fused_access.hpp"
+#include "ember/optim/fused_options.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/table.hpp"
+#include "ember/types.hpp"
+
+namespace ember::inline EMBER_ISA {
+
+/// One feature of a TableBatchedBags: the table its ids index and how its bags pool.
+struct BagFeature {
+  Index table = 0;              ///< index of the table in the collection
+  BagMode mode = BagMode::sum;  ///< sum, mean or max
+  bool weighted = false;        ///< sum only: each row times its per_sample_weights entry
+};
+
+/// A collection of tables (any vocabulary sizes and widths) and the features that look them up,
+/// pooled in one call into out[B, W], W = the sum of the features' widths, feature f at columns
+/// [column(f), column(f) + its table's d_model) in feature order. Several features may share a
+/// table (a user id and a "viewed by" id over one table): their rows then accumulate into one
+/// gradient, and a fused step updates each row once.
+///
+/// Input layout (FBGEMM's): `indices` holds every feature's ids, feature after feature;
+/// `offsets[F·B + 1]` gives bag b of feature f as indices[offsets[f·B + b] .. offsets[f·B + b + 1])
+/// (non-decreasing from 0 to n), or `lengths[F·B]` its number of ids. Each feature pools as
+/// EmbeddingBag does in its mode (a table's padding row left out, empty bags give zeros), with
+/// the same bits: a feature's columns equal EmbeddingBag<X>(table, mode).forward on its bags.
+///
+/// Backward: the gradient of each table (std::vector<SparseRowGrad>, one per table), or fused
+/// with one optimizer per table (backward_step): each table's distinct rows are summed over all
+/// the features that read it and stepped at once. Tables run in parallel when there are enough
+/// of them, otherwise each one's rows do. A table's frequency scaling counts its ids over all its
+/// features.
+///
+/// Tables: Embedding<T> for a scalar X, else any ember table (HalfEmbedding, QuantizedEmbedding,
+/// views) for inference lookups; backward and backward_step need Embedding tables.
+///
+/// Example (two tables, three features; B = 2):
+/// ```cpp
+/// std::vector<ember::Embedding<float>> tables;
+/// tables.emplace_back(1000, 16, 1);                      // users
+/// tables.emplace_back(50, 8, 2);                         // categories
+/// ember::TableBatchedBags<float> tbe(std::move(tables),
+///     {{.table = 0}, {.table = 1, .mode = ember::BagMode::mean}, {.table = 0}});
+/// std::vector<int> indices{3, 7, 1, 2, 2, 9, 12, 40};   // feature 0: {3}, {7}; 1: {1, 2}, {2}; 2:
+/// {9, 12}, {40} std::vector<int> offsets{0, 1, 2, 4, 5, 7, 8}; ember::RowMatrix<float> out =
+/// tbe.forward(indices, offsets);   // 2 x (16 + 8 + 16)
+/// ```
+template <class X = float>
+class TableBatchedBags {
+ public:
+  /// The type of every table of the collection.
+  using Table = bag_table_t<X>;
+  static_assert(EmbeddingTable<Table>,
+                "ember::TableBatchedBags<X>: X must be float, double or an ember table type");
+  /// The value type of the pooled rows (float for every reduced or quantized table).
+  using Scalar = typename Table::Value;
+
+ private:
+  using T = Scalar;
+
+ public:
+  /// The tables and the features over them.
+  /// Throws:  ValueError if there is no table or no feature, or a weighted feature is not in sum
+  ///          mode; IndexError if a feature names a table outside [0, tables.size()).
+  TableBatchedBags(std::vector<Table> tables, std::vector<BagFeature> features)
+      : tables_(std::move(tables)), features_(std::move(features)) {
+    init();
+  }
+
+  /// One feature per table, table t read by feature t, all pooling in `mode`.
+  /// Throws:  ValueError if there is no table.
+  TableBatchedBags(std::vector<Table> tables, BagMode mode) : tables_(std::move(tables)) {
+    for (std::size_t t = 0; t < tables_.size(); ++t)
+      features_.push_back({static_cast<Index>(t), mode, false});
+    init();
+  }
+
+  /// Number of tables.
+  [[nodiscard]] Index num_tables() const noexcept { return static_cast<Index>(tables_.size()); }
+  /// Number of features F.
+  [[nodiscard]] Index num_features() const noexcept { return static_cast<Index>(features_.size()); }
+  /// Columns of the output: the sum of the features' widths.
+  [[nodiscard]] Index width() const noexcept { return columns_.back(); }
+  /// The first output column of feature f. Precondition: f in [0, num_features()).
+  [[nodiscard]] Index column(Index f) const noexcept {
+    return columns_[static_cast<std::size_t>(f)];
+  }
+  /// Feature f. Precondition: f in [0, num_features()).
+  [[nodiscard]] const BagFeature& feature(Index f) const noexcept {
+    return features_[static_cast<std::size_t>(f)];
+  }
+  /// Table t (for its optimizer, padding row, I/O). Precondition: t in [0, num_tables()).
+  [[nodiscard]] const Table& table(Index t) const noexcept {
+    return tables_[static_cast<std::size_t>(t)];
+  }
+  /// Table t, writable.
+  [[nodiscard]] Table& table(Index t) noexcept { return tables_[static_cast<std::size_t>(t)]; }
+
+  // ---- forward --------------------------------------------------------------------------------
+
+  /// Pools every feature's bags. Returns B x width().
+  ///
+  /// Shapes:  indices[n], offsets[F·B + 1], per_sample_weights[n] (with a weighted feature;
+  ///          only the weighted features' entries are read) -> out[B, W].
+  /// Throws:  ShapeError if offsets' size is not F·B + 1 for some B >= 0 or per_sample_weights
+  ///          has not n entries; ValueError if offsets[0] != 0, offsets decrease, the last is not
+  ///          n, or per_sample_weights are given without a weighted feature; IndexError if an id
+  ///          is outside its feature's table. Nothing is written when it throws.
+  /// Complexity: O(n·d + B·W); each feature's bags split across threads.
+  template <class R, class O>
+  [[nodiscard]] RowMatrix<T> forward(const R& indices, const O& offsets,
+                                     std::span<const T> per_sample_weights = {}) const {
+    const Layout layout = from_offsets(indices, offsets, "TableBatchedBags::forward");
+    RowMatrix<T> out(layout.batch, width());
+    forward_impl(indices, layout, out, per_sample_weights, nullptr, "TableBatchedBags::forward");
+    return out;
+  }
+
+  /// forward into out (B x width(), may be a block); with a max feature, `argmax` (if given) is
+  /// resized to F entries and entry f of a max feature to B x d, receiving the winning id of each
+  /// element (-1 for an empty bag), as EmbeddingBag::forward records it for its backward.
+  /// Throws:  as forward, and ShapeError if out is not B x width().
+  template <class R, class O>
+  void forward(const R& indices, const O& offsets, Eigen::Ref<RowMatrix<T>> out,
+               std::span<const T> per_sample_weights = {},
+               std::vector<BagArgmax>* argmax = nullptr) const {
+    const Layout layout = from_offsets(indices, offsets, "TableBatchedBags::forward");
+    forward_impl(indices, layout, out, per_sample_weights, argmax, "TableBatchedBags::forward");
+  }
+
+  /// forward with bag sizes: bag b of feature f has lengths[f·B + b] ids.
+  /// Throws:  ShapeError if lengths' size is not a multiple of F or they do not sum to n;
+  ///          ValueError for a negative length; otherwise as forward.
+  template <class R, class L>
+  [[nodiscard]] RowMatrix<T> forward_lengths(const R& indices, const L& lengths,
+                                             std::span<const T> per_sample_weights = {}) const {
+    constexpr const char* where = "TableBatchedBags::forward_lengths";
+    const Layout layout = from_lengths(indices, lengths, where);
+    RowMatrix<T> out(layout.batch, width());
+    forward_impl(indices, layout, out, per_sample_weights, nullptr, where);
+    return out;
+  }
+
+  /// forward_lengths into out, with the optional argmax of max features.
+  template <class R, class L>
+  void forward_lengths(const R& indices, const L& lengths, Eigen::Ref<RowMatrix<T>> out,
+                       std::span<const T> per_sample_weights = {},
+                       std::vector<BagArgmax>* argmax = nullptr) const {
+    constexpr const char* where = "TableBatchedBags::forward_lengths";
+    const Layout layout = from_lengths(indices, lengths, where);
+    forward_impl(indices, layout, out, per_sample_weights, argmax, where);
+  }
+
+  // ---- backward -------------------------------------------------------------------------------
+
+  /// Accumulates each table's gradient of forward(indices, offsets) into grads[t] (resized to
+  /// num_tables() if empty): each feature's bags contribute as in EmbeddingBag::backward, all
+  /// features of a table summed into one gradient row per distinct id (in feature, then position
+  /// order). With a table read by one feature only, grads[t] equals that EmbeddingBag's backward
+  /// bit for bit.
+  ///
+  /// Shapes:  as forward; grad_out[B, W]; argmax as recorded by forward (max features).
+  /// Throws:  as forward; ShapeError if grad_out is not B x W, grads has neither 0 nor
+  ///          num_tables() entries, a gradient is bound to another shape than its table, or an
+  ///          argmax entry is not B x d; StateError if a max feature has no argmax or its table
+  ///          scales gradients by frequency; IndexError for an argmax id outside [-1, V).
+  ///          Nothing changes when it throws.
+  /// Complexity: O(n + u log u + n·d) over all tables for u distinct (table, id) pairs.
+  template <class R, class O>
+  requires std::same_as<Table, Embedding<T>>
+  void backward(const R& indices, const O& offsets, const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                std::vector<SparseRowGrad<T>>& grads, std::span<const T> per_sample_weights = {},
+                const std::vector<BagArgmax>* argmax = nullptr) {
+    constexpr const char* where = "TableBatchedBags::backward";
+    const Layout layout = from_offsets(indices, offsets, where);
+    backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
+                  accumulate_into(grads, where));
+  }
+
+  /// backward of forward_lengths(indices, lengths). Throws: as backward and forward_lengths.
+  template <class R, class L>
+  requires std::same_as<Table, Embedding<T>>
+  void backward_lengths(const R& indices, const L& lengths,
+                        const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                        std::vector<SparseRowGrad<T>>& grads,
+                        std::span<const T> per_sample_weights = {},
+                        const std::vector<BagArgmax>* argmax = nullptr) {
+    constexpr const char* where = "TableBatchedBags::backward_lengths";
+    const Layout layout = from_lengths(indices, lengths, where);
+    backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
+                  accumulate_into(grads, where));
+  }
+
+  /// The backward fused with a step of optimizers[t] on each table t (any ember::optim
+  /// optimizer type, one object per table: their state is per table). Bit-identical to
+  /// `backward(indices, offsets, grad_out, grads, ...)` with empty grads followed by
+  /// `optimizers[t].step(table(t), grads[t])` for every t, for any thread count (with `fused`
+  /// at its defaults). Every optimizer counts a step, also one whose table got no ids.
+  ///
+  /// Shapes:  as backward; optimizers[num_tables()].
+  /// Throws:  as backward; ShapeError if optimizers has not num_tables() entries; StateError if
+  ///          a table is frozen; ValueError for a bad `fused` option (or, with an optimizer's
+  ///          check_finite, a non-finite grad_out element). Nothing changes when it throws.
+  /// Complexity: as backward, plus the update of the distinct rows.
+  template <class R, class O, class Opt>
+  requires std::same_as<Table, Embedding<T>>
+  void backward_step(const R& indices, const O& offsets,
+                     const Eigen::Ref<const RowMatrix<T>>& grad_out, std::span<Opt> optimizers,
+                     std::span<const T> per_sample_weights = {},
+                     const std::vector<BagArgmax>* argmax = nullptr,
+                     const optim::FusedStepOptions& fused = {}) {
+    constexpr const char* where = "TableBatchedBags::backward_step";
+    const Layout layout = from_offsets(indices, offsets, where);
+    backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
+                  step_with(optimizers, grad_out, fused, where));
+  }
+
+  /// backward_step of forward_lengths(indices, lengths). Throws: as backward_step and
+  /// forward_lengths.
+  template <class R, class L, class Opt>
+  requires std::same_as<Table, Embedding<T>>
+  void backward_step_lengths(const R& indices, const L& lengths,
+                             const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                             std::span<Opt> optimizers, std::span<const T> per_sample_weights = {},
+                             const std::vector<BagArgmax>* argmax = nullptr,
+                             const optim::FusedStepOptions& fused = {}) {
+    constexpr const char* where = "TableBatchedBags::backward_step_lengths";
+    const Layout layout = from_lengths(indices, lengths, where);
+    backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
+                  step_with(optimizers, grad_out, fused, where));
+  }
+
+ private:
+  /// The validated shape of a call: B and the absolute bag bounds, bounds[f·B + b] the first
+  /// position of bag b of feature f (F·B + 1 entries, the last n).
+  struct Layout {
+    Index batch = 0;
+    std::vector<Index> bounds;
+  };
+
+  /// What one table's backward accumulates: its positions over all its features, in feature and
+  /// then position order (a max feature's positions are its (bag, winner) pairs).
+  struct TableRows {
+    std::vector<TokenId> ids;
+    std::vector<Index> src;           // offset of the position's grad_out segment
+    std::vector<T> coef;              // empty: every coefficient is 1
+    std::vector<const TokenId*> won;  // empty: no max feature
+  };
+
+  void init() {
+    constexpr const char* where = "TableBatchedBags";
+    if (tables_.empty() || features_.empty()) {
+      throw ValueError(std::string(where) + ": needs at least one table and one feature, got " +
+                           std::to_string(tables_.size()) + " tables and " +
+                           std::to_string(features_.size()) + " features",
+                       0.0);
+    }
+    Index column = 0;
+    for (std::size_t f = 0; f < features_.size(); ++f) {
+      const BagFeature& feat = features_[f];
+      const auto nt = static_cast<Index>(tables_.size());
+      if (feat.table < 0 || feat.table >= nt) {
+        throw IndexError(std::string(where) + ": feature " + std::to_string(f) + " names table " +
+                             std::to_string(feat.table) + ", outside [0, " + std::to_string(nt) +
+                             ")",
+                         static_cast<Index>(f), feat.table, nt);
+      }
+      if (feat.weighted && feat.mode != BagMode::sum) {
+        throw ValueError(std::string(where) + ": feature " + std::to_string(f) +
+                             " is weighted, which needs mode='sum' (got mode='" +
+                             to_string(feat.mode) + "')",
+                         static_cast<double>(f));
+      }
+      columns_.push_back(column);
+      column += table(feat.table).d_model();
+    }
+    columns_.push_back(column);
+  }
+
+  [[nodiscard]] Index batch_of(Index entries, const char* what, const char* where) const {
+    const Index f = num_features();
+    if (entries % f != 0) {
+      throw ShapeError(std::string(where) + ": " + what + " has " + std::to_string(entries) +
+                           " entries, not a multiple of the " + std::to_string(f) + " features" +
+                           (std::string(what) == "offsets" ? " (plus 1)" : ""),
+                       0, f, entries);
+    }
+    return entries / f;
+  }
+
+  template <class R, class O>
+  Layout from_offsets(const R& indices, const O& offsets, const char* where) const {
+    const auto n = static_cast<Index>(std::size(indices));
+    return detail::with_ids(offsets, [&](auto off) {
+      const auto m = static_cast<Index>(off.size());
+      if (m == 0) {
+        throw ShapeError(std::string(where) + ": offsets is empty; it needs F·B + 1 entries", 0, 1,
+                         0);
+      }
+      Layout layout;
+      layout.batch = batch_of(m - 1, "offsets", where);
+      layout.bounds.resize(static_cast<std::size_t>(m));
+      for (Index k = 0; k < m; ++k) {
+        const auto o = static_cast<std::int64_t>(off[static_cast<std::size_t>(k)]);
+        const std::int64_t previous = k == 0 ? 0 : layout.bounds[static_cast<std::size_t>(k - 1)];
+        if (o < previous || (k == 0 && o != 0)) {
+          throw ValueError(std::string(where) + ": offsets[" + std::to_string(k) +
+                               "] = " + std::to_string(o) +
+                               (k == 0 ? " must be 0" : " is below the offset before it"),
+                           static_cast<double>(o));
+        }
+        layout.bounds[static_cast<std::size_t>(k)] = static_cast<Index>(o);
+      }
+      if (layout.bounds.back() != n) {
+        throw ValueError(std::string(where) + ": the last offset is " +
+                             std::to_string(layout.bounds.back()) +
+                             ", expected the number of ids " + std::to_string(n),
+                         static_cast<double>(layout.bounds.back()));
+      }
+      return layout;
+    });
+  }
+
+  template <class R, class L>
+  Layout from_lengths(const R& indices, const L& lengths, const char* where) const {
+    const auto n = static_cast<Index>(std::size(indices));
+    return detail::with_ids(lengths, [&](auto len) {
+      const auto m = static_cast<Index>(len.size());
+      Layout layout;
+      layout.batch = batch_of(m, "lengths", where);
+      layout.bounds.resize(static_cast<std::size_t>(m) + 1);
+      layout.bounds[0] = 0;
+      for (Index k = 0; k < m; ++k) {
+        const auto l = static_cast<std::int64_t>(len[static_cast<std::size_t>(k)]);
+        if (l < 0) {
+          throw ValueError(std::string(where) + ": lengths[" + std::to_string(k) +
+                               "] = " + std::to_string(l) + " is negative",
+                           static_cast<double>(l));
+        }
+        layout.bounds[static_cast<std::size_t>(k) + 1] =
+            layout.bounds[static_cast<std::size_t>(k)] + static_cast<Index>(l);
+      }
+      if (layout.bounds.back() != n) {
+        throw ShapeError(std::string(where) + ": the lengths sum to " +
+                             std::to_string(layout.bounds.back()) + ", but there are " +
+                             std::to_string(n) + " ids",
+                         0, n, layout.bounds.back());
+      }
+      return layout;
+    });
+  }
+
+  /// Positions [begin, end) of feature f in the flat indices.
+  [[nodiscard]] std::pair<Index, Index> span_of(const Layout& layout, Index f) const noexcept {
+    const auto k = static_cast<std::size_t>(f * layout.batch);
+    return {layout.bounds[k], layout.bounds[k + static_cast<std::size_t>(layout.batch)]};
+  }
+
+  /// Bag bounds of feature f relative to its first position (B + 1 entries).
+  [[nodiscard]] std::vector<Index> bounds_of(const Layout& layout, Index f) const {
+    const auto k = static_cast<std::ptrdiff_t>(f * layout.batch);
+    std::vector<Index> rel(
+        layout.bounds.begin() + k,
+        layout.bounds.begin() + k + static_cast<std::ptrdiff_t>(layout.batch) + 1);
+    const Index first = rel.front();
+    for (Index& b : rel) b -= first;
+    return rel;
+  }
+
+  [[nodiscard]] TokenId skip_row_of(const Table& t) const noexcept {
+    if constexpr (requires { t.accumulate_options(); }) {
+      return t.accumulate_options().skip_row;
+    } else {
+      return -1;
+    }
+  }
+
+  /// Checks every id against its feature's table and the per-sample weights against n.
+  template <class Id>
+  void check_inputs(std::span<const Id> ids, const Layout& layout, std::span<const T> weights,
+                    const char* where) const {
+    bool any_weighted = false;
+    for (Index f = 0; f < num_features(); ++f) {
+      const Index vocab = table(feature(f).table).vocab_size();
+      any_weighted = any_weighted || feature(f).weighted;
+      const auto [begin, end] = span_of(layout, f);
+      for (Index i = begin; i < end; ++i) {
+        const Id id = ids[static_cast<std::size_t>(i)];
+        if (std::cmp_less(id, 0) || std::cmp_greater_equal(id, vocab)) [[unlikely]] {
+          const auto value = static_cast<std::int64_t>(id);
+          throw IndexError(std::string(where) + ": id " + std::to_string(value) + " at position " +
+                               std::to_string(i) + " (feature " + std::to_string(f) + ", table " +
+                               std::to_string(feature(f).table) + ") is outside [0, " +
+                               std::to_string(vocab) + ")",
+                           i, value, vocab);
+        }
+      }
+    }
+    if (weights.empty()) return;
+    if (!any_weighted) {
+      throw ValueError(
+          std::string(where) + ": per_sample_weights given, but no feature is weighted", 0.0);
+    }
+    detail::check_extent(where, "per_sample_weights", 0, static_cast<Index>(ids.size()),
+                         static_cast<Index>(weights.size()), "the number of ids");
+  }
+
+  template <class R>
+  void forward_impl(const R& indices, const Layout& layout, Eigen::Ref<RowMatrix<T>> out,
+                    std::span<const T> weights, std::vector<BagArgmax>* argmax,
+                    const char* where) const {
+    detail::with_ids(indices, [&](auto ids) {
+      check_inputs(ids, layout, weights, where);
+      detail::check_extent(where, "out", 0, layout.batch, out.rows(), "the batch size");
+      detail::check_extent(where, "out", 1, width(), out.cols(), "width()");
+      if (argmax != nullptr) argmax->assign(static_cast<std::size_t>(num_features()), {});
+      for (Index f = 0; f < num_features(); ++f) {
+        const BagFeature& feat = feature(f);
+        const Table& tab = table(feat.table);
+        const auto [begin, end] = span_of(layout, f);
+        const std::vector<Index> bounds = bounds_of(layout, f);
+        TokenId* am = nullptr;
+        if (argmax != nullptr && feat.mode == BagMode::max) {
+          (*argmax)[static_cast<std::size_t>(f)].resize(layout.batch, tab.d_model());
+          am = (*argmax)[static_cast<std::size_t>(f)].data();
+        }
+        const T* w = feat.weighted && !weights.empty() ? weights.data() + begin : nullptr;
+        const detail::TableRef<T> block{out.data() + column(f), layout.batch, tab.d_model(),
+                                        out.outerStride()};
+        detail::bag_pool(
+            detail::rows_of(tab),
+            ids.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)),
+            std::span<const Index>(bounds), pool_of(feat.mode), w, skip_row_of(tab), block, am);
+      }
+    });
+  }
+
+  static detail::Pool pool_of(BagMode mode) noexcept {
+    return mode == BagMode::sum    ? detail::Pool::sum
+           : mode == BagMode::mean ? detail::Pool::mean
+                                   : detail::Pool::max;
+  }
+
+  /// Checks the argmax of every max feature (recorded, B x d, ids in [-1, V)) and that its table
+  /// does not scale gradients by frequency.
+  void check_argmax(const std::vector<BagArgmax>* argmax, Index batch, const char* where) const {
+    for (Index f = 0; f < num_features(); ++f) {
+      if (feature(f).mode != BagMode::max) continue;
+      const Table& tab = table(feature(f).table);
+      if (argmax == nullptr || static_cast<Index>(argmax->size()) != num_features()) {
+        throw StateError(std::string(where) + ": feature " + std::to_string(f) +
+                         " pools with max and needs the argmax recorded by forward(..., &argmax)");
+      }
+      if (tab.scale_grad_by_freq()) {
+        throw StateError(std::string(where) + ": feature " + std::to_string(f) +
+                         " pools with max, which does not support scaling the gradient by the "
+                         "frequency");
+      }
+      const BagArgmax& a = (*argmax)[static_cast<std::size_t>(f)];
+      detail::check_extent(where, "argmax", 0, batch, a.rows(), "the batch size");
+      detail::check_extent(where, "argmax", 1, tab.d_model(), a.cols(), "the table's d_model");
+      for (Index k = 0; k < a.size(); ++k) {
+        const TokenId id = a.data()[k];
+        if (id < -1 || id >= tab.vocab_size()) {
+          throw IndexError(std::string(where) + ": argmax id " + std::to_string(id) +
+                               " of feature " + std::to_string(f) + " at position " +
+                               std::to_string(k) + " is outside [-1, " +
+                               std::to_string(tab.vocab_size()) + ")",
+                           k, id, tab.vocab_size());
+        }
+      }
+    }
+  }
+
+  /// The positions each table's backward accumulates (see TableRows).
+  template <class Id>
+  std::vector<TableRows> table_rows(std::span<const Id> ids, const Layout& layout,
+                                    std::span<const T> weights,
+                                    const std::vector<BagArgmax>* argmax) const {
+    std::vector<TableRows> all(tables_.size());
+    std::vector<char> needs_coef(tables_.size(), 0);
+    std::vector<char> has_max(tables_.size(), 0);
+    for (const BagFeature& feat : features_) {
+      const auto t = static_cast<std::size_t>(feat.table);
+      needs_coef[t] = needs_coef[t] || feat.mode == BagMode::mean || feat.weighted;
+      has_max[t] = has_max[t] || feat.mode == BagMode::max;
+    }
+    const Index W = width();
+    std::vector<TokenId> winners;
+    std::vector<Index> bag_of;
+    std::vector<T> mean_coef;
+    for (Index f = 0; f < num_features(); ++f) {
+      const BagFeature& feat = feature(f);
+      const auto t = static_cast<std::size_t>(feat.table);
+      TableRows& rows = all[t];
+      const Index d = table(feat.table).d_model();
+      const auto add = [&](TokenId id, Index bag, T coef, const TokenId* won) {
+        rows.ids.push_back(id);
+        rows.src.push_back(bag * W + column(f));
+        if (needs_coef[t]) rows.coef.push_back(coef);
+        if (has_max[t]) rows.won.push_back(won);
+      };
+      if (feat.mode == BagMode::max) {
+        const TokenId* am = (*argmax)[static_cast<std::size_t>(f)].data();
+        detail::bag_max_winners(am, layout.batch, d, winners, bag_of);
+        for (std::size_t k = 0; k < winners.size(); ++k)
+          add(winners[k], bag_of[k], T(1), am + bag_of[k] * d);
+        continue;
+      }
+      const auto [begin, end] = span_of(layout, f);
+      const std::vector<Index> bounds = bounds_of(layout, f);
+      const auto sub =
+          ids.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin));
+      detail::bag_grad_sources(std::span<const Index>(bounds), pool_of(feat.mode), sub,
+                               skip_row_of(table(feat.table)), bag_of, mean_coef);
+      for (std::size_t i = 0; i < sub.size(); ++i) {
+        const T coef = feat.mode == BagMode::mean ? mean_coef[i]
+                       : feat.weighted            ? weights[static_cast<std::size_t>(begin) + i]
+                                                  : T(1);
+        add(static_cast<TokenId>(sub[i]), bag_of[i], coef, nullptr);
+      }
+    }
+    return all;
+  }
+
+  /// Where a table's rows go: sink.check(t) validates (throws, changes nothing) and
+  /// sink.run(t, ids, rows, needs_scratch) accumulates or steps (throws nothing but bad_alloc).
+  struct AccumulateSink {
+    TableBatchedBags* self;
+    std::vector<SparseRowGrad<T>>* grads;
+    const char* where;
+    void check_all() const {
+      if (grads->empty()) return;
+      detail::check_extent(where, "grads", 0, self->num_tables(), static_cast<Index>(grads->size()),
+                           "num_tables()");
+      for (Index t = 0; t < self->num_tables(); ++t) {
+        const SparseRowGrad<T>& g = (*grads)[static_cast<std::size_t>(t)];
+        if (g.vocab_size() == 0) continue;
+        detail::check_extent(where, "a table's gradient", 0, self->table(t).vocab_size(),
+                             g.vocab_size(), "the table's vocab_size");
+        detail::check_extent(where, "a table's gradient", 1, self->table(t).d_model(), g.d_model(),
+                             "the table's d_model");
+      }
+    }
+    void prepare() const { grads->resize(static_cast<std::size_t>(self->num_tables())); }
+    template <class Rows>
+    void run(Index t, std::span<const TokenId> ids, const Rows& rows, bool needs_scratch) const {
+      const Embedding<T>& tab = self->table(t);
+      detail::SparseRowGradAccess::accumulate_rows_of(
+          (*grads)[static_cast<std::size_t>(t)], ids, rows, tab.d_model(), T(1), tab.vocab_size(),
+          tab.accumulate_options(), where, needs_scratch);
+    }
+  };
+  template <class Opt>
+  struct StepSink {
+    TableBatchedBags* self;
+    std::span<Opt> optimizers;
+    const Eigen::Ref<const RowMatrix<T>>* grad_out;
+    const optim::FusedStepOptions* fused;
+    const char* where;
+    void check_all() const {
+      detail::check_extent(where, "optimizers", 0, self->num_tables(),
+                           static_cast<Index>(optimizers.size()), "num_tables()");
+      bool scan = false;
+      for (Index t = 0; t < self->num_tables(); ++t) {
+        Opt& opt = optimizers[static_cast<std::size_t>(t)];
+        optim::detail::FusedStepAccess::check(opt, self->table(t), nullptr, nullptr, *fused, where);
+        scan = scan || opt.options().check_finite;
+      }
+      if (scan) ember::check_finite(*grad_out, std::string(where) + ": grad_out");
+    }
+    void prepare() const {}
+    template <class Rows>
+    void run(Index t, std::span<const TokenId> ids, const Rows& rows, bool needs_scratch) const {
+      Embedding<T>& tab = self->table(t);
+      optim::detail::FusedStepAccess::apply(optimizers[static_cast<std::size_t>(t)], tab, ids, rows,
+                                            needs_scratch, T(1), tab.accumulate_options(), nullptr,
+                                            *fused);
+    }
+  };
+
+  [[nodiscard]] AccumulateSink accumulate_into(std::vector<SparseRowGrad<T>>& grads,
+                                               const char* where) {
+    return {this, &grads, where};
+  }
+  template <class Opt>
+  [[nodiscard]] StepSink<Opt> step_with(std::span<Opt> optimizers,
+                                        const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                                        const optim::FusedStepOptions& fused, const char* where) {
+    return {this, optimizers, &grad_out, &fused, where};
+  }
+
+  template <class R, class Sink>
+  void backward_impl(const R& indices, const Layout& layout,
+                     const Eigen::Ref<const RowMatrix<T>>& grad_out, std::span<const T> weights,
+                     const std::vector<BagArgmax>* argmax, const char* where, const Sink& sink) {
+    detail::with_ids(indices, [&](auto ids) {
+      check_inputs(ids, layout, weights, where);
+      detail::check_extent(where, "grad_out", 0, layout.batch, grad_out.rows(), "the batch size");
+      detail::check_extent(where, "grad_out", 1, width(), grad_out.cols(), "width()");
+      check_argmax(argmax, layout.batch, where);
+      sink.check_all();
+      // Everything validated: from here on nothing throws but std::bad_alloc.
+      sink.prepare();
+      const std::vector<TableRows> all = table_rows(ids, layout, weights, argmax);
+      const auto run = [&](Index t) {
+        const TableRows& r = all[static_cast<std::size_t>(t)];
+        const detail::BatchedBagRows<T> rows{grad_out.data(),
+                                             table(t).d_model(),
+                                             r.src.data(),
+                                             r.coef.empty() ? nullptr : r.coef.data(),
+                                             r.won.empty() ? nullptr : r.won.data(),
+                                             r.ids.data()};
+        sink.run(t, std::span<const TokenId>(r.ids), rows, !r.coef.empty() || !r.won.empty());
+      };
+      run_tables(all, run);
+    });
+  }
+
+  /// Runs run(t) for every table: tables in parallel (largest first, each one's rows then on
+  /// one thread) when there are at least two per thread, else one after the other with each
+  /// table's rows split across threads.
+  template <class Run>
+  void run_tables(const std::vector<TableRows>& all, const Run& run) const {
+    Index work = 0;
+    std::vector<Index> order(tables_.size());
+    std::iota(order.begin(), order.end(), Index{0});
+    for (Index t = 0; t < num_tables(); ++t)
+      work += static_cast<Index>(all[static_cast<std::size_t>(t)].ids.size()) * table(t).d_model();
+    const int threads = detail::kernel_threads(work);
+    if (threads == 1 || num_tables() < 2 * threads) {
+      for (const Index t : order) run(t);
+      return;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](Index a, Index b) {
+      return all[static_cast<std::size_t>(a)].ids.size() *
+                 static_cast<std::size_t>(table(a).d_model()) >
+             all[static_cast<std::size_t>(b)].ids.size() *
+                 static_cast<std::size_t>(table(b).d_model());
+    });
+    std::exception_ptr error;
+    detail::parallel_rows(num_tables(), work, [&](Index begin, Index end, int) {
+      for (Index k = begin; k < end; ++k) {
+        try {
+          run(order[static_cast<std::size_t>(k)]);
+        } catch (...) {  // std::bad_alloc: kept for the calling thread
+#if EMBER_HAS_OPENMP
+#pragma omp critical(ember_table_batched_bags_error)
+#endif
+          if (!error) error = std::current_exception();
+        }
+      }
+    });
+    if (error) std::rethrow_exception(error);
+  }
+
+  std::vector<Table> tables_;
+  std::vector<BagFeature> features_;
+  std::vector<Index> columns_;  // F + 1 entries: feature f's first output column, then width()
+};
+
+}  // namespace ember::inline EMBER_ISA
