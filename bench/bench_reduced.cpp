@@ -115,9 +115,7 @@ void BM_Lookup(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const Index row_bytes = F == kF32 ? dim * 4
-                          : F == kInt8                   ? t.int8->row_bytes()
-                                                         : dim * 2;
+  const Index row_bytes = F == kF32 ? dim * 4 : F == kInt8 ? t.int8->row_bytes() : dim * 2;
   set_counters(state, row_bytes);
 }
 

@@ -23,8 +23,8 @@
 #include "ember/io/gguf.hpp"
 #include "ember/positional.hpp"
 #include "support/gguf_fixtures.hpp"
-#include "support/io_files.hpp"
 #include "support/inputs.hpp"
+#include "support/io_files.hpp"
 #include "support/matrix_compare.hpp"
 
 using ember::GgmlEmbeddingView;

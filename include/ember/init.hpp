@@ -71,8 +71,9 @@ struct Init {
   }
 
   /// Fills `table` (V x d: a matrix, a block or a Map, any strides) by this rule from
-  /// `Random(seed)`; a const reference, so temporaries such as `w.topRows(10)` bind (Eigen's idiom).
-  /// Throws: ValueError from validate(); the table is untouched then. Complexity: O(V·d), serial.
+  /// `Random(seed)`; a const reference, so temporaries such as `w.topRows(10)` bind (Eigen's
+  /// idiom). Throws: ValueError from validate(); the table is untouched then. Complexity: O(V·d),
+  /// serial.
   template <class Derived>
   void fill(const Eigen::DenseBase<Derived>& out, std::uint64_t seed) const {
     using T = typename Derived::Scalar;

@@ -55,8 +55,8 @@ class RowGrouper {
     std::int32_t u = 0;
     for (Index i = 0; i < n; ++i) {
       if (i + kAhead < n) {
-        prefetch_row(&slot_[static_cast<std::size_t>(ids[static_cast<std::size_t>(i + kAhead)])],
-                     4, 4);
+        prefetch_row(&slot_[static_cast<std::size_t>(ids[static_cast<std::size_t>(i + kAhead)])], 4,
+                     4);
       }
       const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
       EMBER_ASSERT(id >= 0 && id < vocab_size);
