@@ -204,14 +204,7 @@ class RowOptimizer {
   void backward_step(Embedding<T>& emb, const R& ids,
                      const Eigen::Ref<const RowMatrix<T>>& grad_out,
                      const FusedStepOptions& fused = {}) {
-    ember::detail::with_ids(ids, [&](auto span) {
-      const ember::detail::Where w{Derived::name, "backward_step"};
-      ember::detail::check_backward_grad_out(w, static_cast<Index>(span.size()), emb.d_model(),
-                                             grad_out.rows(), grad_out.cols());
-      ember::detail::check_ids(span, emb.vocab_size(), w);
-      fused_run(emb, span, ember::detail::DirectRows<T>{ember::detail::const_table(grad_out)},
-                false, emb.scale(), emb.accumulate_options(), &grad_out, nullptr, fused, w);
-    });
+    fused_backward_step(emb, ids, grad_out, nullptr, fused);
   }
 
   /// The tied case fused: the backward of emb.forward(ids) plus a dense gradient of the whole
@@ -225,14 +218,7 @@ class RowOptimizer {
                      const Eigen::Ref<const RowMatrix<T>>& grad_out,
                      const Eigen::Ref<const RowMatrix<T>>& dense,
                      const FusedStepOptions& fused = {}) {
-    ember::detail::with_ids(ids, [&](auto span) {
-      const ember::detail::Where w{Derived::name, "backward_step"};
-      ember::detail::check_backward_grad_out(w, static_cast<Index>(span.size()), emb.d_model(),
-                                             grad_out.rows(), grad_out.cols());
-      ember::detail::check_ids(span, emb.vocab_size(), w);
-      fused_run(emb, span, ember::detail::DirectRows<T>{ember::detail::const_table(grad_out)},
-                false, emb.scale(), emb.accumulate_options(), &grad_out, &dense, fused, w);
-    });
+    fused_backward_step(emb, ids, grad_out, &dense, fused);
   }
 
   /// Number of completed step() calls (Adam's global t).
@@ -257,6 +243,23 @@ class RowOptimizer {
 
  private:
   friend struct detail::FusedStepAccess;
+
+  // Both backward_step overloads: checks ids and grad_out at the door, then the fused pass
+  // (dense: the tied logits' gradient, or null).
+  template <class R>
+  void fused_backward_step(Embedding<T>& emb, const R& ids,
+                           const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                           const Eigen::Ref<const RowMatrix<T>>* dense,
+                           const FusedStepOptions& fused) {
+    ember::detail::with_ids(ids, [&](auto span) {
+      const ember::detail::Where w{Derived::name, "backward_step"};
+      ember::detail::check_backward_grad_out(w, static_cast<Index>(span.size()), emb.d_model(),
+                                             grad_out.rows(), grad_out.cols());
+      ember::detail::check_ids(span, emb.vocab_size(), w);
+      fused_run(emb, span, ember::detail::DirectRows<T>{ember::detail::const_table(grad_out)},
+                false, emb.scale(), emb.accumulate_options(), &grad_out, dense, fused, w);
+    });
+  }
 
   /// Validates a fused step on `emb` before anything changes: the table is not frozen, the
   /// dense gradient (if any) is V x d, the state fits the table's width, the options are finite
