@@ -505,12 +505,12 @@ class TableBatchedBags {
                                     std::span<const T> weights,
                                     const std::vector<BagArgmax>* argmax) const {
     std::vector<TableRows> all(tables_.size());
-    std::vector<char> needs_coef(tables_.size(), 0);
-    std::vector<char> has_max(tables_.size(), 0);
+    std::vector<std::uint8_t> needs_coef(tables_.size(), 0);  // 0 or 1 per table
+    std::vector<std::uint8_t> has_max(tables_.size(), 0);
     for (const BagFeature& feat : features_) {
       const auto t = static_cast<std::size_t>(feat.table);
-      needs_coef[t] = needs_coef[t] || feat.mode == BagMode::mean || feat.weighted;
-      has_max[t] = has_max[t] || feat.mode == BagMode::max;
+      if (feat.mode == BagMode::mean || feat.weighted) needs_coef[t] = 1;
+      if (feat.mode == BagMode::max) has_max[t] = 1;
     }
     const Index W = width();
     std::vector<TokenId> winners;
