@@ -447,10 +447,15 @@ EMBER_ALWAYS_INLINE float lane_sum(__m256 v) noexcept {
 /// The vector type of a dot product's accumulators: 16 lanes where the build has AVX-512F.
 using DotVector = __m512;
 EMBER_ALWAYS_INLINE __m512 dot_zero() noexcept { return _mm512_setzero_ps(); }
-/// 16 byte codes as floats.
+/// 16 byte codes as floats. Zero-masked forms with every lane kept: the same instructions as the
+/// unmasked intrinsics, without their _mm512_undefined_*() start, which GCC 12 reports as
+/// maybe-uninitialized once inlined (fatal under -Werror).
 template <bool Signed>
 EMBER_ALWAYS_INLINE __m512 code_floats(__m128i bytes) noexcept {
-  return _mm512_cvtepi32_ps(Signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes));
+  constexpr __mmask16 all = 0xFFFF;
+  const __m512i ints =
+      Signed ? _mm512_maskz_cvtepi8_epi32(all, bytes) : _mm512_maskz_cvtepu8_epi32(all, bytes);
+  return _mm512_maskz_cvtepi32_ps(all, ints);
 }
 EMBER_ALWAYS_INLINE __m512 dot_load(const float* x) noexcept { return _mm512_loadu_ps(x); }
 EMBER_ALWAYS_INLINE __m512 dot_mul(__m512 a, __m512 b) noexcept { return _mm512_mul_ps(a, b); }
@@ -460,7 +465,13 @@ EMBER_ALWAYS_INLINE __m512 dot_fma(__m512 a, __m512 b, __m512 c) noexcept {
 EMBER_ALWAYS_INLINE __m512 dot_add(__m512 a, __m512 b) noexcept { return _mm512_add_ps(a, b); }
 EMBER_ALWAYS_INLINE __m512 dot_set1(float a) noexcept { return _mm512_set1_ps(a); }
 EMBER_ALWAYS_INLINE float dot_sum(__m512 v) noexcept {
-  return lane_sum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+  // Both halves by an AVX-512F instruction (extractf32x8 would need DQ), zero-masked with every
+  // lane kept for the reason given at code_floats (GCC 12 builds _mm512_castps512_ps256 from the
+  // unmasked extract too).
+  const __m512d bits = _mm512_castps_pd(v);
+  const __m256 low = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8{0xF}, bits, 0));
+  const __m256 high = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8{0xF}, bits, 1));
+  return lane_sum(_mm256_add_ps(low, high));
 }
 #else
 using DotVector = __m256;

@@ -186,7 +186,11 @@ inline void codes_times_plus(const std::uint8_t* q, Index d, float a, float b,
   const __m512 vb = _mm512_set1_ps(b);
   for (; c + 16 <= d; c += 16) {
     const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c));
-    __m512 prod = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(codes)), va);
+    // The zero-masked forms with every lane kept are the same instructions; the unmasked
+    // intrinsics start from _mm512_undefined_*(), which GCC 12 reports as maybe-uninitialized
+    // once inlined (a false positive, fatal for users building with -Werror).
+    const __m512i ints = _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, codes);
+    __m512 prod = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, ints), va);
     asm("" : "+v"(prod));
     _mm512_storeu_ps(dst + c, _mm512_add_ps(prod, vb));
   }
