@@ -643,6 +643,15 @@ TEST_CASE("gguf: malformed headers are rejected with their byte offset",
     r.tensors[1].ne = {0, std::uint64_t{1} << 40, std::uint64_t{1} << 40};
     const Bytes b3 = build(r);
     rejected_bytes(b3, {"dimension 2 (1099511627776) makes the shape overflow"});
+    // A 63-bit element count whose bytes overflow: 2^62 + 32 f32 values are 2^64 + 128 bytes,
+    // which wrapped to 128 (found by the CI fuzz run).
+    r.tensors[1].ne = {(std::uint64_t{1} << 62) + 32};
+    r.tensors[1].type = 0;
+    const Bytes b4 = build(r);
+    rejected_bytes(b4, {"tensor 'b': its byte size overflows 63 bits", r.tensor_at[1] + 9 + 4 + 8});
+    r.tensors[1].ne = {std::uint64_t{1} << 61, 2};  // 2^64 bytes in two rows of 2^63
+    const Bytes b5 = build(r);
+    rejected_bytes(b5, {"tensor 'b': its byte size overflows 63 bits"});
   }
   for (const std::uint32_t type : {4u, 5u, 31u, 36u, 43u, 1000u}) {
     Raw r = small_raw();

@@ -689,9 +689,17 @@ class GgufFile {
                           " elements, not a multiple of " + std::string(to_string(t.type)) +
                           "'s block of " + std::to_string(block));
       }
-      t.row_bytes = t.ne[0] / block * static_cast<std::uint64_t>(ggml_type_size(t.type));
-      const auto bytes = detail::checked_mul(rows, t.row_bytes);
-      if (!bytes) fail(type_at, "tensor " + quoted_name(name) + ": its byte size overflows");
+      // A row of 2^62 f32 elements has a 63-bit element count but 2^64 bytes: the byte sizes
+      // are checked against 63 bits as the shape is.
+      constexpr auto max_bytes =
+          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+      const auto row_bytes =
+          detail::checked_mul(t.ne[0] / block, static_cast<std::uint64_t>(ggml_type_size(t.type)));
+      const auto bytes = row_bytes ? detail::checked_mul(rows, *row_bytes) : std::nullopt;
+      if (!bytes || *bytes > max_bytes) {
+        fail(type_at, "tensor " + quoted_name(name) + ": its byte size overflows 63 bits");
+      }
+      t.row_bytes = *row_bytes;
       t.bytes = *bytes;
       const std::uint64_t offset_at = cur.at;
       t.data_offset = cur.u<std::uint64_t>("a tensor offset");
