@@ -652,6 +652,9 @@ TEST_CASE("gguf: malformed headers are rejected with their byte offset",
     r.tensors[1].ne = {std::uint64_t{1} << 61, 2};  // 2^64 bytes in two rows of 2^63
     const Bytes b5 = build(r);
     rejected_bytes(b5, {"tensor 'b': its byte size overflows 63 bits"});
+    r.tensors[1].ne = {std::uint64_t{1} << 61, 0};  // empty, but a row of 2^63 bytes
+    const Bytes b6 = build(r);
+    rejected_bytes(b6, {"tensor 'b': its byte size overflows 63 bits"});
   }
   for (const std::uint32_t type : {4u, 5u, 31u, 36u, 43u, 1000u}) {
     Raw r = small_raw();

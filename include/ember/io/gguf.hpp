@@ -689,14 +689,15 @@ class GgufFile {
                           " elements, not a multiple of " + std::string(to_string(t.type)) +
                           "'s block of " + std::to_string(block));
       }
-      // A row of 2^62 f32 elements has a 63-bit element count but 2^64 bytes: the byte sizes
-      // are checked against 63 bits as the shape is.
+      // A row of 2^62 f32 elements has a 63-bit element count but 2^64 bytes: the row's and the
+      // tensor's byte sizes are checked against 63 bits as the shape is (an empty tensor too:
+      // its row size is still an Index).
       constexpr auto max_bytes =
           static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
       const auto row_bytes =
           detail::checked_mul(t.ne[0] / block, static_cast<std::uint64_t>(ggml_type_size(t.type)));
       const auto bytes = row_bytes ? detail::checked_mul(rows, *row_bytes) : std::nullopt;
-      if (!bytes || *bytes > max_bytes) {
+      if (!row_bytes || *row_bytes > max_bytes || !bytes || *bytes > max_bytes) {
         fail(type_at, "tensor " + quoted_name(name) + ": its byte size overflows 63 bits");
       }
       t.row_bytes = *row_bytes;
