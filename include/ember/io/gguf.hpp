@@ -81,61 +81,42 @@ inline constexpr std::string_view gguf_alignment_key = "general.alignment";
 /// ggml's GGML_MAX_NAME: a tensor name has at most 63 bytes.
 inline constexpr std::size_t gguf_max_name = 63;
 
-/// The C++ type that holds one GGUF value of each type (std::string for STRING).
+/// The GGUF value type that the C++ type V holds (std::string and std::string_view: STRING);
+/// get<V> asks for exactly this type.
 template <class V>
-struct GgufTypeOf;
-template <>
-struct GgufTypeOf<std::uint8_t> {
-  static constexpr auto value = GgufValueType::UINT8;
-};
-template <>
-struct GgufTypeOf<std::int8_t> {
-  static constexpr auto value = GgufValueType::INT8;
-};
-template <>
-struct GgufTypeOf<std::uint16_t> {
-  static constexpr auto value = GgufValueType::UINT16;
-};
-template <>
-struct GgufTypeOf<std::int16_t> {
-  static constexpr auto value = GgufValueType::INT16;
-};
-template <>
-struct GgufTypeOf<std::uint32_t> {
-  static constexpr auto value = GgufValueType::UINT32;
-};
-template <>
-struct GgufTypeOf<std::int32_t> {
-  static constexpr auto value = GgufValueType::INT32;
-};
-template <>
-struct GgufTypeOf<float> {
-  static constexpr auto value = GgufValueType::FLOAT32;
-};
-template <>
-struct GgufTypeOf<bool> {
-  static constexpr auto value = GgufValueType::BOOL;
-};
-template <>
-struct GgufTypeOf<std::string> {
-  static constexpr auto value = GgufValueType::STRING;
-};
-template <>
-struct GgufTypeOf<std::string_view> {
-  static constexpr auto value = GgufValueType::STRING;
-};
-template <>
-struct GgufTypeOf<std::uint64_t> {
-  static constexpr auto value = GgufValueType::UINT64;
-};
-template <>
-struct GgufTypeOf<std::int64_t> {
-  static constexpr auto value = GgufValueType::INT64;
-};
-template <>
-struct GgufTypeOf<double> {
-  static constexpr auto value = GgufValueType::FLOAT64;
-};
+[[nodiscard]] constexpr GgufValueType gguf_type_of() noexcept {
+  if constexpr (std::is_same_v<V, std::uint8_t>)
+    return GgufValueType::UINT8;
+  else if constexpr (std::is_same_v<V, std::int8_t>)
+    return GgufValueType::INT8;
+  else if constexpr (std::is_same_v<V, std::uint16_t>)
+    return GgufValueType::UINT16;
+  else if constexpr (std::is_same_v<V, std::int16_t>)
+    return GgufValueType::INT16;
+  else if constexpr (std::is_same_v<V, std::uint32_t>)
+    return GgufValueType::UINT32;
+  else if constexpr (std::is_same_v<V, std::int32_t>)
+    return GgufValueType::INT32;
+  else if constexpr (std::is_same_v<V, std::uint64_t>)
+    return GgufValueType::UINT64;
+  else if constexpr (std::is_same_v<V, std::int64_t>)
+    return GgufValueType::INT64;
+  else if constexpr (std::is_same_v<V, float>)
+    return GgufValueType::FLOAT32;
+  else if constexpr (std::is_same_v<V, double>)
+    return GgufValueType::FLOAT64;
+  else if constexpr (std::is_same_v<V, bool>)
+    return GgufValueType::BOOL;
+  else if constexpr (std::is_same_v<V, std::string> || std::is_same_v<V, std::string_view>) {
+    return GgufValueType::STRING;
+  } else {
+    static_assert(std::is_same_v<V, std::string>,
+                  "GgufFile::get<V>: V must be an exact GGUF scalar type (std::uint8_t ... "
+                  "std::int64_t, float, double, bool, std::string, std::string_view) or a "
+                  "std::vector of one");
+    return GgufValueType::STRING;
+  }
+}
 
 /// A metadata value asked for as the wrong type: get<std::uint32_t>("general.alignment") on a key
 /// that holds a STRING, or a scalar asked for as an array. A FormatError (the file does not hold
@@ -387,7 +368,7 @@ class GgufFile {
     const GgufKeyInfo& k = key_info(key);
     if constexpr (is_vector<V>::value) {
       using E = typename V::value_type;
-      constexpr GgufValueType want = GgufTypeOf<E>::value;
+      constexpr GgufValueType want = gguf_type_of<E>();
       if (!k.is_array() || k.element_type != want) {
         type_error(k, "[" + std::string(to_string(want)) + "]");
       }
@@ -397,7 +378,7 @@ class GgufFile {
       for (std::uint64_t i = 0; i < k.count; ++i) out.push_back(read_value<E>(at));
       return out;
     } else {
-      constexpr GgufValueType want = GgufTypeOf<V>::value;
+      constexpr GgufValueType want = gguf_type_of<V>();
       if (k.is_array() || k.type != want) type_error(k, std::string(to_string(want)));
       std::uint64_t at = k.offset;
       return read_value<V>(at);
