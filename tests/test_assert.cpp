@@ -100,7 +100,7 @@ TEST_CASE("gather called directly with bad positions arguments throws std::logic
     add.positions = detail::const_table(positions);
     add.seq_len = seq_len;
     add.offset = offset;
-    detail::gather<double>(ember_test::plain_rows(table), std::span<const TokenId>(ids), 2.0, &add,
+    detail::gather<double>(ember_test::plain_rows(table), std::span<const TokenId>(ids), 2.0, add,
                            detail::mutable_table(dst));
   };
   CHECK_THROWS_AS(call(pe, 0, 0, out), std::logic_error);   // seq_len <= 0

@@ -86,8 +86,8 @@ TEMPLATE_TEST_CASE(
   add.positions = detail::const_table(pe);
   add.seq_len = seq_len;
   add.offset = offset;
-  detail::gather<T>(ember_test::plain_rows(table), span, T(3), &add, detail::mutable_table(fast));
-  detail::gather_reference<T>(ember_test::plain_rows(table), span, T(3), &add,
+  detail::gather<T>(ember_test::plain_rows(table), span, T(3), add, detail::mutable_table(fast));
+  detail::gather_reference<T>(ember_test::plain_rows(table), span, T(3), add,
                               detail::mutable_table(plain));
   // The product is rounded before the add in both (the reference stores it first).
   CHECK(ember_test::same_bits(fast, plain));
@@ -135,7 +135,7 @@ TEMPLATE_TEST_CASE(
     RowMatrix<T> big = RowMatrix<T>::Constant(n + 2, d + 5, T(-9));
     auto block = big.block(1, col0, n, d);
     detail::scaled_add_rows(rows, detail::const_table(table), span, scale, detail::const_table(pe),
-                            seq_len, offset, detail::mutable_table(block));
+                            seq_len, offset, detail::mutable_table(block), /*ahead=*/2);
     if (exact) {
       CHECK(ember_test::same_bits(block, expected));
     } else {
@@ -199,7 +199,7 @@ TEMPLATE_TEST_CASE(
   add.positions = detail::const_table(pe);
   add.seq_len = seq_len;
   add.offset = 3;
-  detail::gather<T>(ember_test::plain_rows(table), span, scale, &add, detail::mutable_table(out));
+  detail::gather<T>(ember_test::plain_rows(table), span, scale, add, detail::mutable_table(out));
   ember_test::set_threads(1);
   const RowMatrix<T> expected =
       ember_test::embed_positions_loops(table, span, scale, pe, seq_len, 3);
@@ -243,9 +243,9 @@ void check_all_addends(const detail::CodecRows<Codec>& rows, const std::vector<T
     }
     RowMatrix<O> fast(n, d);
     RowMatrix<O> plain(n, d);
-    detail::gather<O>(rows, std::span<const TokenId>(ids), V(scale), &add,
+    detail::gather<O>(rows, std::span<const TokenId>(ids), V(scale), add,
                       detail::mutable_table(fast));
-    detail::gather_reference<O>(rows, std::span<const TokenId>(ids), V(scale), &add,
+    detail::gather_reference<O>(rows, std::span<const TokenId>(ids), V(scale), add,
                                 detail::mutable_table(plain));
     CAPTURE(mask, d, n);
     CHECK(std::memcmp(fast.data(), plain.data(), static_cast<std::size_t>(n * d) * sizeof(O)) == 0);

@@ -425,7 +425,7 @@ class InputStem {
       add.keep = mask.keep_.data();
       add.keep_scale = mask.scale_;
     }
-    detail::gather<T>(detail::rows_of(tokens_), ids, tokens_.scale(), &add,
+    detail::gather<T>(detail::rows_of(tokens_), ids, tokens_.scale(), add,
                       detail::mutable_table(out));
     return mask;
   }

@@ -80,12 +80,6 @@ template <class Tab>
 [[nodiscard]] auto rows_of(const Tab& table) noexcept {
   return TableAccess::rows(table);
 }
-/// The prefetch lead of a table's rows, computed once when the table is built.
-template <class Codec>
-[[nodiscard]] Index ahead_of(const Codec& codec, Index d) noexcept {
-  return prefetch_distance(codec.units_per_row(d) *
-                           static_cast<Index>(sizeof(typename Codec::Unit)));
-}
 }  // namespace detail
 
 /// Holder: the table owns its rows (a RowMatrix of vocab_size x units-per-row units).
@@ -101,20 +95,16 @@ class Owned {
  protected:
   static constexpr const char* name = Codec::family;
   Owned(RowMatrix<typename Codec::Unit> storage, Index d, Codec codec)
-      : storage_(std::move(storage)),
-        d_(d),
-        codec_(std::move(codec)),
-        ahead_(detail::ahead_of(codec_, d)) {}
+      : storage_(std::move(storage)), d_(d), codec_(std::move(codec)) {}
 
   [[nodiscard]] detail::CodecRows<Codec> codec_rows() const noexcept {
-    return {codec_, storage_.data(), storage_.rows(), d_, storage_.cols(), ahead_};
+    return {codec_, storage_.data(), storage_.rows(), d_, storage_.cols()};
   }
   [[nodiscard]] const Codec& stored_codec() const noexcept { return codec_; }
 
   RowMatrix<typename Codec::Unit> storage_;
   Index d_;
   Codec codec_;
-  Index ahead_;
 };
 
 /// Holder: the table reads rows it does not own (caller memory or a file mapping), optionally
@@ -135,8 +125,7 @@ class Borrowed {
   static constexpr const char* name = Codec::view_family;
   Borrowed(const typename Codec::Unit* data, Index rows, Index d, Index stride,
            std::shared_ptr<const void> keep_alive, Codec codec)
-      : view_{codec, data, rows, d, stride, detail::ahead_of(codec, d)},
-        keep_alive_(std::move(keep_alive)) {}
+      : view_{codec, data, rows, d, stride}, keep_alive_(std::move(keep_alive)) {}
 
   [[nodiscard]] const detail::CodecRows<Codec>& codec_rows() const noexcept { return view_; }
   [[nodiscard]] const Codec& stored_codec() const noexcept { return view_.codec; }
@@ -395,7 +384,7 @@ class Table : public H<C> {
       add.positions = detail::const_table(positions);
       add.seq_len = seq_len;
       add.offset = offset;
-      detail::gather<Value>(detail::rows_of(*this), span, scale_, &add, detail::mutable_table(out));
+      detail::gather<Value>(detail::rows_of(*this), span, scale_, add, detail::mutable_table(out));
     });
   }
 

@@ -135,7 +135,7 @@ void bag_pool(const CodecRows<Codec>& table, std::span<const Id> ids, std::span<
   EMBER_ASSERT(out.rows == bags && out.cols == d);
   EMBER_ASSERT(pool == Pool::max || argmax == nullptr);
   const Index row_bytes = table.row_bytes();
-  const Index ahead = table.ahead;
+  const Index ahead = table.ahead();
   parallel_rows(bags, n * d, [&](Index b_begin, Index b_end, int /*worker*/) {
     RowVector<T> decoded;
     if constexpr (!Codec::is_plain) decoded.resize(d);

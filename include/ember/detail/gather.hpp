@@ -35,19 +35,15 @@ struct RowAddends {
   std::span<const SegId> segment_ids{};
   const std::uint8_t* keep = nullptr;
   V keep_scale = V(1);
-  [[nodiscard]] bool none() const noexcept {
-    return positions.data == nullptr && segments.data == nullptr && keep == nullptr;
-  }
 };
 
 /// Plain reference of gather (segment ids of type TokenId), kept beside the fast kernel and tested
 /// against it: the same operations in the same order, one element at a time.
 template <class O, class Codec, class Id>
 void gather_reference(const CodecRows<Codec>& table, std::span<const Id> ids,
-                      typename Codec::Value scale,
-                      const RowAddends<typename Codec::Value>* add_or_null, TableRef<O> out) {
+                      typename Codec::Value scale, const RowAddends<typename Codec::Value>& add,
+                      TableRef<O> out) {
   using V = typename Codec::Value;
-  const RowAddends<V> add = add_or_null != nullptr ? *add_or_null : RowAddends<V>{};
   const auto n = static_cast<Index>(ids.size());
   const Index d = table.d;
   RowVector<V> row(d);
@@ -70,13 +66,20 @@ void gather_reference(const CodecRows<Codec>& table, std::span<const Id> ids,
   }
 }
 
+/// gather_reference with nothing added.
+template <class O, class Codec, class Id>
+void gather_reference(const CodecRows<Codec>& table, std::span<const Id> ids,
+                      typename Codec::Value scale, std::nullptr_t /*no addends*/, TableRef<O> out) {
+  gather_reference<O>(table, ids, scale, RowAddends<typename Codec::Value>{}, out);
+}
+
 /// The plain-table, positions-only loop of gather with a row policy `Rows` of simd.hpp:
 /// out[i] = table[ids[i]] · scale + pe[offset + i % seq_len], one pass per row. Every policy
 /// computes each element the same way, so the choice never changes a bit. Validated as gather.
 template <class Rows, class T, class Id>
 void scaled_add_rows(Rows rows, ConstTableRef<T> table, std::span<const Id> ids, T scale,
                      ConstTableRef<T> pe, Index seq_len, Index offset, TableRef<T> out,
-                     Index ahead = 2) {
+                     Index ahead) {
   const auto n = static_cast<Index>(ids.size());
   const Index d = table.cols;
   EMBER_ASSERT(out.rows == n && out.cols == d && pe.cols == d);
@@ -110,24 +113,33 @@ concept StreamingDecode = requires(const Codec& c, const typename Codec::Unit* r
   c.decode_row_streaming(row, d, s, dst);
 };
 
-/// ids[n], table[V, d] (any codec) -> out[n, d]: out[i] = store(decode(table[ids[i]]) · scale),
-/// the lookup alone (gather's path when nothing is added). Validated as gather.
-template <class O, class Codec, class Id>
+/// The per-row step of a bare lookup: nothing after the decode.
+struct NoFinish {
+  template <class V>
+  EMBER_ALWAYS_INLINE void operator()(Index /*i*/, V* /*row*/) const noexcept {}
+};
+
+/// ids[n], table[V, d] (any codec) -> out[n, d]: out[i] = store(finish(i, decode(table[ids[i]]) ·
+/// scale)), where finish(i, row) may change the decoded row in place (gather's addends) before it
+/// is stored. Validated as gather.
+template <class O, class Codec, class Id, class Finish = NoFinish>
 EMBER_ALWAYS_INLINE void lookup_rows(const CodecRows<Codec>& rows, std::span<const Id> ids,
-                                     typename Codec::Value scale, TableRef<O> out) {
+                                     typename Codec::Value scale, TableRef<O> out,
+                                     const Finish& finish = {}) {
   using V = typename Codec::Value;
   const auto n = static_cast<Index>(ids.size());
   const CodecRows<Codec> table = rows;  // a local copy: the loop reads no field through memory
   const Index d = table.d;
-  const Index ahead = table.ahead;
+  const Index ahead = table.ahead();
   const Index row_bytes = table.row_bytes();
   const Id* id_data = ids.data();
-  // A codec that can stream its decoded rows (StreamingDecode) does so for an output of
-  // kStreamMinBytes or more, which would only evict itself from cache (a row that is not 32-byte
-  // aligned goes out with ordinary stores). Its decoding takes long enough that the hardware
-  // prefetchers never get ahead of a short row, so the whole of one of up to 4 KiB is asked for.
-  constexpr bool can_stream =
-      EMBER_DETAIL_HAVE_AVX_ROWS && std::is_same_v<O, V> && StreamingDecode<Codec>;
+  // A bare lookup whose codec can stream its decoded rows (StreamingDecode) does so for an output
+  // of kStreamMinBytes or more, which would only evict itself from cache (a row that is not
+  // 32-byte aligned goes out with ordinary stores). Its decoding takes long enough that the
+  // hardware prefetchers never get ahead of a short row, so the whole of one of up to 4 KiB is
+  // asked for.
+  constexpr bool can_stream = EMBER_DETAIL_HAVE_AVX_ROWS && std::is_same_v<O, V> &&
+                              std::is_same_v<Finish, NoFinish> && StreamingDecode<Codec>;
   const bool stream = can_stream && n * d * static_cast<Index>(sizeof(V)) >= kStreamMinBytes;
   const Index head = stream && row_bytes <= 4096 ? row_bytes : kPrefetchHeadBytes;
   parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
@@ -140,17 +152,21 @@ EMBER_ALWAYS_INLINE void lookup_rows(const CodecRows<Codec>& rows, std::span<con
       }
       const auto id = static_cast<Index>(id_data[i]);
       EMBER_ASSERT(id >= 0 && id < table.rows);
+      V* dst = nullptr;
       if constexpr (std::is_same_v<O, V>) {
-        V* dst = out.row(i);
+        dst = out.row(i);
         if constexpr (can_stream) {
           if (stream && reinterpret_cast<std::uintptr_t>(dst) % 32 == 0) {
             table.codec.decode_row_streaming(table.row(id), d, scale, dst);
             continue;
           }
         }
-        table.decode(id, scale, dst);
       } else {
-        table.decode(id, scale, scratch.data());
+        dst = scratch.data();
+      }
+      table.decode(id, scale, dst);
+      finish(i, dst);
+      if constexpr (!std::is_same_v<O, V>) {
         Eigen::Map<RowVector<O>>(out.row(i), d) = scratch.template cast<O>();
       }
     }
@@ -160,26 +176,21 @@ EMBER_ALWAYS_INLINE void lookup_rows(const CodecRows<Codec>& rows, std::span<con
   });
 }
 
-/// ids[n], table[V, d] (any codec), addends (null: none) -> out[n, d] (O = the codec's value
-/// type, or its storage type rounded to nearest even):
+/// ids[n], table[V, d] (any codec), addends -> out[n, d] (O = the codec's value type, or its
+/// storage type rounded to nearest even):
 ///   out[i] = store( mask( decode(table[ids[i]]) · scale + positions + segments ) ).
 /// Validated by the public lookups. Rows are independent, so any thread split gives the same bits.
 ///
-/// Without addends this is lookup_rows; a plain table with positions alone runs the one-pass row
-/// kernels of simd.hpp; every other combination decodes the row into its output (or a scratch
-/// row) and adds each term in a pass of its own.
+/// A plain table with positions alone runs the one-pass row kernels of simd.hpp; every other
+/// combination decodes the row into its output (or a scratch row) and adds each term in a pass of
+/// its own (lookup_rows with those passes as its per-row step).
 template <class O, class Codec, class Id, class SegId = TokenId>
 void gather(const CodecRows<Codec>& table, std::span<const Id> ids, typename Codec::Value scale,
-            const RowAddends<typename Codec::Value, SegId>* add_or_null, TableRef<O> out) {
+            const RowAddends<typename Codec::Value, SegId>& add, TableRef<O> out) {
   using V = typename Codec::Value;
   const auto n = static_cast<Index>(ids.size());
   const Index d = table.d;
   EMBER_ASSERT(out.rows == n && out.cols == d);
-  if (add_or_null == nullptr || add_or_null->none()) {
-    lookup_rows<O>(table, ids, scale, out);
-    return;
-  }
-  const RowAddends<V, SegId>& add = *add_or_null;
   EMBER_ASSERT(add.positions.data == nullptr ||
                (add.positions.cols == d && add.seq_len > 0 && add.offset >= 0 &&
                 add.offset + add.seq_len <= add.positions.rows));
@@ -187,51 +198,32 @@ void gather(const CodecRows<Codec>& table, std::span<const Id> ids, typename Cod
                static_cast<Index>(add.segment_ids.size()) == n);
 
   if constexpr (Codec::is_plain && std::is_same_v<O, V>) {
-    if (add.segments.data == nullptr && add.keep == nullptr) {  // positions only
+    if (add.positions.data != nullptr && add.segments.data == nullptr &&
+        add.keep == nullptr) {  // positions only
       const ConstTableRef<V> plain{table.data, table.rows, d, table.stride};
       with_row_policy(n * d * static_cast<Index>(sizeof(V)), [&](auto policy) {
         scaled_add_rows(policy, plain, ids, scale, add.positions, add.seq_len, add.offset, out,
-                        table.ahead);
+                        table.ahead());
       });
       return;
     }
   }
 
-  const Id* id_data = ids.data();
-  parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
-    [[maybe_unused]] std::conditional_t<std::is_same_v<O, V>, Index, RowVector<V>> scratch{};
-    if constexpr (!std::is_same_v<O, V>) scratch.resize(d);
-    for (Index i = begin; i < end; ++i) {
-      if (i + table.ahead < end) {
-        prefetch_row(table.row(static_cast<Index>(id_data[i + table.ahead])), table.row_bytes());
-      }
-      const auto id = static_cast<Index>(id_data[i]);
-      EMBER_ASSERT(id >= 0 && id < table.rows);
-      V* dst = nullptr;
-      if constexpr (std::is_same_v<O, V>) {
-        dst = out.row(i);
-      } else {
-        dst = scratch.data();
-      }
-      table.decode(id, scale, dst);
-      Eigen::Map<RowVector<V>> row(dst, d);
-      if (add.positions.data != nullptr) {
-        row += Eigen::Map<const RowVector<V>>(add.positions.row(add.offset + i % add.seq_len), d);
-      }
-      if (add.segments.data != nullptr) {
-        const Index s = add.segment_ids.empty()
-                            ? 0
-                            : static_cast<Index>(add.segment_ids[static_cast<std::size_t>(i)]);
-        EMBER_ASSERT(s >= 0 && s < add.segments.rows);
-        row += Eigen::Map<const RowVector<V>>(add.segments.row(s), d);
-      }
-      if (add.keep != nullptr) {
-        const std::uint8_t* k = add.keep + i * d;
-        for (Index c = 0; c < d; ++c) dst[c] = k[c] != 0 ? dst[c] * add.keep_scale : V(0);
-      }
-      if constexpr (!std::is_same_v<O, V>) {
-        Eigen::Map<RowVector<O>>(out.row(i), d) = scratch.template cast<O>();
-      }
+  lookup_rows<O>(table, ids, scale, out, [&](Index i, V* dst) {
+    Eigen::Map<RowVector<V>> row(dst, d);
+    if (add.positions.data != nullptr) {
+      row += Eigen::Map<const RowVector<V>>(add.positions.row(add.offset + i % add.seq_len), d);
+    }
+    if (add.segments.data != nullptr) {
+      const Index s = add.segment_ids.empty()
+                          ? 0
+                          : static_cast<Index>(add.segment_ids[static_cast<std::size_t>(i)]);
+      EMBER_ASSERT(s >= 0 && s < add.segments.rows);
+      row += Eigen::Map<const RowVector<V>>(add.segments.row(s), d);
+    }
+    if (add.keep != nullptr) {
+      const std::uint8_t* k = add.keep + i * d;
+      for (Index c = 0; c < d; ++c) dst[c] = k[c] != 0 ? dst[c] * add.keep_scale : V(0);
     }
   });
 }

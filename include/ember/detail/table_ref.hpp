@@ -5,6 +5,7 @@
 #pragma once
 
 #include "ember/config.hpp"
+#include "ember/detail/prefetch.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::detail {
@@ -41,8 +42,7 @@ template <class Derived>
 }
 
 /// A stored table as the kernels take it: `rows` rows of `d` values, each encoded by `codec` in
-/// units_per_row(d) units, rows `stride` units apart; kernels prefetch the row `ahead` ids on
-/// (computed once by the table, so a call pays no division).
+/// units_per_row(d) units, rows `stride` units apart.
 template <class Codec>
 struct CodecRows {
   using Unit = typename Codec::Unit;
@@ -52,12 +52,13 @@ struct CodecRows {
   Index rows;
   Index d;
   Index stride;
-  Index ahead = 2;
   [[nodiscard]] const Unit* row(Index r) const noexcept { return data + r * stride; }
   /// Bytes of one encoded row (what a lookup reads).
   [[nodiscard]] Index row_bytes() const noexcept {
     return codec.units_per_row(d) * static_cast<Index>(sizeof(Unit));
   }
+  /// How many ids ahead a kernel prefetches these rows: prefetch_distance(row_bytes()).
+  [[nodiscard]] Index ahead() const noexcept { return prefetch_distance(row_bytes()); }
   /// decoded(row r) · s into dst[d].
   EMBER_ALWAYS_INLINE void decode(Index r, Value s, Value* dst) const {
     codec.decode_row(row(r), d, s, dst);
