@@ -577,16 +577,16 @@ class Table : public H<C> {
   }
 
   static Encoded adopted(RowMatrix<Unit> table) {
-    check_sizes({Base::name, nullptr}, table.rows(), table.cols(), " (table rows)",
-                " (table columns)");
+    check_sizes({Base::name, nullptr}, table.rows(), table.cols(), "vocab_size (table rows)",
+                "d_model (table columns)");
     const Index d = table.cols();
     return {std::move(table), d, nullptr};
   }
 
-  static void check_sizes(detail::Where w, Index v, Index d, const char* v_what = "",
-                          const char* d_what = "") {
-    detail::check_positive_size(w, (std::string("vocab_size") + v_what).c_str(), v);
-    detail::check_positive_size(w, (std::string("d_model") + d_what).c_str(), d);
+  static void check_sizes(detail::Where w, Index v, Index d, const char* v_name = "vocab_size",
+                          const char* d_name = "d_model") {
+    detail::check_positive_size(w, v_name, v);
+    detail::check_positive_size(w, d_name, d);
   }
 
   static RowMatrix<Unit> initial(Index vocab_size, Index d_model, const Init& init,
@@ -606,7 +606,8 @@ class Table : public H<C> {
   template <class Derived>
   static Encoded encoded(const Eigen::MatrixBase<Derived>& table, bool keep_float_master,
                          detail::Where w) {
-    check_sizes(w, table.rows(), table.cols(), " (table rows)", " (table columns)");
+    check_sizes(w, table.rows(), table.cols(), "vocab_size (table rows)",
+                "d_model (table columns)");
     const Index v = table.rows();
     const Index d = table.cols();
     if constexpr (HalfStorage<Unit>) {
