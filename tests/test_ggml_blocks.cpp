@@ -211,7 +211,7 @@ TEST_CASE(
       }
       if (first != g.row_bytes)
         FAIL_CHECK("quantized bytes differ from ggml's from byte " << first);
-      gg::dequantize(t, want, static_cast<Index>(ember_test::ggml_row_len), y.data());
+      gg::decode_row(t, want, static_cast<Index>(ember_test::ggml_row_len), y.data());
       CHECK(ember_test::ggml_fnv1a(y.data(), y.size()) == g.row_hashes[r]);
     }
     // The whole input at once (rows back to back) gives the same bytes.
@@ -353,7 +353,7 @@ TEST_CASE("ggml: round trips of N(0, 1) data stay within each type's error bound
     std::vector<std::uint8_t> q(static_cast<std::size_t>(gg::row_bytes(b.t, n)));
     gg::quantize(b.t, x.data(), n, q.data());
     std::vector<float> y(x.size());
-    gg::dequantize(b.t, q.data(), n, y.data());
+    gg::decode_row(b.t, q.data(), n, y.data());
     double worst = 0;
     for (std::size_t i = 0; i < x.size(); ++i)
       worst = std::max(worst, std::fabs(double{y[i]} - double{x[i]}));
@@ -371,7 +371,7 @@ TEST_CASE("ggml: error of each type on N(0, 1) data, for docs/gguf.md", "[.][ggm
     std::vector<std::uint8_t> q(static_cast<std::size_t>(gg::row_bytes(t, n)));
     gg::quantize(t, x.data(), n, q.data());
     std::vector<float> y(x.size());
-    gg::dequantize(t, q.data(), n, y.data());
+    gg::decode_row(t, q.data(), n, y.data());
     double worst = 0;
     double sq = 0;
     for (std::size_t i = 0; i < x.size(); ++i) {

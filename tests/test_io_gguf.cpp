@@ -178,7 +178,7 @@ TEST_CASE("gguf: every type ember encodes round-trips through a GGUF file, as gg
     CHECK(std::vector<std::uint8_t>(bytes.begin(), bytes.end()) == q);
     // ... and load<float> is their dequantization, bit for bit.
     RowMatrix<float> want(V, d);
-    gg::dequantize(kt, q.data(), V * d, want.data());
+    gg::decode_row(kt, q.data(), V * d, want.data());
     const RowMatrix<float> got = f.load<float>("token_embd.weight");
     CHECK(identical_floats(got, want));
     const RowMatrix<double> got_d = f.load<double>("token_embd.weight");

@@ -1160,40 +1160,45 @@ struct Kernel {
   }
 };
 
-/// Calls f(block_decoder, block_size, block_bytes) for a block type; returns false for a plain
-/// type (F32, F16, BF16) or one ember does not decode.
+/// Calls f(block_decoder, block_encoder, block_size, block_bytes) for a block type, the sizes read
+/// from type_rows; returns false for a plain type (F32, F16, BF16) or one ember does not decode.
+/// The one switch from a type to its kernels: decode_row, dot_row and quantize go through it.
 template <class F>
-bool with_block_decoder(Type type, F&& f) {
+bool with_block_kernels(Type type, F&& f) {
+  const TypeRow r = type_row(static_cast<std::uint32_t>(type));
+  const auto call = [&](auto decode, auto encode) {
+    f(decode, encode, Index{r.block_size}, Index{r.type_size});
+  };
   switch (type) {
     case Type::Q4_0:
-      f(Kernel<decode_q4_0>{}, 32, 18);
+      call(Kernel<decode_q4_0>{}, Kernel<encode_q4_0>{});
       return true;
     case Type::Q4_1:
-      f(Kernel<decode_q4_1>{}, 32, 20);
+      call(Kernel<decode_q4_1>{}, Kernel<encode_q4_1>{});
       return true;
     case Type::Q5_0:
-      f(Kernel<decode_q5_0>{}, 32, 22);
+      call(Kernel<decode_q5_0>{}, Kernel<encode_q5_0>{});
       return true;
     case Type::Q5_1:
-      f(Kernel<decode_q5_1>{}, 32, 24);
+      call(Kernel<decode_q5_1>{}, Kernel<encode_q5_1>{});
       return true;
     case Type::Q8_0:
-      f(Kernel<decode_q8_0>{}, 32, 34);
+      call(Kernel<decode_q8_0>{}, Kernel<encode_q8_0>{});
       return true;
     case Type::Q2_K:
-      f(Kernel<decode_q2_k>{}, 256, 84);
+      call(Kernel<decode_q2_k>{}, Kernel<encode_q2_k>{});
       return true;
     case Type::Q3_K:
-      f(Kernel<decode_q3_k>{}, 256, 110);
+      call(Kernel<decode_q3_k>{}, Kernel<encode_q3_k>{});
       return true;
     case Type::Q4_K:
-      f(Kernel<decode_q4_k>{}, 256, 144);
+      call(Kernel<decode_q4_k>{}, Kernel<encode_q4_k>{});
       return true;
     case Type::Q5_K:
-      f(Kernel<decode_q5_k>{}, 256, 176);
+      call(Kernel<decode_q5_k>{}, Kernel<encode_q5_k>{});
       return true;
     case Type::Q6_K:
-      f(Kernel<decode_q6_k>{}, 256, 210);
+      call(Kernel<decode_q6_k>{}, Kernel<encode_q6_k>{});
       return true;
     default:
       return false;
@@ -1225,17 +1230,11 @@ inline void decode_plain(Type type, const std::uint8_t* src, Index n, float* dst
 /// size, `row` holds row_bytes(type, d) bytes, `dst` room for d floats.
 inline void decode_row(Type type, const std::uint8_t* row, Index d, float* dst) {
   EMBER_ASSERT(decodes(type) && d % traits(type).block_size == 0);
-  const bool blocks = with_block_decoder(type, [&](auto decode, Index bs, Index bytes) {
+  const bool blocks = with_block_kernels(type, [&](auto decode, auto, Index bs, Index bytes) {
     const Index nb = d / bs;
     for (Index i = 0; i < nb; ++i) decode(row + i * bytes, dst + i * bs);
   });
   if (!blocks) decode_plain(type, row, d, dst);
-}
-
-/// dequantize(type, src, n, dst): n elements (a multiple of the block size) from packed blocks,
-/// the same as decode_row over one row of n.
-inline void dequantize(Type type, const std::uint8_t* src, Index n, float* dst) {
-  decode_row(type, src, n, dst);
 }
 
 /// Encodes n floats (a multiple of the block size; finite for the block types) as `type`, bit for
@@ -1243,9 +1242,10 @@ inline void dequantize(Type type, const std::uint8_t* src, Index n, float* dst) 
 /// F32: a copy). Preconditions: decodes(type), `dst` holds row_bytes(type, n) bytes.
 inline void quantize(Type type, const float* src, Index n, std::uint8_t* dst) {
   EMBER_ASSERT(decodes(type) && n % traits(type).block_size == 0);
-  auto blocks = [&](auto encode, Index bs, Index bytes) {
+  const bool blocks = with_block_kernels(type, [&](auto, auto encode, Index bs, Index bytes) {
     for (Index i = 0; i < n / bs; ++i) encode(src + i * bs, dst + i * bytes);
-  };
+  });
+  if (blocks) return;
   switch (type) {
     case Type::F32:
       for (Index i = 0; i < n; ++i) store_u32(dst + 4 * i, std::bit_cast<std::uint32_t>(src[i]));
@@ -1253,40 +1253,8 @@ inline void quantize(Type type, const float* src, Index n, std::uint8_t* dst) {
     case Type::F16:
       for (Index i = 0; i < n; ++i) store_u16(dst + 2 * i, fp32_to_fp16(src[i]));
       break;
-    case Type::BF16:
+    default:  // BF16
       for (Index i = 0; i < n; ++i) store_u16(dst + 2 * i, fp32_to_bf16(src[i]));
-      break;
-    case Type::Q4_0:
-      blocks(Kernel<encode_q4_0>{}, 32, 18);
-      break;
-    case Type::Q4_1:
-      blocks(Kernel<encode_q4_1>{}, 32, 20);
-      break;
-    case Type::Q5_0:
-      blocks(Kernel<encode_q5_0>{}, 32, 22);
-      break;
-    case Type::Q5_1:
-      blocks(Kernel<encode_q5_1>{}, 32, 24);
-      break;
-    case Type::Q8_0:
-      blocks(Kernel<encode_q8_0>{}, 32, 34);
-      break;
-    case Type::Q2_K:
-      blocks(Kernel<encode_q2_k>{}, 256, 84);
-      break;
-    case Type::Q3_K:
-      blocks(Kernel<encode_q3_k>{}, 256, 110);
-      break;
-    case Type::Q4_K:
-      blocks(Kernel<encode_q4_k>{}, 256, 144);
-      break;
-    case Type::Q5_K:
-      blocks(Kernel<encode_q5_k>{}, 256, 176);
-      break;
-    case Type::Q6_K:
-      blocks(Kernel<encode_q6_k>{}, 256, 210);
-      break;
-    default:
       break;
   }
 }
@@ -1337,7 +1305,7 @@ inline void dot_accumulate(const float* v, const float* x, Index n, float* acc) 
   EMBER_ASSERT(decodes(type) && d % traits(type).block_size == 0);
   float acc[dot_lanes] = {};
   alignas(64) float buf[qk_k];
-  const bool blocks = with_block_decoder(type, [&](auto decode, Index bs, Index bytes) {
+  const bool blocks = with_block_kernels(type, [&](auto decode, auto, Index bs, Index bytes) {
     const Index nb = d / bs;
     for (Index i = 0; i < nb; ++i) {
       decode(row + i * bytes, buf);

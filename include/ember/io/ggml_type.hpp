@@ -96,7 +96,7 @@ namespace detail {
 /// Bytes of a row of `n` elements of `type`: n / ggml_block_size(type) blocks, as ggml_row_size().
 /// Precondition: `type` is known and n is a non-negative multiple of its block size.
 [[nodiscard]] constexpr Index ggml_row_size(GgmlType type, Index n) noexcept {
-  return n / ggml_block_size(type) * ggml_type_size(type);
+  return ember::detail::ggml::row_bytes(detail::kernel_type(type), n);
 }
 
 /// True when ember encodes and decodes `type` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
