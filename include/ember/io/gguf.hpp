@@ -802,14 +802,7 @@ class GgufWriter {
                            "'s block of " + std::to_string(block) + " elements",
                        1, block, d);
     }
-    const auto& m = table.derived();
-    Entry e{name, type, {}, table.rows(), d, m.outerStride()};
-    if constexpr (std::is_same_v<S, float>) {
-      e.data = m.data();
-    } else {
-      e.data = static_cast<const double*>(m.data());
-    }
-    entries_.push_back(std::move(e));
+    entries_.push_back({name, type, ember::detail::const_table(table)});
     return *this;
   }
 
@@ -887,10 +880,10 @@ class GgufWriter {
   /// Writes the file (temporary in the same directory, fsync, rename).
   /// Throws: ValueError naming the tensor, row and column of a NaN or infinite value in a table
   /// stored as a block type (ggml's quantizers have no defined result for them; F32, F16 and BF16
-  /// store them as they are); FormatError on I/O failure. `path` is untouched when it throws.
+  /// store them as they are), found while the rows are written; FormatError on I/O failure.
+  /// `path` is untouched when it throws (the temporary is removed).
   /// Complexity: O(total elements) quantization, streamed through a buffer of about 1 MB.
   void save(const std::string& path) const {
-    for (const Entry& e : entries_) check_finite(e);
     const std::uint64_t align = alignment();
     // The magic by value: inserting it from a string_view trips GCC 12's -Wstringop-overflow.
     std::vector<unsigned char> head = {'G', 'G', 'U', 'F'};
@@ -910,8 +903,8 @@ class GgufWriter {
     for (const Entry& e : entries_) {
       append_string(head, e.name);
       append_scalar(head, std::uint32_t{2});
-      append_scalar(head, static_cast<std::uint64_t>(e.cols));
-      append_scalar(head, static_cast<std::uint64_t>(e.rows));
+      append_scalar(head, static_cast<std::uint64_t>(e.cols()));
+      append_scalar(head, static_cast<std::uint64_t>(e.rows()));
       append_scalar(head, static_cast<std::uint32_t>(e.type));
       append_scalar(head, offset);
       offset += padded(bytes_of(e), align);
@@ -924,16 +917,20 @@ class GgufWriter {
     std::vector<std::uint8_t> buf;
     const std::vector<unsigned char> zeros(static_cast<std::size_t>(align), 0);
     for (const Entry& e : entries_) {
-      const auto rb = static_cast<std::size_t>(ggml_row_size(e.type, e.cols));
+      const Index rows = e.rows();
+      const Index cols = e.cols();
+      const bool blocks = ggml_block_size(e.type) > 1;  // F32, F16, BF16 store any value
+      const auto rb = static_cast<std::size_t>(ggml_row_size(e.type, cols));
       const std::size_t rows_per_chunk =
           rb == 0 ? 1 : std::max<std::size_t>(1, (std::size_t{1} << 20) / rb);
       buf.resize(rows_per_chunk * rb);
-      row.resize(static_cast<std::size_t>(e.cols));
-      for (Index r0 = 0; r0 < e.rows; r0 += static_cast<Index>(rows_per_chunk)) {
-        const Index r1 = std::min(e.rows, r0 + static_cast<Index>(rows_per_chunk));
+      row.resize(static_cast<std::size_t>(cols));
+      for (Index r0 = 0; r0 < rows; r0 += static_cast<Index>(rows_per_chunk)) {
+        const Index r1 = std::min(rows, r0 + static_cast<Index>(rows_per_chunk));
         for (Index r = r0; r < r1; ++r) {
           const float* src = row_as_float(e, r, row);
-          ember::detail::ggml::quantize(detail::kernel_type(e.type), src, e.cols,
+          if (blocks) check_finite_row(e, r, src);
+          ember::detail::ggml::quantize(detail::kernel_type(e.type), src, cols,
                                         buf.data() + static_cast<std::size_t>(r - r0) * rb);
         }
         out.write(buf.data(), static_cast<std::size_t>(r1 - r0) * rb);
@@ -958,10 +955,13 @@ class GgufWriter {
   struct Entry {
     std::string name;
     GgmlType type;
-    std::variant<const float*, const double*> data;
-    Index rows;
-    Index cols;
-    Index stride;
+    std::variant<ember::detail::ConstTableRef<float>, ember::detail::ConstTableRef<double>> table;
+    [[nodiscard]] Index rows() const {
+      return std::visit([](const auto& t) { return t.rows; }, table);
+    }
+    [[nodiscard]] Index cols() const {
+      return std::visit([](const auto& t) { return t.cols; }, table);
+    }
   };
   struct Value {
     GgufValueType type;
@@ -999,8 +999,8 @@ class GgufWriter {
     return (n + align - 1) / align * align;
   }
   static std::uint64_t bytes_of(const Entry& e) {
-    return static_cast<std::uint64_t>(e.rows) *
-           static_cast<std::uint64_t>(ggml_row_size(e.type, e.cols));
+    return static_cast<std::uint64_t>(e.rows()) *
+           static_cast<std::uint64_t>(ggml_row_size(e.type, e.cols()));
   }
 
   GgufWriter& put(const std::string& key, Value v) {
@@ -1023,29 +1023,26 @@ class GgufWriter {
     return *this;
   }
 
+  /// Row r of e's table in float: the row itself, or a float copy of a double row in buf.
   static const float* row_as_float(const Entry& e, Index r, std::vector<float>& buf) {
-    if (const auto* const* f = std::get_if<const float*>(&e.data)) return *f + r * e.stride;
-    const double* src = std::get<const double*>(e.data) + r * e.stride;
-    for (Index c = 0; c < e.cols; ++c)
-      buf[static_cast<std::size_t>(c)] = static_cast<float>(src[c]);
+    if (const auto* f = std::get_if<ember::detail::ConstTableRef<float>>(&e.table)) {
+      return f->row(r);
+    }
+    const double* src = std::get<ember::detail::ConstTableRef<double>>(e.table).row(r);
+    for (std::size_t c = 0; c < buf.size(); ++c) buf[c] = static_cast<float>(src[c]);
     return buf.data();
   }
 
-  void check_finite(const Entry& e) const {
-    if (e.type == GgmlType::F32 || e.type == GgmlType::F16 || e.type == GgmlType::BF16) return;
-    std::vector<float> buf(static_cast<std::size_t>(e.cols));
-    for (Index r = 0; r < e.rows; ++r) {
-      const float* src = row_as_float(e, r, buf);
-      for (Index c = 0; c < e.cols; ++c) {
-        if (!std::isfinite(src[c])) {
-          throw ValueError("GgufWriter::save: tensor '" + e.name +
-                               "' has a non-finite value at row " + std::to_string(r) +
-                               ", column " + std::to_string(c) + ", which " +
-                               std::string(to_string(e.type)) + " cannot store",
-                           static_cast<double>(src[c]));
-        }
-      }
-    }
+  /// Throws the ValueError of save() when row r (in float) of a block-type tensor holds a NaN or
+  /// an infinity, which ggml's quantizers have no defined result for.
+  static void check_finite_row(const Entry& e, Index r, const float* row) {
+    const auto cols = static_cast<std::size_t>(e.cols());
+    const std::size_t c = detail::first_non_finite(row, cols);
+    if (c == cols) return;
+    throw ValueError("GgufWriter::save: tensor '" + e.name + "' has a non-finite value at row " +
+                         std::to_string(r) + ", column " + std::to_string(c) + ", which " +
+                         std::string(to_string(e.type)) + " cannot store",
+                     static_cast<double>(row[c]));
   }
 
   std::vector<Entry> entries_;
