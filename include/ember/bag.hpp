@@ -47,6 +47,46 @@ template <class X>
 using bag_table_t = typename std::conditional_t<Scalar<X>, std::type_identity<Embedding<X>>,
                                                 std::type_identity<X>>::type;
 
+namespace detail {
+
+/// The kernel pooling of a mode.
+[[nodiscard]] constexpr Pool pool_of(BagMode mode) noexcept {
+  return mode == BagMode::sum ? Pool::sum : mode == BagMode::mean ? Pool::mean : Pool::max;
+}
+
+/// The training options of a pooled table: an Embedding's padding row and frequency scaling, none
+/// for other tables.
+template <class Tab>
+[[nodiscard]] AccumulateOptions bag_table_options(const Tab& table) noexcept {
+  if constexpr (requires { table.accumulate_options(); }) {
+    return table.accumulate_options();
+  } else {
+    return {};
+  }
+}
+
+/// Checks the argmax of a max-mode bag backward: bags x d (`bags_what`, `d_what` name the
+/// expected sizes in messages) and every id in [-1, vocab). `feature` >= 0 names the feature in
+/// the message of a bad id (TableBatchedBags).
+inline void check_argmax_ids(const BagArgmax& argmax, Index bags, Index d, Index vocab,
+                             const char* where, const char* bags_what, const char* d_what,
+                             Index feature = -1) {
+  check_extent(where, "argmax", 0, bags, argmax.rows(), bags_what);
+  check_extent(where, "argmax", 1, d, argmax.cols(), d_what);
+  for (Index k = 0; k < argmax.size(); ++k) {
+    const TokenId a = argmax.data()[k];
+    if (a < -1 || a >= vocab) [[unlikely]] {
+      const std::string of = feature >= 0 ? " of feature " + std::to_string(feature) : "";
+      throw IndexError(std::string(where) + ": argmax id " + std::to_string(a) + of +
+                           " at position " + std::to_string(k) + " is outside [-1, " +
+                           std::to_string(vocab) + ")",
+                       k, a, vocab);
+    }
+  }
+}
+
+}  // namespace detail
+
 /// Options of one EmbeddingBag call.
 template <class T>
 struct BagOptions {
@@ -364,18 +404,10 @@ class EmbeddingBag {
   /// The training options of the table: an Embedding's padding row and frequency scaling, none
   /// for other tables.
   [[nodiscard]] AccumulateOptions table_options() const noexcept {
-    if constexpr (requires { emb_.accumulate_options(); }) {
-      return emb_.accumulate_options();
-    } else {
-      return {};
-    }
+    return detail::bag_table_options(emb_);
   }
   [[nodiscard]] TokenId skip_row() const noexcept { return table_options().skip_row; }
-  [[nodiscard]] detail::Pool pool() const noexcept {
-    return mode_ == BagMode::sum    ? detail::Pool::sum
-           : mode_ == BagMode::mean ? detail::Pool::mean
-                                    : detail::Pool::max;
-  }
+  [[nodiscard]] detail::Pool pool() const noexcept { return detail::pool_of(mode_); }
 
   template <class R>
   void forward_impl(const R& ids, const std::vector<Index>& bounds, Eigen::Ref<RowMatrix<T>> out,
@@ -432,17 +464,8 @@ class EmbeddingBag {
       throw StateError(std::string(where) +
                        ": max mode does not support scaling the gradient by the frequency");
     }
-    detail::check_extent(where, "argmax", 0, bags, argmax->rows(), "the number of bags");
-    detail::check_extent(where, "argmax", 1, d, argmax->cols(), "d_model");
-    for (Index k = 0; k < argmax->size(); ++k) {
-      const TokenId a = argmax->data()[k];
-      if (a < -1 || a >= vocab_size()) {
-        throw IndexError(std::string(where) + ": argmax id " + std::to_string(a) + " at position " +
-                             std::to_string(k) + " is outside [-1, " +
-                             std::to_string(vocab_size()) + ")",
-                         k, a, vocab_size());
-      }
-    }
+    detail::check_argmax_ids(*argmax, bags, d, vocab_size(), where, "the number of bags",
+                             "d_model");
   }
 
   template <class R, class Sink>

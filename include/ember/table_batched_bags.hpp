@@ -394,14 +394,6 @@ class TableBatchedBags {
     return rel;
   }
 
-  [[nodiscard]] TokenId skip_row_of(const Table& t) const noexcept {
-    if constexpr (requires { t.accumulate_options(); }) {
-      return t.accumulate_options().skip_row;
-    } else {
-      return -1;
-    }
-  }
-
   /// Checks every id against its feature's table and the per-sample weights against n.
   template <class Id>
   void check_inputs(std::span<const Id> ids, const Layout& layout, std::span<const T> weights,
@@ -457,15 +449,10 @@ class TableBatchedBags {
         detail::bag_pool(
             detail::rows_of(tab),
             ids.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)),
-            std::span<const Index>(bounds), pool_of(feat.mode), w, skip_row_of(tab), block, am);
+            std::span<const Index>(bounds), detail::pool_of(feat.mode), w,
+            detail::bag_table_options(tab).skip_row, block, am);
       }
     });
-  }
-
-  static detail::Pool pool_of(BagMode mode) noexcept {
-    return mode == BagMode::sum    ? detail::Pool::sum
-           : mode == BagMode::mean ? detail::Pool::mean
-                                   : detail::Pool::max;
   }
 
   /// Checks the argmax of every max feature (recorded, B x d, ids in [-1, V)) and that its table
@@ -483,19 +470,8 @@ class TableBatchedBags {
                          " pools with max, which does not support scaling the gradient by the "
                          "frequency");
       }
-      const BagArgmax& a = (*argmax)[static_cast<std::size_t>(f)];
-      detail::check_extent(where, "argmax", 0, batch, a.rows(), "the batch size");
-      detail::check_extent(where, "argmax", 1, tab.d_model(), a.cols(), "the table's d_model");
-      for (Index k = 0; k < a.size(); ++k) {
-        const TokenId id = a.data()[k];
-        if (id < -1 || id >= tab.vocab_size()) {
-          throw IndexError(std::string(where) + ": argmax id " + std::to_string(id) +
-                               " of feature " + std::to_string(f) + " at position " +
-                               std::to_string(k) + " is outside [-1, " +
-                               std::to_string(tab.vocab_size()) + ")",
-                           k, id, tab.vocab_size());
-        }
-      }
+      detail::check_argmax_ids((*argmax)[static_cast<std::size_t>(f)], batch, tab.d_model(),
+                               tab.vocab_size(), where, "the batch size", "the table's d_model", f);
     }
   }
 
@@ -538,8 +514,9 @@ class TableBatchedBags {
       const std::vector<Index> bounds = bounds_of(layout, f);
       const auto sub =
           ids.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin));
-      detail::bag_grad_sources(std::span<const Index>(bounds), pool_of(feat.mode), sub,
-                               skip_row_of(table(feat.table)), bag_of, mean_coef);
+      detail::bag_grad_sources(std::span<const Index>(bounds), detail::pool_of(feat.mode), sub,
+                               detail::bag_table_options(table(feat.table)).skip_row, bag_of,
+                               mean_coef);
       for (std::size_t i = 0; i < sub.size(); ++i) {
         const T coef = feat.mode == BagMode::mean ? mean_coef[i]
                        : feat.weighted            ? weights[static_cast<std::size_t>(begin) + i]
