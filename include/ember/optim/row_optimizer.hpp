@@ -324,8 +324,8 @@ class RowOptimizer {
       if (fused.max_norm > 0.0) renorm(wr, d, fused.max_norm);
     };
     // Slots are made on the calling thread in ascending row order, as step() makes them.
-    slots_.clear();
-    fresh_.clear();
+    scratch_.slots.clear();
+    scratch_.fresh.clear();
     std::span<const TokenId> batch;
     // Rows of lead for the prefetches of the rows an update touches at random.
     const Index lead = ember::detail::prefetch_distance(d * static_cast<Index>(sizeof(T)));
@@ -350,22 +350,23 @@ class RowOptimizer {
             // The table and state rows of the rows to come are random too: ask for them
             // `lead` rows ahead, while this row's gradient is summed and its update runs.
             const auto next = uj + static_cast<std::size_t>(lead);
-            if (next < batch.size()) prefetch_update(table, batch[next], slots_[next], width);
+            if (next < batch.size())
+              prefetch_update(table, batch[next], scratch_.slots[next], width);
             ember::detail::add_row_sum(rows, d, positions, row_scale, true, g, sum, product);
-            apply(static_cast<Index>(batch[uj]), g, slots_[uj], fresh_[uj] != 0);
+            apply(static_cast<Index>(batch[uj]), g, scratch_.slots[uj], scratch_.fresh[uj] != 0);
           });
     } else {
       // Tied: every row moves. The batch rows' sums are kept (k x d) and added to their dense rows.
-      batch_rows_.clear();
+      scratch_.batch_rows.clear();
       ember::detail::for_each_grouped_row(
           v, ids, rows, needs_scratch, d, scale, acc.scale_grad_by_freq, acc.skip_row,
           [&](std::span<const TokenId> batch_rows) {
-            batch_rows_.assign(batch_rows.begin(), batch_rows.end());
-            sums_.resize(static_cast<Index>(batch_rows.size()), d);
+            scratch_.batch_rows.assign(batch_rows.begin(), batch_rows.end());
+            scratch_.sums.resize(static_cast<Index>(batch_rows.size()), d);
           },
           [&](Index j, std::span<const Index> positions, T row_scale, T* sum, T* product, int) {
-            ember::detail::add_row_sum(rows, d, positions, row_scale, true, sums_.row(j).data(),
-                                       sum, product);
+            ember::detail::add_row_sum(rows, d, positions, row_scale, true,
+                                       scratch_.sums.row(j).data(), sum, product);
           });
       for (Index row = 0; row < v; ++row) {
         if (row != in.skip_row) add_slot(row, width);
@@ -375,13 +376,13 @@ class RowOptimizer {
       std::size_t slot_index = 0;
       for (Index row = 0; row < v; ++row) {  // serial: O(V·d) like step(emb, grad, dense)
         const T* s = nullptr;
-        if (k < batch_rows_.size() && static_cast<Index>(batch_rows_[k]) == row) {
-          s = sums_.row(static_cast<Index>(k)).data();
+        if (k < scratch_.batch_rows.size() && static_cast<Index>(scratch_.batch_rows[k]) == row) {
+          s = scratch_.sums.row(static_cast<Index>(k)).data();
           ++k;
         }
         if (row == in.skip_row) continue;
         detail::combine(s, in.dense + row * in.dense_stride, d, g);
-        apply(row, g, slots_[slot_index], fresh_[slot_index] != 0);
+        apply(row, g, scratch_.slots[slot_index], scratch_.fresh[slot_index] != 0);
         ++slot_index;
       }
     }
@@ -417,7 +418,7 @@ class RowOptimizer {
     steps_ += 1;
   }
 
-  // The state slot of `row` (made if new), appended to slots_ / fresh_.
+  // The state slot of `row` (made if new), appended to scratch_.slots / scratch_.fresh.
   void add_slot(Index row, Index width) {
     Index slot = -1;
     bool fresh = false;
@@ -426,17 +427,18 @@ class RowOptimizer {
       slot = state_.ensure(row);
       fresh = state_.size() > before;
     }
-    slots_.push_back(slot);
-    fresh_.push_back(fresh ? 1 : 0);
+    scratch_.slots.push_back(slot);
+    scratch_.fresh.push_back(fresh ? 1 : 0);
   }
 
   T* const* gradient_rows(int threads, Index d) {
-    if (g_.size() < static_cast<std::size_t>(threads) || (!g_.empty() && g_[0].size() != d)) {
-      g_.assign(static_cast<std::size_t>(std::max(threads, 1)), RowVector<T>(d));
-      g_rows_.clear();
-      for (auto& row : g_) g_rows_.push_back(row.data());
+    if (scratch_.g.size() < static_cast<std::size_t>(threads) ||
+        (!scratch_.g.empty() && scratch_.g[0].size() != d)) {
+      scratch_.g.assign(static_cast<std::size_t>(std::max(threads, 1)), RowVector<T>(d));
+      scratch_.g_rows.clear();
+      for (auto& row : scratch_.g) scratch_.g_rows.push_back(row.data());
     }
-    return g_rows_.data();
+    return scratch_.g_rows.data();
   }
 
   // Prefetches the rows an update of `row` (state slot `slot`) reads and writes.
@@ -457,15 +459,28 @@ class RowOptimizer {
     if (norm > max_norm) row *= static_cast<T>(max_norm / (norm + 1e-7));
   }
 
-  // One gradient row per worker, each its own allocation: every row then starts at the same
-  // (allocator) alignment, so Eigen's reductions over it (Adagrad's mean of g²) add in the same
-  // order on every path and thread.
-  std::vector<RowVector<T>> g_;
-  std::vector<T*> g_rows_;
-  RowMatrix<T> sums_;  // the batch rows' sums of a tied fused step
-  std::vector<Index> slots_;
-  std::vector<unsigned char> fresh_;
-  std::vector<TokenId> batch_rows_;
+  // The scratch of a step, kept for the next one. A copy of the optimizer starts without it: the
+  // copied pointers would name the original's rows, which the original (another table's
+  // optimizer, maybe on another thread) goes on writing, or frees.
+  struct Scratch {
+    // One gradient row per worker, each its own allocation: every row then starts at the same
+    // (allocator) alignment, so Eigen's reductions over it (Adagrad's mean of g²) add in the same
+    // order on every path and thread.
+    std::vector<RowVector<T>> g;
+    std::vector<T*> g_rows;
+    RowMatrix<T> sums;  // the batch rows' sums of a tied fused step
+    std::vector<Index> slots;
+    std::vector<unsigned char> fresh;
+    std::vector<TokenId> batch_rows;
+
+    Scratch() = default;
+    Scratch(const Scratch& /*other*/) noexcept {}
+    Scratch& operator=(const Scratch& /*other*/) noexcept { return *this; }
+    Scratch(Scratch&&) noexcept = default;
+    Scratch& operator=(Scratch&&) noexcept = default;
+    ~Scratch() = default;
+  };
+  Scratch scratch_;
 };
 
 }  // namespace ember::inline EMBER_ISA::optim
