@@ -63,10 +63,4 @@ inline constexpr bool always_false = false;
 
 }  // namespace detail
 
-/// Message shown when ids of the wrong type are passed to an ember entry point.
-#define EMBER_ID_RANGE_MESSAGE                                                                \
-  "ember: token ids must be a contiguous range of integers (e.g. std::vector<std::int64_t>, " \
-  "std::span<const std::int32_t>); floating-point, bool, char and std::uint64_t ids are "     \
-  "rejected"
-
 }  // namespace ember::inline EMBER_ISA

@@ -31,6 +31,12 @@ struct Where {
 
 // ---- ids ----------------------------------------------------------------------------------------
 
+// The message of a call given ids of the wrong type (a static_assert needs a string literal).
+#define EMBER_DETAIL_ID_RANGE_MESSAGE                                                         \
+  "ember: token ids must be a contiguous range of integers (e.g. std::vector<std::int64_t>, " \
+  "std::span<const std::int32_t>); floating-point, bool, char and std::uint64_t ids are "     \
+  "rejected"
+
 /// The one way ember accepts ids: calls f(span) with `ids` viewed as a span of its integer type,
 /// or fails to compile with ember's id message for anything that is not an IdRange.
 template <class R, class F>
@@ -38,7 +44,7 @@ decltype(auto) with_ids(const R& ids, F&& f) {
   if constexpr (IdRange<R>) {
     return f(as_id_span(ids));
   } else {
-    static_assert(always_false<R>, EMBER_ID_RANGE_MESSAGE);
+    static_assert(always_false<R>, EMBER_DETAIL_ID_RANGE_MESSAGE);
   }
 }
 
@@ -223,3 +229,5 @@ template <class Unit>
 }
 
 }  // namespace ember::inline EMBER_ISA::detail
+
+#undef EMBER_DETAIL_ID_RANGE_MESSAGE
