@@ -464,3 +464,37 @@ TEST_CASE("TableBatchedBags on bad input throws and changes nothing",
     CHECK(same_bits(tbe.table(t).weight(), before[static_cast<std::size_t>(t)]));
   for (const auto& o : opts) CHECK(o.step_count() == 0);
 }
+
+TEST_CASE("TableBatchedBags' accessors refuse a feature or a table that does not exist",
+          "[table_batched_bags]") {
+  TableBatchedBags<float> tbe(make_tables(kShapes, 1), kFeatures);
+  const TableBatchedBags<float>& ctbe = tbe;
+  const auto refused = [](auto&& call, const std::string& message, Index value, Index bound) {
+    try {
+      static_cast<void>(call());
+      FAIL("no throw");
+    } catch (const ember::IndexError& e) {
+      CHECK(std::string(e.what()) == message);
+      CHECK(e.position() == -1);
+      CHECK(e.value() == value);
+      CHECK(e.bound() == bound);
+    }
+  };
+  const Index nf = tbe.num_features();
+  const Index nt = tbe.num_tables();
+  const std::string features = " is outside [0, " + std::to_string(nf) + ")";
+  const std::string tables = " is outside [0, " + std::to_string(nt) + ")";
+  refused([&] { return tbe.column(nf); },
+          "TableBatchedBags::column: feature " + std::to_string(nf) + features, nf, nf);
+  refused([&] { return tbe.column(-1); }, "TableBatchedBags::column: feature -1" + features, -1,
+          nf);
+  refused([&] { return tbe.feature(nf); },
+          "TableBatchedBags::feature: feature " + std::to_string(nf) + features, nf, nf);
+  refused([&] { return ctbe.table(nt); },
+          "TableBatchedBags::table: table " + std::to_string(nt) + tables, nt, nt);
+  refused([&] { return tbe.table(-2).vocab_size(); }, "TableBatchedBags::table: table -2" + tables,
+          -2, nt);
+  // The valid ones are what the layout says.
+  CHECK(tbe.column(0) == 0);
+  CHECK(tbe.column(nf - 1) + tbe.table(tbe.feature(nf - 1).table).d_model() == tbe.width());
+}

@@ -135,7 +135,7 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
     constexpr const char* where = "Embedding::zero_padding_grad";
     detail::check_extent(where, "grad", 0, vocab_size(), grad.rows(), "vocab_size");
     detail::check_extent(where, "grad", 1, d_model(), grad.cols(), "d_model");
-    if (padding_idx_ && *padding_idx_ < vocab_size()) grad.row(*padding_idx_).setZero();
+    if (padding_idx_) grad.row(*padding_idx_).setZero();  // resize keeps it below vocab_size()
   }
 
   /// Rescales in place each distinct row among `ids` (except the padding row) whose p-norm exceeds

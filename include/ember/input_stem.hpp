@@ -123,7 +123,8 @@ class InputStem {
 
  public:
   /// A stem with a fresh token table (ember's default N(0, 1/d) initialiser from options.seed).
-  /// Throws:  ShapeError for a non-positive size; ValueError for dropout outside [0, 1) or a
+  /// Throws:  ShapeError for a non-positive size or a negative type_vocab_size; ValueError for
+  ///          dropout outside [0, 1) or a
   ///          negative / non-finite init_std.
   InputStem(Index vocab_size, Index d_model, const InputStemOptions& options = {})
       : InputStem(Embedding<T>(vocab_size, d_model, options.seed), options) {}
@@ -135,9 +136,8 @@ class InputStem {
     constexpr const char* where = "InputStem";
     const Index d = tokens_.d_model();
     detail::check_positive_size(where, "max_len", options.max_len);
-    if (options.type_vocab_size < 0) {
-      detail::check_positive_size(where, "type_vocab_size", options.type_vocab_size);
-    }
+    detail::check_non_negative_size(where, "type_vocab_size", options.type_vocab_size,
+                                    "no segment table");
     check_dropout(where, options.dropout);
     detail::check_finite_value(where, "init_std", options.init_std);
     if (options.init_std < 0.0) {

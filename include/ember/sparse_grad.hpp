@@ -284,12 +284,6 @@ struct SparseRowGradAccess {
     grad.bind(vocab_size, d);
     grad.accumulate_rows(ids, rows, needs_scratch, scale, options);
   }
-
-  /// Binds an unbound gradient to (V, d) after the caller validated that it may.
-  template <class T>
-  static void bind(SparseRowGrad<T>& grad, Index vocab_size, Index d) {
-    grad.bind(vocab_size, d);
-  }
 };
 
 }  // namespace detail

@@ -169,8 +169,6 @@ class Table : public H<C> {
   using Codec = C;
   /// The element type of the stored rows (T, Eigen::half, std::uint8_t, ...).
   using Unit = typename C::Unit;
-  /// The storage type (the same as Unit).
-  using Storage = Unit;
   /// What lookups compute in and return: T for Plain<T>, float otherwise.
   using Value = typename C::Value;
   /// The same as Value.
@@ -563,13 +561,20 @@ class Table : public H<C> {
         scale_(scale.template resolve<Value>(e.d)),
         master_(std::move(e.master)) {}
 
+  // How far above a width checked_view looks for one the codec holds (ggml's blocks: 256).
+  static constexpr Index kMaxWidthSearch = Index{1} << 16;
+
   static Index checked_view(const C& codec, const Unit* data, Index vocab_size, Index d_model,
                             Index row_stride) {
     const detail::Where w{Base::name, nullptr};
     if (d_model > 0 && !codec.holds_width(d_model)) {
+      // expected(): the next width the codec holds (a block format: the next whole block).
+      Index next = d_model + 1;
+      while (next - d_model < kMaxWidthSearch && !codec.holds_width(next)) ++next;
       throw ShapeError(w.str() + ": the " + codec.name() + " format cannot store rows of " +
-                           std::to_string(d_model) + " values",
-                       1, d_model, d_model);
+                           std::to_string(d_model) + " values (the next width it holds is " +
+                           std::to_string(next) + ")",
+                       1, next, d_model);
     }
     return detail::checked_view_stride(w, data, vocab_size, d_model,
                                        d_model > 0 ? codec.units_per_row(d_model) : d_model,

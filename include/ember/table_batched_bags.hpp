@@ -108,20 +108,28 @@ class TableBatchedBags {
   [[nodiscard]] Index num_features() const noexcept { return static_cast<Index>(features_.size()); }
   /// Columns of the output: the sum of the features' widths.
   [[nodiscard]] Index width() const noexcept { return columns_.back(); }
-  /// The first output column of feature f. Precondition: f in [0, num_features()).
-  [[nodiscard]] Index column(Index f) const noexcept {
-    return columns_[static_cast<std::size_t>(f)];
+  /// The first output column of feature f.
+  /// Throws: IndexError if f is outside [0, num_features()).
+  [[nodiscard]] Index column(Index f) const {
+    detail::check_index({"TableBatchedBags", "column"}, "feature", f, num_features());
+    return column_at(f);
   }
-  /// Feature f. Precondition: f in [0, num_features()).
-  [[nodiscard]] const BagFeature& feature(Index f) const noexcept {
-    return features_[static_cast<std::size_t>(f)];
+  /// Feature f. Throws: IndexError if f is outside [0, num_features()).
+  [[nodiscard]] const BagFeature& feature(Index f) const {
+    detail::check_index({"TableBatchedBags", "feature"}, "feature", f, num_features());
+    return feature_at(f);
   }
-  /// Table t (for its optimizer, padding row, I/O). Precondition: t in [0, num_tables()).
-  [[nodiscard]] const Table& table(Index t) const noexcept {
+  /// Table t (for its optimizer, padding row, I/O).
+  /// Throws: IndexError if t is outside [0, num_tables()).
+  [[nodiscard]] const Table& table(Index t) const {
+    detail::check_index({"TableBatchedBags", "table"}, "table", t, num_tables());
+    return table_at(t);
+  }
+  /// Table t, writable. Throws: as table(t) const.
+  [[nodiscard]] Table& table(Index t) {
+    detail::check_index({"TableBatchedBags", "table"}, "table", t, num_tables());
     return tables_[static_cast<std::size_t>(t)];
   }
-  /// Table t, writable.
-  [[nodiscard]] Table& table(Index t) noexcept { return tables_[static_cast<std::size_t>(t)]; }
 
   // ---- forward --------------------------------------------------------------------------------
 
@@ -258,6 +266,19 @@ class TableBatchedBags {
   }
 
  private:
+  // column(f), feature(f), table(t) without the check, for indices the class itself made valid
+  // (f < num_features(), t a feature's table or < num_tables()).
+  [[nodiscard]] Index column_at(Index f) const noexcept {
+    return columns_[static_cast<std::size_t>(f)];
+  }
+  [[nodiscard]] const BagFeature& feature_at(Index f) const noexcept {
+    return features_[static_cast<std::size_t>(f)];
+  }
+  [[nodiscard]] const Table& table_at(Index t) const noexcept {
+    return tables_[static_cast<std::size_t>(t)];
+  }
+  [[nodiscard]] Table& table_at(Index t) noexcept { return tables_[static_cast<std::size_t>(t)]; }
+
   /// The validated shape of a call: B and the absolute bag bounds, bounds[f·B + b] the first
   /// position of bag b of feature f (F·B + 1 entries, the last n).
   struct Layout {
@@ -299,7 +320,7 @@ class TableBatchedBags {
                          static_cast<double>(f));
       }
       columns_.push_back(column);
-      column += table(feat.table).d_model();
+      column += table_at(feat.table).d_model();
     }
     columns_.push_back(column);
   }
@@ -400,8 +421,8 @@ class TableBatchedBags {
                     const char* where) const {
     bool any_weighted = false;
     for (Index f = 0; f < num_features(); ++f) {
-      const Index vocab = table(feature(f).table).vocab_size();
-      any_weighted = any_weighted || feature(f).weighted;
+      const Index vocab = table_at(feature_at(f).table).vocab_size();
+      any_weighted = any_weighted || feature_at(f).weighted;
       const auto [begin, end] = span_of(layout, f);
       for (Index i = begin; i < end; ++i) {
         const Id id = ids[static_cast<std::size_t>(i)];
@@ -409,7 +430,7 @@ class TableBatchedBags {
           const auto value = static_cast<std::int64_t>(id);
           throw IndexError(std::string(where) + ": id " + std::to_string(value) + " at position " +
                                std::to_string(i) + " (feature " + std::to_string(f) + ", table " +
-                               std::to_string(feature(f).table) + ") is outside [0, " +
+                               std::to_string(feature_at(f).table) + ") is outside [0, " +
                                std::to_string(vocab) + ")",
                            i, value, vocab);
         }
@@ -434,8 +455,8 @@ class TableBatchedBags {
       detail::check_extent(where, "out", 1, width(), out.cols(), "width()");
       if (argmax != nullptr) argmax->assign(static_cast<std::size_t>(num_features()), {});
       for (Index f = 0; f < num_features(); ++f) {
-        const BagFeature& feat = feature(f);
-        const Table& tab = table(feat.table);
+        const BagFeature& feat = feature_at(f);
+        const Table& tab = table_at(feat.table);
         const auto [begin, end] = span_of(layout, f);
         const std::vector<Index> bounds = bounds_of(layout, f);
         TokenId* am = nullptr;
@@ -444,7 +465,7 @@ class TableBatchedBags {
           am = (*argmax)[static_cast<std::size_t>(f)].data();
         }
         const T* w = feat.weighted && !weights.empty() ? weights.data() + begin : nullptr;
-        const detail::TableRef<T> block{out.data() + column(f), layout.batch, tab.d_model(),
+        const detail::TableRef<T> block{out.data() + column_at(f), layout.batch, tab.d_model(),
                                         out.outerStride()};
         detail::bag_pool(
             detail::rows_of(tab),
@@ -459,8 +480,8 @@ class TableBatchedBags {
   /// does not scale gradients by frequency.
   void check_argmax(const std::vector<BagArgmax>* argmax, Index batch, const char* where) const {
     for (Index f = 0; f < num_features(); ++f) {
-      if (feature(f).mode != BagMode::max) continue;
-      const Table& tab = table(feature(f).table);
+      if (feature_at(f).mode != BagMode::max) continue;
+      const Table& tab = table_at(feature_at(f).table);
       if (argmax == nullptr || static_cast<Index>(argmax->size()) != num_features()) {
         throw StateError(std::string(where) + ": feature " + std::to_string(f) +
                          " pools with max and needs the argmax recorded by forward(..., &argmax)");
@@ -493,13 +514,13 @@ class TableBatchedBags {
     std::vector<Index> bag_of;
     std::vector<T> mean_coef;
     for (Index f = 0; f < num_features(); ++f) {
-      const BagFeature& feat = feature(f);
+      const BagFeature& feat = feature_at(f);
       const auto t = static_cast<std::size_t>(feat.table);
       TableRows& rows = all[t];
-      const Index d = table(feat.table).d_model();
+      const Index d = table_at(feat.table).d_model();
       const auto add = [&](TokenId id, Index bag, T coef, const TokenId* won) {
         rows.ids.push_back(id);
-        rows.src.push_back(bag * W + column(f));
+        rows.src.push_back(bag * W + column_at(f));
         if (needs_coef[t]) rows.coef.push_back(coef);
         if (has_max[t]) rows.won.push_back(won);
       };
@@ -515,7 +536,7 @@ class TableBatchedBags {
       const auto sub =
           ids.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin));
       detail::bag_grad_sources(std::span<const Index>(bounds), detail::pool_of(feat.mode), sub,
-                               detail::bag_table_options(table(feat.table)).skip_row, bag_of,
+                               detail::bag_table_options(table_at(feat.table)).skip_row, bag_of,
                                mean_coef);
       for (std::size_t i = 0; i < sub.size(); ++i) {
         const T coef = feat.mode == BagMode::mean ? mean_coef[i]
@@ -540,16 +561,16 @@ class TableBatchedBags {
       for (Index t = 0; t < self->num_tables(); ++t) {
         const SparseRowGrad<T>& g = (*grads)[static_cast<std::size_t>(t)];
         if (g.vocab_size() == 0) continue;
-        detail::check_extent(where, "a table's gradient", 0, self->table(t).vocab_size(),
+        detail::check_extent(where, "a table's gradient", 0, self->table_at(t).vocab_size(),
                              g.vocab_size(), "the table's vocab_size");
-        detail::check_extent(where, "a table's gradient", 1, self->table(t).d_model(), g.d_model(),
-                             "the table's d_model");
+        detail::check_extent(where, "a table's gradient", 1, self->table_at(t).d_model(),
+                             g.d_model(), "the table's d_model");
       }
     }
     void prepare() const { grads->resize(static_cast<std::size_t>(self->num_tables())); }
     template <class Rows>
     void run(Index t, std::span<const TokenId> ids, const Rows& rows, bool needs_scratch) const {
-      const Embedding<T>& tab = self->table(t);
+      const Embedding<T>& tab = self->table_at(t);
       detail::SparseRowGradAccess::accumulate_rows_of(
           (*grads)[static_cast<std::size_t>(t)], ids, rows, tab.d_model(), T(1), tab.vocab_size(),
           tab.accumulate_options(), where, needs_scratch);
@@ -568,7 +589,8 @@ class TableBatchedBags {
       bool scan = false;
       for (Index t = 0; t < self->num_tables(); ++t) {
         Opt& opt = optimizers[static_cast<std::size_t>(t)];
-        optim::detail::FusedStepAccess::check(opt, self->table(t), nullptr, nullptr, *fused, where);
+        optim::detail::FusedStepAccess::check(opt, self->table_at(t), nullptr, nullptr, *fused,
+                                              where);
         scan = scan || opt.options().check_finite;
       }
       if (scan) ember::check_finite(*grad_out, std::string(where) + ": grad_out");
@@ -576,7 +598,7 @@ class TableBatchedBags {
     void prepare() const {}
     template <class Rows>
     void run(Index t, std::span<const TokenId> ids, const Rows& rows, bool needs_scratch) const {
-      Embedding<T>& tab = self->table(t);
+      Embedding<T>& tab = self->table_at(t);
       optim::detail::FusedStepAccess::apply(optimizers[static_cast<std::size_t>(t)], tab, ids, rows,
                                             needs_scratch, T(1), tab.accumulate_options(), nullptr,
                                             *fused);
@@ -610,7 +632,7 @@ class TableBatchedBags {
       const auto run = [&](Index t) {
         const TableRows& r = all[static_cast<std::size_t>(t)];
         const detail::BatchedBagRows<T> rows{grad_out.data(),
-                                             table(t).d_model(),
+                                             table_at(t).d_model(),
                                              r.src.data(),
                                              r.coef.empty() ? nullptr : r.coef.data(),
                                              r.won.empty() ? nullptr : r.won.data(),
@@ -630,7 +652,8 @@ class TableBatchedBags {
     std::vector<Index> order(tables_.size());
     std::iota(order.begin(), order.end(), Index{0});
     for (Index t = 0; t < num_tables(); ++t)
-      work += static_cast<Index>(all[static_cast<std::size_t>(t)].ids.size()) * table(t).d_model();
+      work +=
+          static_cast<Index>(all[static_cast<std::size_t>(t)].ids.size()) * table_at(t).d_model();
     const int threads = detail::kernel_threads(work);
     if (threads == 1 || num_tables() < 2 * threads) {
       for (const Index t : order) run(t);
@@ -638,9 +661,9 @@ class TableBatchedBags {
     }
     std::stable_sort(order.begin(), order.end(), [&](Index a, Index b) {
       return all[static_cast<std::size_t>(a)].ids.size() *
-                 static_cast<std::size_t>(table(a).d_model()) >
+                 static_cast<std::size_t>(table_at(a).d_model()) >
              all[static_cast<std::size_t>(b)].ids.size() *
-                 static_cast<std::size_t>(table(b).d_model());
+                 static_cast<std::size_t>(table_at(b).d_model());
     });
     std::exception_ptr error;
     detail::parallel_rows(num_tables(), work, [&](Index begin, Index end, int) {

@@ -63,14 +63,18 @@ void check_ids(std::span<const Id> ids, Index bound, Where where) {
   }
 }
 
-/// Throws IndexError unless the single row index r is in [0, bound) (position -1: an argument).
-inline void check_row(Index r, Index bound, Where where) {
-  if (r < 0 || r >= bound) [[unlikely]] {
-    throw IndexError(where.str() + ": row " + std::to_string(r) + " is outside [0, " +
+/// Throws IndexError "<where>: <name> <value> is outside [0, <bound>)" unless the single index
+/// argument `value` is in [0, bound) (position -1: an argument, not an element of an input).
+inline void check_index(Where where, const char* name, Index value, Index bound) {
+  if (value < 0 || value >= bound) [[unlikely]] {
+    throw IndexError(where.str() + ": " + name + " " + std::to_string(value) + " is outside [0, " +
                          std::to_string(bound) + ")",
-                     -1, r, bound);
+                     -1, value, bound);
   }
 }
+
+/// Throws IndexError unless the single row index r is in [0, bound): check_index of "row".
+inline void check_row(Index r, Index bound, Where where) { check_index(where, "row", r, bound); }
 
 // ---- shapes and sizes ---------------------------------------------------------------------------
 
@@ -90,6 +94,16 @@ inline void check_positive_size(Where where, const char* name, Index value) {
   if (value <= 0) [[unlikely]] {
     throw ShapeError(where.str() + ": " + name + " must be positive, got " + std::to_string(value),
                      -1, 1, value);
+  }
+}
+
+/// Throws ShapeError unless the size argument `value` is >= 0 (`zero_means` says what 0 asks for).
+inline void check_non_negative_size(Where where, const char* name, Index value,
+                                    const char* zero_means) {
+  if (value < 0) [[unlikely]] {
+    throw ShapeError(where.str() + ": " + name + " must be >= 0 (0: " + zero_means + "), got " +
+                         std::to_string(value),
+                     -1, 0, value);
   }
 }
 

@@ -110,8 +110,9 @@ class ShardedEmbedding {
             setup(
                 comm, vocab_size, shard.cols(), [] {},
                 [&](const Setup& s) {
-                  ember::detail::check_extent(s.where.c_str(), "shard", 0, s.partition.rows(s.rank),
-                                              shard.rows(), "the rows this rank owns");
+                  ember::detail::check_extent(s.where.c_str(), "shard", 0,
+                                              s.partition.rows_of(s.rank), shard.rows(),
+                                              "the rows this rank owns");
                 }),
             [&](const Setup&) { return std::move(shard); }, options) {}
 
@@ -124,8 +125,8 @@ class ShardedEmbedding {
         setup(
             comm, table.rows(), table.cols(), [] {}, [](const Setup&) {}),
         [&](const Setup& s) {
-          const Index b = s.partition.row_begin(s.rank);
-          return RowMatrix<T>(table.middleRows(b, s.partition.rows(s.rank)));
+          const Index b = s.partition.begin_of(s.rank);
+          return RowMatrix<T>(table.middleRows(b, s.partition.rows_of(s.rank)));
         },
         options);
   }
@@ -159,11 +160,11 @@ class ShardedEmbedding {
   /// The sharding rule.
   [[nodiscard]] const RowPartition& partition() const noexcept { return partition_; }
   /// First full-table row this rank owns.
-  [[nodiscard]] Index row_begin() const noexcept { return partition_.row_begin(rank_); }
+  [[nodiscard]] Index row_begin() const noexcept { return partition_.begin_of(rank_); }
   /// One past the last full-table row this rank owns.
-  [[nodiscard]] Index row_end() const noexcept { return partition_.row_end(rank_); }
+  [[nodiscard]] Index row_end() const noexcept { return partition_.begin_of(rank_ + 1); }
   /// Rows this rank owns.
-  [[nodiscard]] Index local_rows() const noexcept { return partition_.rows(rank_); }
+  [[nodiscard]] Index local_rows() const noexcept { return partition_.rows_of(rank_); }
   /// This rank's shard: local_rows() x d, local row ids. Step it with any ember optimizer and
   /// the SparseRowGrad from backward(). Do not resize it.
   [[nodiscard]] Embedding<T>& shard() noexcept { return shard_; }
@@ -315,7 +316,7 @@ class ShardedEmbedding {
   [[nodiscard]] RowMatrix<T> gather_table() const {
     std::vector<int> counts(static_cast<std::size_t>(world_size()));
     for (int r = 0; r < world_size(); ++r) {
-      counts[static_cast<std::size_t>(r)] = static_cast<int>(partition_.rows(r));
+      counts[static_cast<std::size_t>(r)] = static_cast<int>(partition_.rows_of(r));
     }
     const std::vector<int> displs = exclusive_sum(counts);
     RowMatrix<T> full(vocab_size(), d_model());
@@ -373,18 +374,18 @@ class ShardedEmbedding {
       }
     }
     Setup s{comm, rank, RowPartition(vocab_size, size), d_model, w};  // same outcome on all ranks
-    if (s.partition.rows(0) > INT_MAX) {
-      throw ShapeError("ShardedEmbedding: " + std::to_string(s.partition.rows(0)) +
+    if (s.partition.rows_of(0) > INT_MAX) {
+      throw ShapeError("ShardedEmbedding: " + std::to_string(s.partition.rows_of(0)) +
                            " rows per rank exceed INT_MAX; use more ranks",
-                       0, INT_MAX, s.partition.rows(0));
+                       0, INT_MAX, s.partition.rows_of(0));
     }
     detail::validate_collectively(comm, [&] { post(s); });
     return s;
   }
 
   static RowMatrix<T> make_shard(const Setup& s, const Init& init, std::uint64_t seed) {
-    const Index b = s.partition.row_begin(s.rank);
-    const Index rows = s.partition.rows(s.rank);
+    const Index b = s.partition.begin_of(s.rank);
+    const Index rows = s.partition.rows_of(s.rank);
     Init rule = init;
     if (rule.kind == Init::Kind::xavier_uniform) {  // the bound belongs to the full table
       const double bound =
@@ -467,7 +468,7 @@ class ShardedEmbedding {
       for (const auto& [id, pos] : order_) {
         if (plan_.send_ids.empty() || plan_.send_ids.back() != id) {
           plan_.send_ids.push_back(id);
-          ++plan_.send_counts[static_cast<std::size_t>(partition_.owner(id))];
+          ++plan_.send_counts[static_cast<std::size_t>(partition_.owner_of(id))];
         }
         plan_.slot_of[static_cast<std::size_t>(pos)] =
             static_cast<Index>(plan_.send_ids.size()) - 1;
@@ -475,13 +476,13 @@ class ShardedEmbedding {
     } else {
       for (Index i = 0; i < n; ++i) {
         const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
-        ++plan_.send_counts[static_cast<std::size_t>(partition_.owner(id))];
+        ++plan_.send_counts[static_cast<std::size_t>(partition_.owner_of(id))];
       }
       std::vector<int> cursor = exclusive_sum(plan_.send_counts);
       plan_.send_ids.resize(static_cast<std::size_t>(n));
       for (Index i = 0; i < n; ++i) {
         const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
-        const int k = cursor[static_cast<std::size_t>(partition_.owner(id))]++;
+        const int k = cursor[static_cast<std::size_t>(partition_.owner_of(id))]++;
         plan_.send_ids[static_cast<std::size_t>(k)] = id;
         plan_.slot_of[static_cast<std::size_t>(i)] = k;
       }
