@@ -19,6 +19,7 @@
 #include <Eigen/Core>
 
 #include "ember/check.hpp"
+#include "ember/codec/concepts.hpp"
 #include "ember/codec/int8_rowwise.hpp"
 #include "ember/codec/plain.hpp"
 #include "ember/codec/reduced.hpp"
@@ -160,9 +161,16 @@ concept EmbeddingTable = requires {
 /// loops across threads; results are bit-identical for any thread count.
 template <class C, template <class> class H>
 class Table : public H<C> {
+  static_assert(
+      codec::RowCodec<C>,
+      "ember::Table<C, Holder>: C must meet the codec contract of ember/codec/concepts.hpp");
   using Base = H<C>;
   static constexpr bool owned = std::is_same_v<H<C>, Owned<C>>;
   static constexpr bool borrowed = std::is_same_v<H<C>, Borrowed<C>>;
+  static_assert(
+      !owned || codec::OwnedCodec<C>,
+      "ember::Table<C, Owned>: an owning table needs a default-constructible codec with a "
+      "static units_per_row (codec::OwnedCodec)");
 
  public:
   /// How rows are stored.
@@ -261,7 +269,8 @@ class Table : public H<C> {
   template <class Derived>
   [[nodiscard]] static Table from_float(const Eigen::MatrixBase<Derived>& table,
                                         bool keep_float_master = false,
-                                        LookupScale scale = {}) requires(owned && (!C::is_plain)) {
+                                        LookupScale scale = {}) requires(owned && !C::is_plain &&
+                                                                         codec::EncodingCodec<C>) {
     return Table(encoded(table, keep_float_master, where("from_float")), scale);
   }
 
@@ -540,7 +549,8 @@ class Table : public H<C> {
       detail::check_lookup_out(w, static_cast<Index>(span.size()), d_model(), out.rows(),
                                out.cols());
       detail::check_ids(span, vocab_size(), w);
-      detail::gather<O>(detail::rows_of(*this), span, scale_, nullptr, detail::mutable_table(out));
+      detail::gather<O, codec::StreamingDecode<C>>(detail::rows_of(*this), span, scale_, nullptr,
+                                                   detail::mutable_table(out));
     });
   }
 
@@ -652,7 +662,7 @@ class Table : public H<C> {
 
   /// W for the logits kernels: the stored rows, and the master if one is kept (it has the
   /// table's shape: set_float_master checks it, and no table with a master changes its shape).
-  [[nodiscard]] detail::LogitsTable<C> logits_table() const noexcept {
+  [[nodiscard]] detail::LogitsTable<C, codec::StreamingDot<C>> logits_table() const noexcept {
     return {detail::rows_of(*this), master_.get()};
   }
 
