@@ -1,6 +1,7 @@
 /// The codec contract as concepts: what every storage format of ember/codec/ provides (RowCodec),
 /// what owning tables and from_float need of it (OwnedCodec, EncodingCodec), and the optional
-/// members the shared kernels use when a codec has them (StreamingDecode, StreamingDot).
+/// members the shared code uses when a codec has them (ChecksEncodable, StreamingDecode,
+/// StreamingDot).
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -55,6 +56,16 @@ concept OwnedCodec = RowCodec<C> && std::default_initializable<C> && requires(In
 template <class C>
 concept EncodingCodec = OwnedCodec<C> && requires(const float* x, Index d, typename C::Unit* out) {
   C::encode_row(x, d, out);
+};
+
+/// Optional: check_encodable(table, where) throws ValueError naming the row, column and value of
+/// the first entry of a float or double matrix that the codec cannot store (codec::Reduced: NaN,
+/// infinity, or beyond the 16-bit type's range). from_float calls it on the values as given,
+/// instead of checking the floats it encodes for NaN and infinity (what it does for other codecs).
+template <class C>
+concept ChecksEncodable = EncodingCodec<C> &&
+    requires(const RowMatrix<double>& table, const char* where) {
+  C::check_encodable(table, where);
 };
 
 /// Optional: decode_row_streaming(row, d, s, dst) writes what decode_row writes with non-temporal
