@@ -115,10 +115,9 @@ class QuantizedEmbedding : public Table<codec::Int8Rowwise, Owned>,
     const Index row = C::units_per_row(d_model);
     const Index expected = vocab_size * row;
     if (static_cast<Index>(bytes.size()) != expected) {
-      throw ShapeError(
-          w.str() + ": bytes has " + std::to_string(bytes.size()) +
-              " bytes, expected vocab_size · (d_model + 8) = " + std::to_string(expected),
-          -1, expected, static_cast<Index>(bytes.size()));
+      throw ShapeError(detail::message(w, "bytes has ", bytes.size(),
+                                       " bytes, expected vocab_size · (d_model + 8) = ", expected),
+                       -1, expected, static_cast<Index>(bytes.size()));
     }
     RowMatrix<std::uint8_t> storage(vocab_size, row);
     std::memcpy(storage.data(), bytes.data(), bytes.size());
@@ -126,9 +125,8 @@ class QuantizedEmbedding : public Table<codec::Int8Rowwise, Owned>,
       const float s = C::row_scale(storage.row(r).data(), d_model);
       const float b = C::row_bias(storage.row(r).data(), d_model);
       if (!(std::isfinite(s) && s >= 0.0f) || !std::isfinite(b)) {
-        throw ValueError(w.str() + ": row " + std::to_string(r) + " has scale " +
-                             std::to_string(s) + " and bias " + std::to_string(b) +
-                             "; expected a finite scale >= 0 and a finite bias",
+        throw ValueError(detail::message(w, "row ", r, " has scale ", s, " and bias ", b,
+                                         "; expected a finite scale >= 0 and a finite bias"),
                          static_cast<double>(std::isfinite(s) ? b : s));
       }
     }

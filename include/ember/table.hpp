@@ -528,9 +528,8 @@ class Table : public H<C> {
     RowMatrix<float> f = table.template cast<float>();
     if constexpr (!codec::ChecksEncodable<C>) {
       if (const auto bad = find_non_finite(f)) {
-        throw ValueError(w.str() + ": value " + std::to_string(bad->value) + " at row " +
-                             std::to_string(bad->row) + ", column " + std::to_string(bad->col) +
-                             " is not finite",
+        throw ValueError(detail::message(w, "value ", bad->value, " at row ", bad->row, ", column ",
+                                         bad->col, " is not finite"),
                          bad->value);
       }
     }
@@ -555,9 +554,8 @@ class Table : public H<C> {
       // expected(): the next width the codec holds (a block format: the next whole block).
       Index next = d_model + 1;
       while (next - d_model < kMaxWidthSearch && !codec.holds_width(next)) ++next;
-      throw ShapeError(w.str() + ": the " + codec.name() + " format cannot store rows of " +
-                           std::to_string(d_model) + " values (the next width it holds is " +
-                           std::to_string(next) + ")",
+      throw ShapeError(detail::message(w, "the ", codec.name(), " format cannot store rows of ",
+                                       d_model, " values (the next width it holds is ", next, ")"),
                        1, next, d_model);
     }
     return detail::checked_view_stride(w, data, vocab_size, d_model,

@@ -37,7 +37,7 @@ namespace ember::inline EMBER_ISA::codec {
 
 /// A row of d values stored as d 16-bit floats S and decoded exactly to float (every half and
 /// bfloat16 value is a float), then multiplied by the lookup scale in float. Encoding rounds to
-/// nearest even. The interface is described in codec/plain.hpp.
+/// nearest even. The members are the codec contract's (codec/concepts.hpp).
 template <class S>
 struct Reduced {
   static_assert(HalfStorage<S>,
@@ -106,10 +106,9 @@ struct Reduced {
                           std::abs(x) <= static_cast<double>(std::numeric_limits<float>::max()) &&
                           std::isfinite(static_cast<float>(S(static_cast<float>(x))));
         if (!fits) {
-          throw ValueError(where.str() + ": value " + std::to_string(x) + " at row " +
-                               std::to_string(r) + ", column " + std::to_string(c) +
-                               (std::isfinite(x) ? " overflows " : " is not finite in ") +
-                               storage_name<S> + " (largest " + std::to_string(limit) + ")",
+          throw ValueError(detail::message(where, "value ", x, " at row ", r, ", column ", c,
+                                           std::isfinite(x) ? " overflows " : " is not finite in ",
+                                           storage_name<S>, " (largest ", limit, ")"),
                            x);
         }
       }

@@ -31,10 +31,10 @@ class RowPartition {
     ember::detail::check_positive_size(where, "vocab_size", vocab_size);
     ember::detail::check_positive_size(where, "world_size", world_size);
     if (world_size > vocab_size) {
-      throw ShapeError(std::string(where) + ": world_size " + std::to_string(world_size) +
-                           " exceeds vocab_size " + std::to_string(vocab_size) +
-                           "; every rank must own at least one row",
-                       -1, vocab_size, world_size);
+      throw ShapeError(
+          ember::detail::message(where, "world_size ", world_size, " exceeds vocab_size ",
+                                 vocab_size, "; every rank must own at least one row"),
+          -1, vocab_size, world_size);
     }
     base_ = vocab_size / world_size;
     extra_ = vocab_size % world_size;

@@ -43,18 +43,17 @@ struct StepInput {
 /// the table is not frozen, the sparse gradient (if any rows) is bound to the table's shape, the
 /// dense gradient (if any) is vocab_size x d_model.
 template <class T>
-void check_step(const char* where, const Embedding<T>& emb, const SparseRowGrad<T>* sparse,
+void check_step(ember::detail::Where where, const Embedding<T>& emb, const SparseRowGrad<T>* sparse,
                 const Eigen::Ref<const RowMatrix<T>>* dense) {
   if (emb.frozen()) {
-    throw StateError(std::string(where) +
-                     ": the table is frozen (freeze() / from_pretrained(freeze = true)); "
-                     "unfreeze() it to train it");
+    throw StateError(ember::detail::message(
+        where,
+        "the table is frozen (freeze() / from_pretrained(freeze = true)); unfreeze() it to train "
+        "it"));
   }
   if (sparse != nullptr && !sparse->empty()) {
-    ember::detail::check_extent(where, "the sparse gradient", 0, emb.vocab_size(),
-                                sparse->vocab_size(), "the table's vocab_size");
-    ember::detail::check_extent(where, "the sparse gradient", 1, emb.d_model(), sparse->d_model(),
-                                "the table's d_model");
+    ember::detail::SparseRowGradAccess::check_shape(*sparse, where, emb.vocab_size(),
+                                                    emb.d_model());
   }
   if (dense != nullptr) {
     ember::detail::check_extent(where, "the dense gradient", 0, emb.vocab_size(), (*dense).rows(),
@@ -68,14 +67,14 @@ void check_step(const char* where, const Embedding<T>& emb, const SparseRowGrad<
 /// scan of both gradients for NaN/inf) and returns the prepared input; the state is then bound to
 /// the table's current shape (following a resize). Nothing is written if it throws.
 template <class T>
-StepInput<T> prepare_step(const char* where, const Embedding<T>& emb, RowState<T>* state,
+StepInput<T> prepare_step(ember::detail::Where where, const Embedding<T>& emb, RowState<T>* state,
                           Index state_width, const SparseRowGrad<T>* sparse,
                           const Eigen::Ref<const RowMatrix<T>>* dense, bool check_finite = false) {
   check_step(where, emb, sparse, dense);
   if (state != nullptr) state->check_table(where, state_width);
   if (check_finite) {  // the optimizer's opt-in scan: a NaN is reported, never applied
-    if (sparse != nullptr) ember::check_finite(*sparse, std::string(where) + ": sparse gradient");
-    if (dense != nullptr) ember::check_finite(*dense, std::string(where) + ": dense gradient");
+    if (sparse != nullptr) ember::detail::check_finite(*sparse, where, "sparse gradient");
+    if (dense != nullptr) ember::detail::check_finite(*dense, where, "dense gradient");
   }
   StepInput<T> in;
   in.sparse = sparse;
@@ -242,7 +241,7 @@ class RowOptimizer {
   std::int64_t steps_ = 0;
 
  private:
-  friend struct detail::FusedStepAccess;
+  friend struct ember::detail::FusedStepAccess;
 
   // Both backward_step overloads: checks ids and grad_out at the door, then the fused pass
   // (dense: the tied logits' gradient, or null).
@@ -256,49 +255,42 @@ class RowOptimizer {
       ember::detail::check_backward_grad_out(w, static_cast<Index>(span.size()), emb.d_model(),
                                              grad_out.rows(), grad_out.cols());
       ember::detail::check_ids(span, emb.vocab_size(), w);
-      fused_run(emb, span, ember::detail::DirectRows<T>{ember::detail::const_table(grad_out)},
-                false, emb.scale(), emb.accumulate_options(), &grad_out, dense, fused, w);
+      const ember::detail::DirectRows<T> rows{ember::detail::const_table(grad_out)};
+      const ember::detail::FusedStepChecks<T> checks{&grad_out, dense, &fused, w};
+      fused_check(emb, checks);
+      fused_apply(
+          emb, ember::detail::fused_rows(span, rows, false, emb.scale(), emb.accumulate_options()),
+          dense, fused);
     });
   }
 
   /// Validates a fused step on `emb` before anything changes: the table is not frozen, the
   /// dense gradient (if any) is V x d, the state fits the table's width, the options are finite
-  /// and >= 0, and with options().check_finite `checked` (the caller's gradient input, may be
-  /// null) holds no NaN or infinity. Throws as backward_step.
-  void fused_check(const Embedding<T>& emb, const Eigen::Ref<const RowMatrix<T>>* checked,
-                   const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused,
-                   ember::detail::Where w) const {
-    const std::string where = w.str();
-    ember::detail::check_non_negative(w, "max_gradient", fused.max_gradient);
-    ember::detail::check_non_negative(w, "max_norm", fused.max_norm);
-    detail::check_step(where.c_str(), emb, static_cast<const SparseRowGrad<T>*>(nullptr), dense);
+  /// and >= 0, and with options().check_finite the caller's gradient input (if given) and the
+  /// dense gradient hold no NaN or infinity. Throws as backward_step.
+  void fused_check(const Embedding<T>& emb, const ember::detail::FusedStepChecks<T>& c) const {
+    ember::detail::check_non_negative(c.where, "max_gradient", c.fused->max_gradient);
+    ember::detail::check_non_negative(c.where, "max_norm", c.fused->max_norm);
+    detail::check_step(c.where, emb, static_cast<const SparseRowGrad<T>*>(nullptr), c.dense);
     const Index width = self().state_width(emb.d_model());
-    if (width > 0) state_.check_table(where.c_str(), width);
+    if (width > 0) state_.check_table(c.where, width);
     if (options_.check_finite) {
-      if (checked != nullptr) ember::check_finite(*checked, where + ": grad_out");
-      if (dense != nullptr) ember::check_finite(*dense, where + ": dense gradient");
+      if (c.checked != nullptr) ember::detail::check_finite(*c.checked, c.where, "grad_out");
+      if (c.dense != nullptr) ember::detail::check_finite(*c.dense, c.where, "dense gradient");
     }
   }
 
-  /// The fused step of any sparse backward (ember's own: EmbeddingBag, InputStem and
-  /// TableBatchedBags route their backward here): fused_check, then fused_apply.
+  /// The update of a fused step whose fused_check passed: the rows of `in` (see FusedStepRows),
+  /// plus `dense` (V x d, or null), clamped and renormed as `fused` says. Throws nothing but
+  /// std::bad_alloc.
   template <class Id, class Rows>
-  void fused_run(Embedding<T>& emb, std::span<const Id> ids, const Rows& rows, bool needs_scratch,
-                 T scale, AccumulateOptions acc, const Eigen::Ref<const RowMatrix<T>>* checked,
-                 const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused,
-                 ember::detail::Where w) {
-    fused_check(emb, checked, dense, fused, w);
-    fused_apply(emb, ids, rows, needs_scratch, scale, acc, dense, fused);
-  }
-
-  /// The update of a fused step whose fused_check passed: `rows` says what position p of `ids`
-  /// (all in range) contributes, as for SparseRowGrad's accumulation (a row policy of
-  /// detail/scatter.hpp), scaled by `scale`, with the padding row and frequency scaling of
-  /// `acc`. Throws nothing but std::bad_alloc.
-  template <class Id, class Rows>
-  void fused_apply(Embedding<T>& emb, std::span<const Id> ids, const Rows& rows, bool needs_scratch,
-                   T scale, AccumulateOptions acc, const Eigen::Ref<const RowMatrix<T>>* dense,
-                   const FusedStepOptions& fused) {
+  void fused_apply(Embedding<T>& emb, const ember::detail::FusedStepRows<T, Id, Rows>& in_rows,
+                   const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused) {
+    const std::span<const Id> ids = in_rows.ids;
+    const Rows& rows = *in_rows.rows;
+    const bool needs_scratch = in_rows.needs_scratch;
+    const T scale = in_rows.scale;
+    const AccumulateOptions acc = in_rows.options;
     const Index d = emb.d_model();
     const Index v = emb.vocab_size();
     const Index width = self().state_width(d);
@@ -396,11 +388,11 @@ class RowOptimizer {
   /// each combined into one row and handed to the rule.
   void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
            const Eigen::Ref<const RowMatrix<T>>* dense) {
-    const std::string where = std::string(Derived::name) + "::step";
+    const ember::detail::Where where{Derived::name, "step"};
     const Index d = emb.d_model();
     const Index width = self().state_width(d);
-    const auto in = detail::prepare_step(where.c_str(), emb, width > 0 ? &state_ : nullptr, width,
-                                         sparse, dense, options_.check_finite);
+    const auto in = detail::prepare_step(where, emb, width > 0 ? &state_ : nullptr, width, sparse,
+                                         dense, options_.check_finite);
     const auto step = self().begin_step(steps_ + 1, d);
     T* g = *gradient_rows(1, d);
     auto table = emb.weight();
