@@ -127,6 +127,34 @@ template <class... Parts>
   return out;
 }
 
+/// Index of the first non-finite value among data[0, n), or n when all are finite.
+template <class T>
+[[nodiscard]] std::size_t first_non_finite(const T* data, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(data[i])) return i;
+  }
+  return n;
+}
+
+/// Quotes a token for an error message, escaping control and non-ASCII bytes as \xNN.
+[[nodiscard]] inline std::string quoted(std::string_view s, std::size_t max_len = 64) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (std::size_t i = 0; i < s.size() && i < max_len; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c >= 0x7F || c == '\'') {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > max_len) out += "...";
+  out += "'";
+  return out;
+}
+
 // ---- ids ----------------------------------------------------------------------------------------
 
 // The message of a call given ids of the wrong type (a static_assert needs a string literal).

@@ -18,8 +18,7 @@
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
-#include "ember/io/detail/checks.hpp"
-#include "ember/io/vocabulary.hpp"
+#include "ember/keys/vocabulary.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::query {
@@ -102,7 +101,7 @@ class Neighbours {
   /// Indexes `table` with `vocab` naming its rows, so queries can use words.
   /// Throws: as above; ShapeError if vocab.size() != table.rows().
   template <class Derived>
-  Neighbours(const Eigen::MatrixBase<Derived>& table, io::Vocabulary vocab)
+  Neighbours(const Eigen::MatrixBase<Derived>& table, Vocabulary vocab)
       : unit_(table.template cast<T>()), vocab_(std::move(vocab)) {
     detail::check_extent("Neighbours", "table", 0, vocab_->size(), unit_.rows(), "vocab size");
     init();
@@ -117,7 +116,7 @@ class Neighbours {
   /// The L2 norm of each original row, V.
   [[nodiscard]] const Eigen::Matrix<T, Eigen::Dynamic, 1>& norms() const noexcept { return norms_; }
   /// The vocabulary, if one was given.
-  [[nodiscard]] const io::Vocabulary* vocabulary() const noexcept {
+  [[nodiscard]] const Vocabulary* vocabulary() const noexcept {
     return vocab_ ? &*vocab_ : nullptr;
   }
 
@@ -270,7 +269,7 @@ class Neighbours {
   }
 
  private:
-  const io::Vocabulary& vocab() const {
+  const Vocabulary& vocab() const {
     if (!vocab_) {
       throw ValueError("Neighbours: no vocabulary was given; query by id or vector instead", 0.0);
     }
@@ -280,7 +279,7 @@ class Neighbours {
   void init() {
     detail::check_positive_size("Neighbours", "d_model (table columns)", unit_.cols());
     const auto n = static_cast<std::size_t>(unit_.size());
-    if (const std::size_t k = io::detail::first_non_finite(unit_.data(), n); k < n) {
+    if (const std::size_t k = ember::detail::first_non_finite(unit_.data(), n); k < n) {
       const auto cols = static_cast<std::size_t>(unit_.cols());
       throw ValueError(ember::detail::message("Neighbours", "table value at row ", k / cols,
                                               ", column ", k % cols, " is not finite"),
@@ -299,7 +298,7 @@ class Neighbours {
 
   static void check_finite_query(const RowMatrix<T>& q, ember::detail::Where where) {
     const auto n = static_cast<std::size_t>(q.size());
-    if (const std::size_t i = io::detail::first_non_finite(q.data(), n); i < n) {
+    if (const std::size_t i = ember::detail::first_non_finite(q.data(), n); i < n) {
       throw ValueError(ember::detail::message(where, "query value ", i, " is not finite"),
                        static_cast<double>(q.data()[i]));
     }
@@ -367,7 +366,7 @@ class Neighbours {
 
   RowMatrix<T> unit_;
   Eigen::Matrix<T, Eigen::Dynamic, 1> norms_;
-  std::optional<io::Vocabulary> vocab_;
+  std::optional<Vocabulary> vocab_;
 };
 
 }  // namespace ember::inline EMBER_ISA::query
