@@ -1,8 +1,8 @@
-// ggml's block formats (detail/ggml_blocks.hpp) and io::GgmlType (io/ggml_type.hpp): quantization
+// ggml's block formats (ember/ggml/) and io::GgmlType (io/ggml_type.hpp): quantization
 // byte for byte and dequantization bit for bit against ggml's own reference code (the golden files
 // of tests/data/ggml/, see the README there), the fp16/bf16 conversions against Eigen, the fused
 // row dot product against its documented order, round-trip error bounds and the preconditions.
-#include "ember/detail/ggml_blocks.hpp"
+#include "ember/ggml/decode.hpp"
 
 #include <bit>
 #include <cmath>
@@ -15,6 +15,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "ember/ggml/encode.hpp"
 #include "ember/io/ggml_type.hpp"
 #include "ember/random.hpp"
 #include "support/ggml_inputs.hpp"
@@ -24,7 +25,7 @@ namespace {
 
 namespace gg = ember::detail::ggml;
 using ember::io::GgmlType;
-using Type = gg::Type;
+using Type = ember::GgmlType;
 using ember::Index;
 
 /// One golden file of tests/data/ggml/ (layout in its README).
@@ -153,7 +154,7 @@ TEST_CASE("ggml: GgmlType carries ggml's ids, names, block sizes and block bytes
     CHECK(ember::io::ggml_block_size(r.t) == r.block);
     CHECK(ember::io::ggml_type_size(r.t) == r.bytes);
     CHECK(ember::io::ggml_row_size(r.t, 4 * r.block) == 4 * r.bytes);
-    const gg::Traits tr = gg::traits(ember::io::detail::kernel_type(r.t));
+    const gg::Traits tr = gg::traits(r.t);
     CHECK(tr.block_size == r.block);
     CHECK(tr.block_bytes == r.bytes);
     CHECK(tr.name == r.name);
@@ -175,7 +176,7 @@ TEST_CASE("ggml: ember decodes exactly the 13 types of the codec table", "[ggml]
   for (const GgmlType t : {GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::IQ2_XXS, GgmlType::IQ4_NL,
                            GgmlType::I8, GgmlType::I32, GgmlType::F64, GgmlType::TQ1_0,
                            GgmlType::MXFP4, GgmlType::NVFP4, GgmlType::Q1_0, GgmlType::Q2_0}) {
-    CHECK_FALSE(gg::traits(ember::io::detail::kernel_type(t)).decodes);
+    CHECK_FALSE(gg::traits(t).decodes);
     CHECK_FALSE(ember::io::ggml_type_decodes(t));
   }
 }
@@ -394,10 +395,6 @@ TEST_CASE("ggml: the kernels' preconditions are checked by EMBER_ASSERT in test 
   CHECK_THROWS_AS(gg::quantize(Type::Q4_0, y.data(), 33, q.data()), std::logic_error);
   CHECK_THROWS_AS(gg::dot_row(Type::Q8_0, q.data(), y.data(), 40), std::logic_error);
   // A type ember does not decode.
-  CHECK_THROWS_AS(
-      gg::decode_row(ember::io::detail::kernel_type(GgmlType::IQ2_XXS), q.data(), 256, y.data()),
-      std::logic_error);
-  CHECK_THROWS_AS(
-      gg::quantize(ember::io::detail::kernel_type(GgmlType::Q8_K), y.data(), 256, q.data()),
-      std::logic_error);
+  CHECK_THROWS_AS(gg::decode_row(GgmlType::IQ2_XXS, q.data(), 256, y.data()), std::logic_error);
+  CHECK_THROWS_AS(gg::quantize(GgmlType::Q8_K, y.data(), 256, q.data()), std::logic_error);
 }

@@ -18,7 +18,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "ember/detail/ggml_blocks.hpp"
+#include "ember/ggml/decode.hpp"
+#include "ember/ggml/encode.hpp"
 #include "ember/io/ggml_type.hpp"
 #include "ember/random.hpp"
 #include "support/ggml_inputs.hpp"
@@ -148,7 +149,7 @@ TEST_CASE("gguf: every type ember encodes round-trips through a GGUF file, as gg
   const Index d = 512;
   const Index V = 5;
   const RowMatrix<float> table = ember_test::gguf_normal_table(V, d, 1);
-  for (const gg::Type kt : gg::codec_types) {
+  for (const GgmlType kt : gg::codec_types) {
     const auto t = static_cast<GgmlType>(kt);
     INFO(to_string(t));
     const std::string path = dir.file(std::string(to_string(t)) + ".gguf");
@@ -193,7 +194,7 @@ TEST_CASE("gguf: a written file holds ggml's quantization of the golden inputs",
   const std::vector<float> x = ember_test::ggml_common_rows();
   const Index rows = static_cast<Index>(x.size() / ember_test::ggml_row_len);
   const Eigen::Map<const RowMatrix<float>> table(x.data(), rows, 256);
-  for (const gg::Type kt : gg::codec_types) {
+  for (const GgmlType kt : gg::codec_types) {
     const auto t = static_cast<GgmlType>(kt);
     INFO(to_string(t));
     const std::string path = dir.file("golden.gguf");

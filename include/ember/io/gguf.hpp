@@ -26,8 +26,9 @@
 
 #include <Eigen/Core>
 
-#include "ember/detail/ggml_blocks.hpp"
 #include "ember/errors.hpp"
+#include "ember/ggml/decode.hpp"
+#include "ember/ggml/encode.hpp"
 #include "ember/ggml_embedding.hpp"
 #include "ember/io/detail/atomic_write.hpp"
 #include "ember/io/detail/byteorder.hpp"
@@ -290,10 +291,9 @@ class GgufFile {
     for (Index r = 0; r < rows; ++r) {
       const std::uint8_t* src = p + static_cast<std::size_t>(r) * rb;
       if constexpr (std::is_same_v<T, float>) {
-        ember::detail::ggml::decode_row(detail::kernel_type(t.type), src, cols,
-                                        out.data() + r * cols);
+        ember::detail::ggml::decode_row(t.type, src, cols, out.data() + r * cols);
       } else {
-        ember::detail::ggml::decode_row(detail::kernel_type(t.type), src, cols, buf.data());
+        ember::detail::ggml::decode_row(t.type, src, cols, buf.data());
         for (Index c = 0; c < cols; ++c)
           out(r, c) = static_cast<double>(buf[static_cast<std::size_t>(c)]);
       }
@@ -930,7 +930,7 @@ class GgufWriter {
         for (Index r = r0; r < r1; ++r) {
           const float* src = row_as_float(e, r, row);
           if (blocks) check_finite_row(e, r, src);
-          ember::detail::ggml::quantize(detail::kernel_type(e.type), src, cols,
+          ember::detail::ggml::quantize(e.type, src, cols,
                                         buf.data() + static_cast<std::size_t>(r - r0) * rb);
         }
         out.write(buf.data(), static_cast<std::size_t>(r1 - r0) * rb);
