@@ -62,13 +62,15 @@ class Ggml {
     detail::ggml::decode_row_scaled<false>(type_, row, d, s, dst);
   }
 
-  /// decode_row with non-temporal stores where the build has AVX2, for outputs too large to stay
-  /// in cache; dst must be 32-byte aligned, and the caller issues an sfence before the output is
-  /// read by another thread.
+#if EMBER_DETAIL_GGML_AVX2
+  /// decode_row with non-temporal stores (builds with AVX2 only: without, a lookup has nothing
+  /// to stream), for outputs too large to stay in cache; dst must be 32-byte aligned, and the
+  /// caller issues an sfence before the output is read by another thread.
   EMBER_ALWAYS_INLINE void decode_row_streaming(const std::uint8_t* row, Index d, float s,
                                                 float* dst) const {
     detail::ggml::decode_row_scaled<true>(type_, row, d, s, dst);
   }
+#endif
 
   /// out[j·out_stride + r] = Σ_c decoded(row r)[c] · h[j·h_stride + c] for `count` rows starting
   /// at `rows` (row_stride bytes apart) and n vectors h: detail::ggml::dot_rows, which documents

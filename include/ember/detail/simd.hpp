@@ -12,6 +12,9 @@
 #include "ember/config.hpp"
 #include "ember/types.hpp"
 
+// 1 where the AVX and AVX-512 row kernels below are compiled (x86 GCC and clang, with target
+// attributes, whatever the build targets); with_row_policy picks one only where the build targets
+// that instruction set.
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 #define EMBER_DETAIL_HAVE_AVX_ROWS 1
