@@ -7,7 +7,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -333,7 +332,7 @@ TEST_CASE("ggml: dot_row fuses decoding with the documented summation order", "[
 
 TEST_CASE("ggml: round trips of N(0, 1) data stay within each type's error bound", "[ggml]") {
   // Bounds a little above the maxima measured on 64 x 4096 N(0, 1) values (docs/gguf.md lists
-  // them; `ember_tests "[ggml_errors]"` prints them).
+  // them; examples/ggml_errors.cpp prints them).
   struct Bound {
     Type t;
     double max_abs;
@@ -359,31 +358,6 @@ TEST_CASE("ggml: round trips of N(0, 1) data stay within each type's error bound
     for (std::size_t i = 0; i < x.size(); ++i)
       worst = std::max(worst, std::fabs(double{y[i]} - double{x[i]}));
     CHECK(worst <= b.max_abs);
-  }
-}
-
-TEST_CASE("ggml: error of each type on N(0, 1) data, for docs/gguf.md", "[.][ggml_errors]") {
-  ember::Random rng(11);
-  const Index d = 4096;
-  std::vector<float> x(static_cast<std::size_t>(d) * 64);
-  for (auto& v : x) v = static_cast<float>(rng.normal());
-  for (const Type t : gg::codec_types) {
-    const Index n = static_cast<Index>(x.size());
-    std::vector<std::uint8_t> q(static_cast<std::size_t>(gg::row_bytes(t, n)));
-    gg::quantize(t, x.data(), n, q.data());
-    std::vector<float> y(x.size());
-    gg::decode_row(t, q.data(), n, y.data());
-    double worst = 0;
-    double sq = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      const double e = std::fabs(double{y[i]} - double{x[i]});
-      worst = std::max(worst, e);
-      sq += e * e;
-    }
-    // A docs/gguf.md table row: type, block size, bytes per row at d = 4096, max and rms error.
-    std::printf("| %-4s | %3d | %5d | %.4f | %.4f |\n", gg::traits(t).name.data(),
-                static_cast<int>(gg::traits(t).block_size), static_cast<int>(gg::row_bytes(t, d)),
-                worst, std::sqrt(sq / static_cast<double>(x.size())));
   }
 }
 
