@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include <sys/mman.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <Eigen/Core>
@@ -30,6 +31,7 @@
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
 #include "ember/detail/fasttext.hpp"
+#include "ember/detail/prefetch.hpp"
 #include "ember/errors.hpp"
 #include "ember/io/detail/byteorder.hpp"
 #include "ember/io/detail/checks.hpp"
@@ -135,14 +137,15 @@ template <class What>
 /// so a short file says where it ends and what was expected there.
 class FastTextReader {
  public:
-  FastTextReader(const unsigned char* data, std::size_t size, const std::string& path)
-      : data_(data), size_(size), path_(path) {}
+  FastTextReader(const unsigned char* data, std::size_t size, int fd, const std::string& path)
+      : data_(data), size_(size), fd_(fd), path_(path) {}
 
   [[nodiscard]] std::size_t pos() const noexcept { return pos_; }
   [[nodiscard]] std::size_t left() const noexcept { return size_ - pos_; }
   [[nodiscard]] const unsigned char* here() const noexcept { return data_ + pos_; }
-  [[nodiscard]] const unsigned char* base() const noexcept { return data_; }
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  /// A descriptor of the same file, for the matrices (read_chunks).
+  [[nodiscard]] int fd() const noexcept { return fd_; }
 
   [[noreturn]] void fail(std::size_t at, const std::string& what) const {
     io::detail::fail_at_byte(path_, at, what);
@@ -189,38 +192,68 @@ class FastTextReader {
  private:
   const unsigned char* data_;
   std::size_t size_;
+  int fd_;
   const std::string& path_;
   std::size_t pos_ = 0;
 };
 
-/// Tells the kernel it may drop the mapped pages wholly inside [p, p + n): a copied matrix then
-/// counts once in the process's memory, not twice. A hint; never changes a result.
-inline void release_mapped(const unsigned char* base, const unsigned char* p,
-                           std::size_t n) noexcept {
-  const long page_size = ::sysconf(_SC_PAGESIZE);
-  if (page_size <= 0) return;
-  const auto page = static_cast<std::size_t>(page_size);
-  const auto from = static_cast<std::size_t>(p - base);
-  const std::size_t begin = (from + page - 1) / page * page;
-  const std::size_t end = (from + n) / page * page;
-  if (end > begin) {
-    ::madvise(const_cast<unsigned char*>(base + begin), end - begin, MADV_DONTNEED);
+/// A read-only descriptor, closed on destruction.
+class ReadOnlyFd {
+ public:
+  explicit ReadOnlyFd(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)) {
+    if (fd_ < 0) {
+      io::detail::fail_at_byte(path, 0,
+                               std::string("cannot open file (") + std::strerror(errno) + ")");
+    }
+  }
+  ReadOnlyFd(const ReadOnlyFd&) = delete;
+  ReadOnlyFd& operator=(const ReadOnlyFd&) = delete;
+  ~ReadOnlyFd() { ::close(fd_); }
+  [[nodiscard]] int get() const noexcept { return fd_; }
+
+ private:
+  int fd_;
+};
+
+/// Reads n bytes of the file at `offset` into dst with pread, 1 MiB at a time, calling
+/// check(chunk_begin, chunk_bytes) on each chunk while it is still in cache. The kernel copies the
+/// page cache straight into dst: the matrix's pages are never mapped, so the process holds one
+/// copy of them. The range must lie in the file (checked before).
+template <class Check>
+void read_chunks(const FastTextReader& in, std::size_t offset, unsigned char* dst, std::size_t n,
+                 Check&& check) {
+  constexpr std::size_t chunk = std::size_t{1} << 20;
+  for (std::size_t done = 0; done < n;) {
+    const std::size_t k = std::min(chunk, n - done);
+    std::size_t got = 0;
+    while (got < k) {
+      const ::ssize_t r =
+          ::pread(in.fd(), dst + done + got, k - got, static_cast<::off_t>(offset + done + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        in.fail(offset + done + got,
+                r == 0 ? std::string("the file shrank while it was read")
+                       : std::string("cannot read the file (") + std::strerror(errno) + ")");
+      }
+      got += static_cast<std::size_t>(r);
+    }
+    check(done, k);
+    done += k;
   }
 }
 
-/// Copies n bytes of the mapping (`base` its first byte) from src into dst, 1 MiB at a time,
-/// releasing each chunk's mapped pages once copied; `check(chunk_begin, chunk_bytes)` runs on each
-/// copied chunk while it is still in cache. The range must lie in the file (checked before).
-template <class Check>
-void copy_released(const unsigned char* base, const unsigned char* src, unsigned char* dst,
-                   std::size_t n, Check&& check) {
-  constexpr std::size_t chunk = std::size_t{1} << 20;
-  for (std::size_t done = 0; done < n; done += chunk) {
-    const std::size_t k = std::min(chunk, n - done);
-    std::memcpy(dst + done, src + done, k);
-    check(done, k);
-    release_mapped(base, src + done, k);
+/// Index of the first NaN or infinity among v[0, n), or n: one branch-free pass over the exponent
+/// bits (which the compiler vectorizes), the position searched for only when there is one.
+[[nodiscard]] inline std::size_t find_non_finite(const float* v, std::size_t n) noexcept {
+  constexpr std::uint32_t exponent = 0x7F800000u;
+  std::uint32_t worst = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    worst = std::max(worst, bits & exponent);
   }
+  return worst == exponent ? io::detail::first_non_finite(v, n) : n;
 }
 
 /// Checks that rows x cols floats (what) fit in what is left of the file.
@@ -242,7 +275,7 @@ inline void read_float_matrix(FastTextReader& in, Index rows, Index cols, bool a
   const auto count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   const std::size_t start = in.pos();
   auto* bytes = reinterpret_cast<unsigned char*>(out);
-  copy_released(in.base(), in.here(), bytes, count * 4, [&](std::size_t done, std::size_t k) {
+  read_chunks(in, start, bytes, count * 4, [&](std::size_t done, std::size_t k) {
     float* values = out + done / 4;
     if constexpr (!io::detail::host_is_little_endian) {
       for (std::size_t i = 0; i < k / 4; ++i) {
@@ -250,7 +283,7 @@ inline void read_float_matrix(FastTextReader& in, Index rows, Index cols, bool a
       }
     }
     if (allow_non_finite) return;
-    const std::size_t bad = io::detail::first_non_finite(values, k / 4);
+    const std::size_t bad = find_non_finite(values, k / 4);
     if (bad < k / 4) {
       const std::size_t v = done / 4 + bad;
       const auto c = static_cast<std::size_t>(cols);
@@ -329,8 +362,8 @@ inline QuantizedRows read_quantized(FastTextReader& in, Index rows, std::int32_t
   }
   const auto code_bytes = static_cast<std::size_t>(codesize);
   in.need(code_bytes, what + "'s codes (" + std::to_string(code_bytes) + " bytes)");
-  const unsigned char* codes = in.here();
-  in.skip(code_bytes);  // copied once the quantizer says how many a row has
+  const std::size_t codes = in.pos();
+  in.skip(code_bytes);  // read once the quantizer says how many a row has
   q.pq = read_pq(in, dim, allow_non_finite, what + "'s quantizer");
   const auto expected = static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(q.pq.nsubq);
   if (code_bytes != expected) {
@@ -339,7 +372,7 @@ inline QuantizedRows read_quantized(FastTextReader& in, Index rows, std::int32_t
                              std::to_string(q.pq.nsubq) + " sub-quantizers)");
   }
   q.codes.resize(code_bytes);
-  copy_released(in.base(), codes, q.codes.data(), code_bytes, [](std::size_t, std::size_t) {});
+  read_chunks(in, codes, q.codes.data(), code_bytes, [](std::size_t, std::size_t) {});
   if (q.qnorm) {
     const auto nrows = static_cast<std::size_t>(rows);
     in.need(nrows, what + "'s norm codes (" + std::to_string(nrows) + " bytes)");
@@ -362,8 +395,10 @@ inline std::size_t entry_offset(const unsigned char* data, std::size_t first, In
 /// Parses and validates a whole fastText model file (load_fasttext).
 inline FastTextFile parse_fasttext(const std::string& path,
                                    const io::FastTextLoadOptions& options) {
+  // The dictionary is parsed from a mapping; the matrices are read through a descriptor.
   const io::detail::MappedFile file(path);
-  FastTextReader in(file.data(), file.size(), path);
+  const ReadOnlyFd fd(path);
+  FastTextReader in(file.data(), file.size(), fd.get(), path);
   FastTextFile out;
   if (file.size() == 0) in.fail(0, "empty file, expected a fastText model (.bin or .ftz)");
 
@@ -1052,11 +1087,25 @@ class FastTextModel {
         ++n;
       });
     } else {
+      // The rows are requested as their ids come out of the hashing and added in batches (in
+      // their order, so the sum is fastText's): the misses of a word's rows overlap.
       const float* rows = f_.input.data();
+      const Index row_bytes = d * static_cast<Index>(sizeof(float));
+      std::array<TokenId, 64> batch;
+      std::size_t pending = 0;
+      auto flush = [&] {
+        for (std::size_t i = 0; i < pending; ++i) {
+          v += Eigen::Map<const RowVector<float>>(rows + batch[i] * d, d);
+        }
+        pending = 0;
+      };
       f_.index.for_each_id(word, [&](TokenId r) {
-        v += Eigen::Map<const RowVector<float>>(rows + r * d, d);
+        ember::detail::prefetch_row(rows + r * d, row_bytes, row_bytes);
+        batch[pending++] = r;
         ++n;
+        if (pending == batch.size()) flush();
       });
+      flush();
     }
     if (n > 0) v *= static_cast<float>(1.0 / static_cast<double>(n));
   }
@@ -1138,8 +1187,9 @@ class FastTextModel {
 /// dim, a quantizer whose shape does not divide dim as fastText does, a code size that is not
 /// rows x sub-quantizers; a flag that is not 0 or 1; a NaN or infinite value (unless allowed);
 /// the file ending early, or bytes after the output matrix. Nothing is returned on a throw.
-/// Memory: the input matrix is copied out of the mapped file once, each mapped megabyte released
-/// as soon as it is copied, so the process holds about one copy of the file.
+/// Memory: the dictionary is parsed from a read-only mapping, the matrices read once into their
+/// own memory (not mapped: fastText stores them unaligned), so the process holds one copy of the
+/// file.
 /// Complexity: one pass over the file.
 inline FastTextModel load_fasttext(const std::string& path, const FastTextLoadOptions& options) {
   return FastTextModel(ember::detail::parse_fasttext(path, options));
