@@ -212,6 +212,7 @@ TEST_CASE("the door refuses bad queries before answering", "[fasttext]") {
   CHECK_FALSE(sup.label_id("cat").has_value());
   CHECK(sup.predict("a", -1, 2.0f).empty());  // no probability reaches 2
   CHECK(sup.predict("a", 1000).size() <= static_cast<std::size_t>(sup.nlabels()));
+  CHECK(sup.predict("a", std::numeric_limits<Index>::max()) == sup.predict("a", -1));
 }
 
 TEST_CASE("a model's vectors work with ember's query and bag code", "[fasttext][query][bag]") {
@@ -382,12 +383,17 @@ TEST_CASE("a corrupted field is a FormatError naming the byte and what was expec
       {"output.rows", i64(3), "the output matrix has 3 rows, expected 2 (the labels)", ""},
       {"output.cols", i64(2), "the output matrix has 2 columns", ""},
   };
-  for (const auto& c : dense_cases) {
-    INFO(c.field << " -> " << c.fragment);
-    const std::string at = *c.reported ? c.reported : c.field;
-    ember_test::check_rejected(dir, "corrupt.bin", patched(d, c.field, c.value),
-                               {c.fragment, d.field(at).offset}, load);
-  }
+  // Each case: the field overwritten, a FormatError naming the expectation at the field's byte
+  // (or at the field given as `reported`).
+  auto check_cases = [&](const ember_test::WrittenModel& w, const std::vector<Corruption>& cases) {
+    for (const auto& c : cases) {
+      INFO(c.field << " -> " << c.fragment);
+      const std::string at = *c.reported ? c.reported : c.field;
+      ember_test::check_rejected(dir, "corrupt.bin", patched(w, c.field, c.value),
+                                 {c.fragment, w.field(at).offset}, load);
+    }
+  };
+  check_cases(d, dense_cases);
   {
     // A huge dictionary claim is refused before anything is allocated for it.
     Bytes b = patched(d, "dict.size", i32(1000000));
@@ -431,7 +437,7 @@ TEST_CASE("a corrupted field is a FormatError naming the byte and what was expec
       {"prune1.row", i32(0), "prune index pair 1 has row 0", ""},
       {"prune1.bucket", i32(3), "prune index pair 1 repeats bucket 3", ""},
       {"input.qnorm", u8(3), "qnorm flag is 3", ""},
-      {"input.rows", i64(7), "the input matrix has 7 rows, expected 5", ""},
+      {"input.rows", i64(7), "the input matrix has 7 rows, expected words + kept buckets = 5", ""},
       {"input.cols", i64(2), "the input matrix has 2 columns", ""},
       {"input.codesize", i32(-1), "code size is -1", ""},
       {"input.pq.dim", i32(4), "quantizer's dimension is 4, expected 3", ""},
@@ -440,15 +446,10 @@ TEST_CASE("a corrupted field is a FormatError naming the byte and what was expec
       {"input.pq.lastdsub", i32(2), "last sub-vector size is 2, expected 1", ""},
       {"input.npq.dim", i32(2), "norm quantizer's dimension is 2, expected 1", ""},
       {"output.quant", u8(5), "is 5, expected 0 or 1", ""},
-      {"output.rows", i64(1), "the output matrix has 1 rows, expected 2", ""},
+      {"output.rows", i64(1), "the output matrix has 1 rows, expected 2 (the labels)", ""},
       {"output.pq.nsubq", i32(1), "has 1 sub-quantizers, expected 2", ""},
   };
-  for (const auto& c : quant_cases) {
-    INFO(c.field << " -> " << c.fragment);
-    const std::string at = *c.reported ? c.reported : c.field;
-    ember_test::check_rejected(dir, "corrupt.ftz", patched(q, c.field, c.value),
-                               {c.fragment, q.field(at).offset}, load);
-  }
+  check_cases(q, quant_cases);
   {
     auto spec = ember_test::small_quantized();
     spec.input.codes.push_back(0);  // one code too many

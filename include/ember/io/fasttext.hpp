@@ -91,6 +91,7 @@ struct FastTextPrediction {
   TokenId id = 0;
   std::string label;
   float probability = 0;
+  friend bool operator==(const FastTextPrediction&, const FastTextPrediction&) = default;
 };
 
 /// One neighbour: a word's id and its cosine similarity with the query, as fastText computes it.
@@ -297,6 +298,35 @@ inline void read_float_matrix(FastTextReader& in, Index rows, Index cols, bool a
   in.skip(count * 4);
 }
 
+/// Reads a matrix's row and column counts (int64 each), which must be `rows` and `dim`;
+/// `rows_are` says in a message what the rows should number.
+inline void read_shape(FastTextReader& in, Index rows, std::int32_t dim, const std::string& what,
+                       const std::string& rows_are) {
+  std::size_t at = in.pos();
+  const auto m = in.get<std::int64_t>([&] { return what + "'s row count"; });
+  if (m != rows) {
+    in.fail(at, what + " has " + std::to_string(m) + " rows, expected " + rows_are);
+  }
+  at = in.pos();
+  const auto n = in.get<std::int64_t>([&] { return what + "'s column count"; });
+  if (n != dim) {
+    in.fail(at, what + " has " + std::to_string(n) +
+                    " columns, expected args.dim = " + std::to_string(dim));
+  }
+}
+
+/// Reads a DenseMatrix of `rows` x `dim` (its shape, then the floats).
+inline RowMatrix<float> read_dense(FastTextReader& in, Index rows, std::int32_t dim,
+                                   bool allow_non_finite, const std::string& what,
+                                   const std::string& rows_are) {
+  read_shape(in, rows, dim, what, rows_are);
+  need_floats(in, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(dim),
+              what + "'s values");
+  RowMatrix<float> out(rows, dim);
+  read_float_matrix(in, rows, dim, allow_non_finite, what, out.data());
+  return out;
+}
+
 /// Reads one ProductQuantizer (dim, nsubq, dsub, lastdsub, dim x 256 centroids), checking its
 /// shape against `dim`.
 inline ProductQuantizer read_pq(FastTextReader& in, std::int32_t dim, bool allow_non_finite,
@@ -339,20 +369,11 @@ inline ProductQuantizer read_pq(FastTextReader& in, std::int32_t dim, bool allow
 
 /// Reads a QuantMatrix of `rows` x `dim` (qnorm, m, n, codesize, codes, quantizer, norms).
 inline QuantizedRows read_quantized(FastTextReader& in, Index rows, std::int32_t dim,
-                                    bool allow_non_finite, const std::string& what) {
+                                    bool allow_non_finite, const std::string& what,
+                                    const std::string& rows_are) {
   QuantizedRows q;
   q.qnorm = in.flag(what + "'s qnorm flag");
-  std::size_t at = in.pos();
-  const auto m = in.get<std::int64_t>(what + "'s row count");
-  if (m != rows) {
-    in.fail(at, what + " has " + std::to_string(m) + " rows, expected " + std::to_string(rows));
-  }
-  at = in.pos();
-  const auto n = in.get<std::int64_t>(what + "'s column count");
-  if (n != dim) {
-    in.fail(at, what + " has " + std::to_string(n) + " columns, expected the dimension " +
-                    std::to_string(dim));
-  }
+  read_shape(in, rows, dim, what, rows_are);
   q.rows = rows;
   q.cols = dim;
   const std::size_t at_codesize = in.pos();
@@ -603,52 +624,28 @@ inline FastTextFile parse_fasttext(const std::string& path,
                           " pairs) with a dense input matrix (fastText refuses such a model)");
   }
   const Index input_rows = Index{nwords} + (prune_size >= 0 ? prune_size : Index{a.bucket});
+  const std::string input_rows_are =
+      (prune_size >= 0 ? "words + kept buckets = " : "words + buckets = ") +
+      std::to_string(input_rows);
   if (out.quant_input) {
-    out.qinput =
-        read_quantized(in, input_rows, a.dim, options.allow_non_finite, "the input matrix");
+    out.qinput = read_quantized(in, input_rows, a.dim, options.allow_non_finite, "the input matrix",
+                                input_rows_are);
   } else {
-    std::size_t at_m = in.pos();
-    const auto m = in.get<std::int64_t>("the input matrix's row count");
-    if (m != input_rows) {
-      in.fail(at_m, "the input matrix has " + std::to_string(m) +
-                        " rows, expected words + buckets = " + std::to_string(input_rows));
-    }
-    at_m = in.pos();
-    const auto n = in.get<std::int64_t>("the input matrix's column count");
-    if (n != a.dim) {
-      in.fail(at_m, "the input matrix has " + std::to_string(n) +
-                        " columns, expected args.dim = " + std::to_string(a.dim));
-    }
-    need_floats(in, static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(n),
-                "the input matrix's values");
-    out.input.resize(m, n);
-    read_float_matrix(in, m, n, options.allow_non_finite, "the input matrix", out.input.data());
+    out.input = read_dense(in, input_rows, a.dim, options.allow_non_finite, "the input matrix",
+                           input_rows_are);
   }
 
   // ---- output matrix
   out.quant_output = in.flag("the output matrix's quantization flag") && out.quant_input;
   const Index output_rows = supervised ? Index{nlabels} : Index{nwords};
+  const std::string output_rows_are =
+      std::to_string(output_rows) + (supervised ? " (the labels)" : " (the words)");
   if (out.quant_output) {
-    out.qoutput =
-        read_quantized(in, output_rows, a.dim, options.allow_non_finite, "the output matrix");
+    out.qoutput = read_quantized(in, output_rows, a.dim, options.allow_non_finite,
+                                 "the output matrix", output_rows_are);
   } else {
-    std::size_t at_m = in.pos();
-    const auto m = in.get<std::int64_t>("the output matrix's row count");
-    if (m != output_rows) {
-      in.fail(at_m, "the output matrix has " + std::to_string(m) + " rows, expected " +
-                        std::to_string(output_rows) +
-                        (supervised ? " (the labels)" : " (the words)"));
-    }
-    at_m = in.pos();
-    const auto n = in.get<std::int64_t>("the output matrix's column count");
-    if (n != a.dim) {
-      in.fail(at_m, "the output matrix has " + std::to_string(n) +
-                        " columns, expected args.dim = " + std::to_string(a.dim));
-    }
-    need_floats(in, static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(n),
-                "the output matrix's values");
-    out.output.resize(m, n);
-    read_float_matrix(in, m, n, options.allow_non_finite, "the output matrix", out.output.data());
+    out.output = read_dense(in, output_rows, a.dim, options.allow_non_finite, "the output matrix",
+                            output_rows_are);
   }
   if (in.left() != 0) {
     in.fail(in.pos(), std::to_string(in.left()) +
@@ -927,8 +924,8 @@ class FastTextModel {
     RowVector<float> hidden = RowVector<float>::Zero(d);
     for (const TokenId r : ids) add_input_row(r, hidden.data(), scratch);
     hidden *= static_cast<float>(1.0 / static_cast<double>(ids.size()));
-    const auto want = static_cast<std::size_t>(
-        k == -1 ? nlabels() : std::min<Index>(k, std::numeric_limits<std::int32_t>::max()));
+    // A k beyond the labels keeps them all, as fastText's heap does (it never fills).
+    const auto want = static_cast<std::size_t>(k == -1 ? nlabels() : std::min(k, nlabels()));
     auto output_dot = [&](Index row) {
       const float v = f_.quant_output ? f_.qoutput.dot_row(row, hidden.data(), scratch)
                                       : ember::detail::dot(f_.output.row(row).data(), hidden.data(),
