@@ -919,8 +919,8 @@ class FastTextModel {
     const std::vector<TokenId> ids = line_ids(line);
     if (ids.empty() || nlabels() == 0) return {};
     const auto d = dim();
-    Scratch s(2 * d);
-    float* scratch = s.data() + d;
+    Scratch s(d);
+    float* scratch = s.data();
     RowVector<float> hidden = RowVector<float>::Zero(d);
     for (const TokenId r : ids) add_input_row(r, hidden.data(), scratch);
     hidden *= static_cast<float>(1.0 / static_cast<double>(ids.size()));
@@ -980,7 +980,7 @@ class FastTextModel {
                                                          std::string_view c, Index k = 10) const {
     check_k(k, "FastTextModel::analogies");
     const Index d = dim();
-    Scratch s(2 * d);
+    Scratch s(d);
     RowVector<float> q = RowVector<float>::Zero(d);
     RowVector<float> v(d);
     const std::string_view words[3] = {a, b, c};
