@@ -429,6 +429,36 @@ TEST_CASE("a corrupted field is a FormatError naming the byte and what was expec
     ember_test::check_rejected(dir, "counts.bin", ember_test::write_model(spec).bytes,
                                {"label counts add up to 10^15"}, load);
   }
+  {
+    // No row in either matrix leaves dim unbounded by the file: refused at the dictionary.
+    ember_test::FastTextSpec spec;
+    spec.dim = std::numeric_limits<std::int32_t>::max();
+    spec.bucket = 0;
+    spec.maxn = 0;
+    spec.word_ngrams = 1;
+    spec.input.cols = spec.output.cols = spec.dim;
+    const auto empty = ember_test::write_model(spec);
+    ember_test::check_rejected(
+        dir, "no_rows.bin", empty.bytes,
+        {"no row in either matrix (0 words, 0 labels, 0 buckets), so args.dim 2147483647",
+         empty.field("dict.size").offset},
+        load);
+    // An unsupervised model of labels only: its output matrix has a row per word, none.
+    spec.model = 2;
+    spec.labels = {{"__label__x", 1}};
+    const auto labels_only = ember_test::write_model(spec);
+    ember_test::check_rejected(
+        dir, "labels_only.bin", labels_only.bytes,
+        {"(0 words, 1 labels, 0 buckets)", labels_only.field("dict.size").offset}, load);
+    // The same supervised: the label's output row bounds dim, so it loads (dim 2 here).
+    spec.model = 3;
+    spec.dim = 2;
+    spec.input.cols = 2;
+    spec.output = ember_test::dense_matrix(1, 2, 0.5f, 0.1f);
+    const FastTextModel m = load_bytes(dir, ember_test::write_model(spec).bytes, "one_label.bin");
+    CHECK(m.input_rows() == 0);
+    CHECK(m.output_rows() == 1);
+  }
 
   const ember_test::WrittenModel q = ember_test::write_model(ember_test::small_quantized());
   const std::vector<Corruption> quant_cases = {

@@ -516,6 +516,17 @@ inline FastTextFile parse_fasttext(const std::string& path,
     in.fail(at_prune, "the prune index size is " + std::to_string(prune_size) +
                           ", expected -1 (not pruned) or >= 0");
   }
+  // Every row the matrices hold is dim values of the file, so the file bounds dim; a model with
+  // no row at all leaves dim unbounded, and every answer is a dim-wide vector (2^31 - 1 claimed
+  // in a 126-byte file would make each query allocate 8 GB). fastText never writes one: it
+  // refuses to train on an empty vocabulary.
+  const Index buckets = prune_size >= 0 ? Index{prune_size} : Index{a.bucket};
+  if (Index{nwords} + buckets == 0 && (!supervised || nlabels == 0)) {
+    in.fail(at_size, "the model has no row in either matrix (" + std::to_string(nwords) +
+                         " words, " + std::to_string(nlabels) +
+                         " labels, 0 buckets), so args.dim " + std::to_string(a.dim) +
+                         " is backed by no value");
+  }
   // Each entry takes at least 11 bytes (a 1-byte word, its NUL, the count, the type).
   if (static_cast<std::uint64_t>(size) * 11 > in.left()) {
     in.fail(at_size, "the dictionary claims " + std::to_string(size) + " entries, more than the " +
@@ -623,7 +634,7 @@ inline FastTextFile parse_fasttext(const std::string& path,
     in.fail(at_quant, "a pruned dictionary (prune index of " + std::to_string(prune_size) +
                           " pairs) with a dense input matrix (fastText refuses such a model)");
   }
-  const Index input_rows = Index{nwords} + (prune_size >= 0 ? prune_size : Index{a.bucket});
+  const Index input_rows = Index{nwords} + buckets;
   const std::string input_rows_are =
       (prune_size >= 0 ? "words + kept buckets = " : "words + buckets = ") +
       std::to_string(input_rows);
@@ -1178,16 +1189,15 @@ class FastTextModel {
 /// Throws: FormatError naming the file, the byte offset and what was expected there: a wrong
 /// magic number or version; arguments fastText could not have written (dim < 1, negative
 /// minn/maxn/bucket/wordNgrams, an unknown loss or model, bucket 0 with n-grams to hash); a
-/// dictionary whose counts disagree, an entry with an empty or repeated word, a negative count, a
-/// word typed as a label or the reverse; a prune index with a bucket or row out of range or
-/// repeated, or without quantization; a matrix whose rows or columns are not the dictionary's and
-/// dim, a quantizer whose shape does not divide dim as fastText does, a code size that is not
-/// rows x sub-quantizers; a flag that is not 0 or 1; a NaN or infinite value (unless allowed);
-/// the file ending early, or bytes after the output matrix. Nothing is returned on a throw.
-/// Memory: the dictionary is parsed from a read-only mapping, the matrices read once into their
-/// own memory (not mapped: fastText stores them unaligned), so the process holds one copy of the
-/// file.
-/// Complexity: one pass over the file.
+/// dictionary whose counts disagree or that leaves both matrices without a row, an entry with an
+/// empty or repeated word, a negative count, a word typed as a label or the reverse; a prune index
+/// with a bucket or row out of range or repeated, or without quantization; a matrix whose rows or
+/// columns are not the dictionary's and dim, a quantizer whose shape does not divide dim as
+/// fastText does, a code size that is not rows x sub-quantizers; a flag that is not 0 or 1; a NaN
+/// or infinite value (unless allowed); the file ending early, or bytes after the output matrix.
+/// Nothing is returned on a throw. Memory: the dictionary is parsed from a read-only mapping, the
+/// matrices read once into their own memory (not mapped: fastText stores them unaligned), so the
+/// process holds one copy of the file. Complexity: one pass over the file.
 inline FastTextModel load_fasttext(const std::string& path, const FastTextLoadOptions& options) {
   return FastTextModel(ember::detail::parse_fasttext(path, options));
 }
