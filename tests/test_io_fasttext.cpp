@@ -244,6 +244,32 @@ TEST_CASE("a model's vectors work with ember's query and bag code", "[fasttext][
   }
 }
 
+TEST_CASE("a query norm of exactly 1e-8f counts as zero, as fastText's double comparison has it",
+          "[fasttext]") {
+  // fastText's getNN takes |q| as 1 when |q| < 1e-8 (a double): the float 1e-8f, just below it,
+  // is such a norm. This model (words "a" = [1e-8f], "b" = [1]) written to a file and asked with
+  // fastText's Python module, get_nearest_neighbors("a", 1), answers [(9.99999993922529e-09,
+  // 'b')]: b's unit vector times q, not divided by |q| (which would give 1).
+  ember_test::FastTextSpec spec;
+  spec.model = 2;  // skipgram
+  spec.loss = 2;
+  spec.dim = 1;
+  spec.bucket = 0;
+  spec.minn = 0;
+  spec.maxn = 0;
+  spec.word_ngrams = 1;
+  spec.words = {{"a", 1}, {"b", 1}};
+  spec.input = ember_test::dense_matrix(2, 1, 0, 0);
+  spec.input.values = {1e-8f, 1.0f};
+  spec.output = ember_test::dense_matrix(2, 1, 0, 0);
+  const ember_test::ScratchDir dir;
+  const FastTextModel m = load_bytes(dir, ember_test::write_model(spec).bytes);
+  const auto nn = m.nearest("a", 1);
+  REQUIRE(nn.size() == 1);
+  CHECK(m.word(nn[0].id) == "b");
+  CHECK(nn[0].score == 1e-8f);
+}
+
 TEST_CASE("hand-built models load: dense, quantized with norms, pruned, version 11", "[fasttext]") {
   const ember_test::ScratchDir dir;
   const auto dense = ember_test::small_supervised();

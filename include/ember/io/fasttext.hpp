@@ -1145,7 +1145,7 @@ class FastTextModel {
   }
 
   /// fastText's getNN: every word but the banned ones scored dot(unit word, q) / |q| (|q| taken
-  /// as 1 below 1e-8), the best k kept by fastText's heap.
+  /// as 1 below the double 1e-8, so at the float 1e-8f too), the best k kept by fastText's heap.
   std::vector<FastTextNeighbour> best_words(const float* q, Index k, std::array<TokenId, 3> ban,
                                             const char* where) const {
     const Index d = dim();
@@ -1154,7 +1154,7 @@ class FastTextModel {
     std::vector<float> scratch(static_cast<std::size_t>(d * ember::detail::RowPanels::lanes));
     p.dots(q, scores.data(), scratch.data());
     float qnorm = ember::detail::norm(q, scratch.data(), d);
-    if (std::abs(qnorm) < 1e-8f) qnorm = 1.0f;
+    if (static_cast<double>(std::abs(qnorm)) < 1e-8) qnorm = 1.0f;  // fastText compares in double
     const auto want = static_cast<std::size_t>(std::min<Index>(k, nwords()));
     std::vector<ember::detail::ScoredLabel> heap;
     heap.reserve(want + 1);
