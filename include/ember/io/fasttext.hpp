@@ -846,6 +846,7 @@ class FastTextModel {
     vector_into(word, out.data());
   }
   /// Every word's vector, nwords() x dim() (fastText's .vec file, print-word-vectors).
+  /// Shapes: → out[nwords, dim]. Complexity: nwords() word_vector calls.
   [[nodiscard]] RowMatrix<float> word_vectors() const {
     RowMatrix<float> m(nwords(), dim());
     for (Index i = 0; i < nwords(); ++i) vector_into(f_.index.token(i), m.row(i).data());
@@ -853,6 +854,7 @@ class FastTextModel {
   }
   /// Every word's vector divided by its norm (zero rows stay zero), nwords() x dim(): the
   /// vectors nearest() compares against, as fastText precomputes them.
+  /// Shapes: → out[nwords, dim]. Complexity: nwords() word_vector calls and norms.
   [[nodiscard]] RowMatrix<float> normalized_word_vectors() const {
     RowMatrix<float> m(nwords(), dim());
     Scratch s(dim());
@@ -879,7 +881,9 @@ class FastTextModel {
   }
 
   /// fastText's sentence vector of `line` (get_sentence_vector; see the class comment).
-  /// Throws: ValueError for a '\n' in line.
+  /// Shapes: line → out[dim]. Throws: ValueError for a '\n' in line (value() = its position).
+  /// Complexity: one word_vector per word (unsupervised), or one row addition per line_ids row
+  /// (supervised).
   [[nodiscard]] RowVector<float> sentence_vector(std::string_view line) const {
     RowVector<float> out = RowVector<float>::Zero(dim());
     Scratch s(dim());
@@ -987,6 +991,7 @@ class FastTextModel {
   /// three query words excluded; "a is to b as c is to ?" is analogies(b, a, c): fastText's
   /// argument order (get_analogies(wordA, wordB, wordC) is A - B + C).
   /// Throws: ValueError for k < 0, or a NaN score.
+  /// Complexity: as nearest (three word vectors, then one pass over the words).
   [[nodiscard]] std::vector<FastTextNeighbour> analogies(std::string_view a, std::string_view b,
                                                          std::string_view c, Index k = 10) const {
     check_k(k, "FastTextModel::analogies");
