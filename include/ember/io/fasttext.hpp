@@ -521,7 +521,7 @@ inline FastTextFile parse_fasttext(const std::string& path,
   // in a 126-byte file would make each query allocate 8 GB). fastText never writes one: it
   // refuses to train on an empty vocabulary.
   const Index buckets = prune_size >= 0 ? Index{prune_size} : Index{a.bucket};
-  if (Index{nwords} + buckets == 0 && (!supervised || nlabels == 0)) {
+  if (nwords == 0 && buckets == 0 && (!supervised || nlabels == 0)) {  // (prune_size unbounded yet)
     in.fail(at_size, "the model has no row in either matrix (" + std::to_string(nwords) +
                          " words, " + std::to_string(nlabels) +
                          " labels, 0 buckets), so args.dim " + std::to_string(a.dim) +
