@@ -270,6 +270,43 @@ TEST_CASE("a query norm of exactly 1e-8f counts as zero, as fastText's double co
   CHECK(nn[0].score == 1e-8f);
 }
 
+TEST_CASE("answers whose arithmetic overflows are a ValueError, never NaN", "[fasttext]") {
+  // Finite values whose sums overflow to infinity: fastText answers NaN probabilities (softmax
+  // of +inf scores: inf - inf) and NaN similarities (inf / inf); ember refuses.
+  ember_test::FastTextSpec spec;
+  spec.dim = 2;
+  spec.bucket = 0;
+  spec.minn = 0;
+  spec.maxn = 0;
+  spec.word_ngrams = 1;
+  spec.words = {{"</s>", 2}, {"a", 1}, {"b", 1}};
+  spec.labels = {{"__label__x", 1}, {"__label__y", 1}};
+  spec.input = ember_test::dense_matrix(3, 2, 0, 0);
+  spec.input.values = {3e38f, 3e38f, 3e38f, 3e38f, 1.0f, 1.0f};
+  spec.output = ember_test::dense_matrix(2, 2, 0, 0);
+  spec.output.values = {1.0f, 1.0f, 1.0f, 0.5f};
+  const ember_test::ScratchDir dir;
+  const FastTextModel m = load_bytes(dir, ember_test::write_model(spec).bytes);
+  REQUIRE(m.args().loss == FastTextLoss::softmax);
+  const auto e = ember_test::catch_as<ember::ValueError>([&] { (void)m.predict("a", -1); });
+  REQUIRE(e);
+  CHECK_THAT(e->what(), Catch::Contains("the score of output row 0 is inf"));
+  // b's unit vector (1/√2, 1/√2) dotted with a's vector (3e38, 3e38) overflows, and so does |a|.
+  const auto n = ember_test::catch_as<ember::ValueError>([&] { (void)m.nearest("a", 1); });
+  REQUIRE(n);
+  CHECK_THAT(n->what(), Catch::Contains("the similarity of word 2 is NaN"));
+  // One-vs-all reads an infinite score through the sigmoid table (1), as fastText does.
+  spec.loss = 4;
+  const FastTextModel ova = load_bytes(dir, ember_test::write_model(spec).bytes, "ova.bin");
+  // fastText's Python module on this file: predict("a", k=-1) is (('__label__y', '__label__x'),
+  // [1.00001001, 1.00001001]), exp(log(1 + 1e-5)), the tie in its heap's order.
+  const auto p = ova.predict("a", -1);
+  REQUIRE(p.size() == 2);
+  CHECK(p[0].label == "__label__y");
+  CHECK(p[1].label == "__label__x");
+  for (const auto& x : p) CHECK(x.probability == std::exp(ember::detail::std_log(1.0f)));
+}
+
 TEST_CASE("hand-built models load: dense, quantized with norms, pruned, version 11", "[fasttext]") {
   const ember_test::ScratchDir dir;
   const auto dense = ember_test::small_supervised();

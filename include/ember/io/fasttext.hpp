@@ -913,8 +913,8 @@ class FastTextModel {
   /// those of probability >= threshold (predict / predict-prob); k = -1 asks for every label.
   /// Empty when the line has no input rows or the model no labels.
   /// Throws: StateError for a model that is not supervised; ValueError for k = 0 or k < -1, a
-  /// NaN threshold, a '\n' in line, or a score that is NaN (values so large that a dot product
-  /// overflows; fastText fails there too).
+  /// NaN threshold, a '\n' in line, or a score that is NaN, or infinite under softmax (values so
+  /// large that a dot product overflows; fastText answers NaN probabilities there).
   /// Complexity: O((rows of the line + labels) · dim); hierarchical softmax visits only the
   /// branches above the cut.
   [[nodiscard]] std::vector<FastTextPrediction> predict(std::string_view line, Index k = 1,
@@ -960,6 +960,16 @@ class FastTextModel {
       std::vector<float> out(static_cast<std::size_t>(nlabels()));
       for (Index i = 0; i < nlabels(); ++i) out[static_cast<std::size_t>(i)] = output_dot(i);
       if (f_.args.loss == FastTextLoss::softmax) {
+        // An infinite score (finite values whose products overflow) makes exp(x - max) NaN.
+        for (Index i = 0; i < nlabels(); ++i) {
+          const float v = out[static_cast<std::size_t>(i)];
+          if (!std::isfinite(v)) {
+            throw ValueError(std::string(where) + ": the score of output row " + std::to_string(i) +
+                                 " is " + (v > 0 ? "inf" : "-inf") +
+                                 " (the model's values overflow)",
+                             v);
+          }
+        }
         ember::detail::softmax_in_place(out);
       } else {
         for (float& v : out) v = ember::detail::table_sigmoid(v);
@@ -977,7 +987,7 @@ class FastTextModel {
 
   /// fastText's k nearest words of `word` (seen or not) by cosine, best first, `word` itself
   /// excluded (get_nearest_neighbors / nn). Builds the unit word vectors on the first call.
-  /// Throws: ValueError for k < 0, or a NaN score (overflowing values).
+  /// Throws: ValueError for k < 0, or a NaN similarity (overflowing values; fastText answers NaN).
   /// Complexity: O(nwords · dim), then O(nwords log k).
   [[nodiscard]] std::vector<FastTextNeighbour> nearest(std::string_view word, Index k = 10) const {
     check_k(k, "FastTextModel::nearest");
@@ -990,7 +1000,7 @@ class FastTextModel {
   /// fastText's analogies: the k words nearest to a/|a| - b/|b| + c/|c| (each norm + 1e-8), the
   /// three query words excluded; "a is to b as c is to ?" is analogies(b, a, c): fastText's
   /// argument order (get_analogies(wordA, wordB, wordC) is A - B + C).
-  /// Throws: ValueError for k < 0, or a NaN score.
+  /// Throws: ValueError for k < 0, or a NaN similarity (as nearest).
   /// Complexity: as nearest (three word vectors, then one pass over the words).
   [[nodiscard]] std::vector<FastTextNeighbour> analogies(std::string_view a, std::string_view b,
                                                          std::string_view c, Index k = 10) const {
@@ -1165,13 +1175,12 @@ class FastTextModel {
     heap.reserve(want + 1);
     for (Index i = 0; i < nwords() && want > 0; ++i) {
       if (i == ban[0] || i == ban[1] || i == ban[2]) continue;
-      const float dp = scores[static_cast<std::size_t>(i)];
-      if (std::isnan(dp)) {
+      const float similarity = scores[static_cast<std::size_t>(i)] / qnorm;
+      if (std::isnan(similarity)) {  // a NaN dot product, or an infinite one over an infinite |q|
         throw ValueError(std::string(where) + ": the similarity of word " + std::to_string(i) +
                              " is NaN (the model's values overflow)",
-                         dp);
+                         similarity);
       }
-      const float similarity = dp / qnorm;
       if (heap.size() == want && similarity < heap.front().first) continue;
       ember::detail::heap_push(heap, want, similarity, static_cast<std::int32_t>(i));
     }
