@@ -1,8 +1,10 @@
 // neighbours: nearest neighbours and analogies over a word2vec / GloVe file, as gensim answers
-// them, or over the token table of a GGUF model (token_embd.weight, named by the file's tokenizer
-// tokens).
+// them, over the token table of a GGUF model (token_embd.weight, named by the file's tokenizer
+// tokens), or over a fastText model (.bin / .ftz) as fastText answers them: any word, seen or
+// not, through its subwords (fastText's nn and analogies; --cosmul ranks the model's unit word
+// vectors as gensim would).
 //
-//   neighbours FILE --format w2v-bin|w2v-text|glove|gguf [--topn K] WORD...
+//   neighbours FILE --format w2v-bin|w2v-text|glove|gguf|fasttext [--topn K] WORD...
 //   neighbours FILE --format ... [--topn K] [--cosmul] --analogy A B C   (B - A + C)
 //
 // Prints `word<TAB>score` lines (score to 6 decimals); exits non-zero on any error.
@@ -13,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <ember/io/fasttext.hpp>
 #include <ember/io/gguf.hpp>
 #include <ember/io/word2vec.hpp>
 #include <ember/query/similarity.hpp>
@@ -26,7 +29,7 @@ int main(int argc, char** argv) {
   app.add_option("FILE", file, "word-vector file")->required();
   app.add_option("--format", format, "file format")
       ->required()
-      ->check(CLI::IsMember({"w2v-bin", "w2v-text", "glove", "gguf"}));
+      ->check(CLI::IsMember({"w2v-bin", "w2v-text", "glove", "gguf", "fasttext"}));
   app.add_option("--topn", topn, "neighbours per query (default 10)")->check(CLI::PositiveNumber);
   auto* a = app.add_option("--analogy", analogy, "A B C: A is to B as C is to ? (B - A + C)")
                 ->expected(3);
@@ -42,7 +45,27 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (format == "fasttext" && !cosmul) {
+      const ember::io::FastTextModel model = ember::io::load_fasttext(file);
+      auto print = [&](const std::vector<ember::io::FastTextNeighbour>& result) {
+        for (const auto& r : result) {
+          std::printf("%s\t%.6f\n", std::string(model.word(r.id)).c_str(),
+                      static_cast<double>(r.score));
+        }
+      };
+      if (!analogy.empty()) {
+        // fastText's analogies(x, y, z) ranks x - y + z: B - A + C is analogies(B, A, C).
+        print(model.analogies(analogy[1], analogy[0], analogy[2], topn));
+      } else {
+        for (const auto& w : words) print(model.nearest(w, topn));
+      }
+      return 0;
+    }
     const ember::query::Neighbours<float> nn = [&] {
+      if (format == "fasttext") {  // --cosmul: the model's unit word vectors, ranked by ember
+        const ember::io::FastTextModel model = ember::io::load_fasttext(file);
+        return ember::query::Neighbours<float>(model.normalized_word_vectors(), model.vocabulary());
+      }
       if (format == "gguf") {
         // The token table as ggml stores it (any type ember decodes), decoded once to be indexed.
         const ember::io::GgufFile gguf(file);
