@@ -1,8 +1,10 @@
 // ember-neighbours: nearest neighbours and analogies over a word2vec / GloVe file, as gensim
-// answers them, or over the token table of a GGUF model (token_embd.weight, named by the file's
-// tokenizer tokens).
+// answers them, over the token table of a GGUF model (token_embd.weight, named by the file's
+// tokenizer tokens), or over a fastText model (.bin / .ftz) as fastText answers them: any word,
+// seen or not, through its subwords (fastText's nn and analogies; --cosmul ranks the model's unit
+// word vectors as gensim would).
 //
-//   ember-neighbours FILE --format w2v-bin|w2v-text|glove|gguf [--topn K] WORD...
+//   ember-neighbours FILE --format w2v-bin|w2v-text|glove|gguf|fasttext [--topn K] WORD...
 //   ember-neighbours FILE --format ... [--topn K] [--cosmul] --analogy A B C   (B - A + C)
 //
 // Prints `word<TAB>score` lines (score to 6 decimals); exits non-zero on any error. A new format is
@@ -16,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <ember/io/fasttext.hpp>
 #include <ember/io/gguf.hpp>
 #include <ember/io/word2vec.hpp>
 #include <ember/query/similarity.hpp>
@@ -28,6 +31,7 @@ constexpr std::pair<const char*, const char*> kFormats[] = {
     {"w2v-text", "word2vec text (a header line V d)"},
     {"glove", "GloVe text (no header line)"},
     {"gguf", "the token table of a GGUF model, named by its tokenizer tokens"},
+    {"fasttext", "a fastText model (.bin, .ftz): any word, through its subwords"},
 };
 
 }  // namespace
@@ -62,7 +66,27 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (format == "fasttext" && !cosmul) {
+      const ember::io::FastTextModel model = ember::io::load_fasttext(file);
+      auto print = [&](const std::vector<ember::io::FastTextNeighbour>& result) {
+        for (const auto& r : result) {
+          std::printf("%s\t%.6f\n", std::string(model.word(r.id)).c_str(),
+                      static_cast<double>(r.score));
+        }
+      };
+      if (!analogy.empty()) {
+        // fastText's analogies(x, y, z) ranks x - y + z: B - A + C is analogies(B, A, C).
+        print(model.analogies(analogy[1], analogy[0], analogy[2], topn));
+      } else {
+        for (const auto& w : words) print(model.nearest(w, topn));
+      }
+      return 0;
+    }
     const ember::query::Neighbours<float> nn = [&] {  // the table of `format`, named
+      if (format == "fasttext") {  // --cosmul: the model's unit word vectors, ranked by ember
+        const ember::io::FastTextModel model = ember::io::load_fasttext(file);
+        return ember::query::Neighbours<float>(model.normalized_word_vectors(), model.vocabulary());
+      }
       if (format == "gguf") {
         // The token table as ggml stores it (any type ember decodes), decoded once to be indexed.
         const ember::io::GgufFile gguf(file);
