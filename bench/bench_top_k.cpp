@@ -52,9 +52,11 @@ void BM_TopK(benchmark::State& state) {
   set_counters(state, rows, v);
 }
 
-/// The hand-written loop: per row, the column indices partially sorted by value (greater first,
-/// lower index on ties, as ember orders them).
-void BM_TopK_PartialSort(benchmark::State& state) {
+/// A hand-written loop: per row, `select(order, k, better)` brings the k best column indices to
+/// the front of `order` (iota) in order, by value with the lower index first on ties, as ember
+/// orders them.
+template <class Select>
+void hand_written(benchmark::State& state, Select select) {
   const Index rows = state.range(0), v = state.range(1), k = state.range(2);
   const RowMatrix<float>& x = logits(rows, v);
   RowMatrix<float> values(rows, k);
@@ -64,7 +66,7 @@ void BM_TopK_PartialSort(benchmark::State& state) {
     for (Index i = 0; i < rows; ++i) {
       const float* row = x.row(i).data();
       std::iota(order.begin(), order.end(), TokenId{0});
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](TokenId a, TokenId b) {
+      select(order, k, [row](TokenId a, TokenId b) {
         return row[a] > row[b] || (row[a] == row[b] && a < b);
       });
       for (Index j = 0; j < k; ++j) {
@@ -79,32 +81,19 @@ void BM_TopK_PartialSort(benchmark::State& state) {
   set_counters(state, rows, v);
 }
 
-/// The other hand-written loop: std::nth_element to the k-th, then a sort of the k first.
+/// std::partial_sort of the column indices.
+void BM_TopK_PartialSort(benchmark::State& state) {
+  hand_written(state, [](std::vector<TokenId>& order, Index k, const auto& better) {
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
+  });
+}
+
+/// std::nth_element to the k-th, then a sort of the k first.
 void BM_TopK_NthElement(benchmark::State& state) {
-  const Index rows = state.range(0), v = state.range(1), k = state.range(2);
-  const RowMatrix<float>& x = logits(rows, v);
-  RowMatrix<float> values(rows, k);
-  RowMatrix<TokenId> indices(rows, k);
-  std::vector<TokenId> order(static_cast<std::size_t>(v));
-  for (auto _ : state) {
-    for (Index i = 0; i < rows; ++i) {
-      const float* row = x.row(i).data();
-      auto better = [row](TokenId a, TokenId b) {
-        return row[a] > row[b] || (row[a] == row[b] && a < b);
-      };
-      std::iota(order.begin(), order.end(), TokenId{0});
-      std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), better);
-      std::sort(order.begin(), order.begin() + k, better);
-      for (Index j = 0; j < k; ++j) {
-        indices(i, j) = order[static_cast<std::size_t>(j)];
-        values(i, j) = row[indices(i, j)];
-      }
-    }
-    benchmark::DoNotOptimize(values.data());
-    benchmark::DoNotOptimize(indices.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(state, rows, v);
+  hand_written(state, [](std::vector<TokenId>& order, Index k, const auto& better) {
+    std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), better);
+    std::sort(order.begin(), order.begin() + k, better);
+  });
 }
 
 #if defined(EMBER_BENCH_HAVE_TORCH)

@@ -118,8 +118,8 @@ TEMPLATE_TEST_CASE("top_k of rows in ascending order, where every entry enters t
 TEST_CASE("top_k gives the same bits for any thread count, one long row or many", "[top_k]") {
   // One decoding row long enough to be split into column chunks when threads are many, and
   // rows enough to be split by rows (both above the kernels' serial threshold).
-  const RowMatrix<float> one = ember_test::random_table<float>(1, 40000, 21);
-  RowMatrix<float> many = tied_rows<float>(24, 4000, 100, 22);
+  const RowMatrix<float> one = ember_test::random_table<float>(1, 300000, 21);
+  RowMatrix<float> many = tied_rows<float>(24, 12000, 100, 22);
   many.row(5).setConstant(0.25f);
   const auto one_50 = ember_test::ref_top_k(one, 50);
   const auto one_1 = ember_test::ref_top_k(one, 1);

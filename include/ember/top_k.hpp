@@ -53,9 +53,9 @@ struct TopK {
 ///          nothing is written then.
 /// Complexity: one pass over each row, O(V + m·log k) for m entries that beat the k-th best so
 ///          far (about k·ln(V/k) for a random row; at most V). Rows run on OpenMP threads when the
-///          including program compiles with OpenMP and the work is large enough; a single long
-///          row is split into column chunks, merged in a fixed order. A column-major `scores` is
-///          copied into a row-major temporary first.
+///          including program compiles with OpenMP and n·V is at least 2^18; fewer rows than
+///          threads (a single long row) are split into column chunks, merged in a fixed order.
+///          A column-major `scores` is copied into a row-major temporary first.
 template <class Derived, class T = typename Derived::Scalar>
 requires Scalar<T>
 void top_k(const Eigen::MatrixBase<Derived>& scores, Index k,
@@ -73,9 +73,12 @@ void top_k(const Eigen::MatrixBase<Derived>& scores, Index k,
 
   // A Ref views a row-major matrix, block or Map without a copy (and evaluates anything else).
   const Eigen::Ref<const RowMatrix<T>> s(scores.derived());
-  const int threads = detail::kernel_threads(n * v);
+  // An entry costs a compare, about an eighth of what an element of a lookup costs: threads start
+  // at 8x the kernels' serial threshold (2^18 entries), so decoding shapes stay on this thread.
+  const Index work = n * v / 8;
+  const int threads = detail::kernel_threads(work);
   if (n >= threads) {
-    detail::parallel_rows(n, n * v, [&](Index begin, Index end, int /*worker*/) {
+    detail::parallel_rows(n, work, [&](Index begin, Index end, int /*worker*/) {
       std::vector<detail::Ranked<T>> heap;
       heap.reserve(static_cast<std::size_t>(k));
       for (Index i = begin; i < end; ++i) {
@@ -85,13 +88,13 @@ void top_k(const Eigen::MatrixBase<Derived>& scores, Index k,
     });
     return;
   }
-  // Fewer rows than threads (decoding one sequence): each row in column chunks of at least k.
+  // Fewer rows than threads (a few long rows): each row in column chunks of at least k.
   const Index chunks = std::max<Index>(1, std::min<Index>(threads, v / std::max<Index>(k, 1024)));
   std::vector<std::vector<detail::Ranked<T>>> best(static_cast<std::size_t>(chunks));
   std::vector<detail::Ranked<T>> scratch;
   for (Index i = 0; i < n; ++i) {
     const T* row = s.row(i).data();
-    detail::parallel_rows(chunks, v, [&](Index begin, Index end, int /*worker*/) {
+    detail::parallel_rows(chunks, work, [&](Index begin, Index end, int /*worker*/) {
       for (Index c = begin; c < end; ++c) {
         const Index lo = v * c / chunks;
         const Index hi = v * (c + 1) / chunks;
