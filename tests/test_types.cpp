@@ -75,7 +75,7 @@ static_assert(!ember::IdRange<std::vector<bool>>);  // bool, and not contiguous 
 static_assert(!std::ranges::contiguous_range<std::vector<bool>>);
 static_assert(ember::IdRange<std::vector<std::uint64_t>>);  // checked at the door like any ids
 static_assert(ember::IdRange<std::vector<std::size_t>>);
-static_assert(!ember::IdRange<std::vector<char>>);           // characters, not ids
+static_assert(!ember::IdRange<std::vector<char>>);  // characters, not ids
 static_assert(!ember::IdRange<std::string>);
 static_assert(!ember::IdRange<std::list<int>>);   // not contiguous
 static_assert(!ember::IdRange<std::deque<int>>);  // random access, not contiguous

@@ -71,8 +71,8 @@ void check_int64_range(std::span<const I> values, Where where, const char* name)
     constexpr auto max = static_cast<I>(std::numeric_limits<std::int64_t>::max());
     for (std::size_t k = 0; k < values.size(); ++k) {
       if (values[k] > max) [[unlikely]] {
-        throw ValueError(where.str() + ": " + name + "[" + std::to_string(k) + "] = " +
-                             int_text(values[k]) + " is above 2^63 - 1, the largest index",
+        throw ValueError(where.str() + ": " + name + "[" + std::to_string(k) +
+                             "] = " + int_text(values[k]) + " is above 2^63 - 1, the largest index",
                          static_cast<double>(values[k]));
       }
     }
