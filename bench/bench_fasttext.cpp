@@ -3,7 +3,8 @@
 // of unknown (and seen) words per second, nearest-neighbour queries per second.
 //
 // The model is $EMBER_FASTTEXT_BENCH_MODEL (a realistic one: `fasttext skipgram -dim 100
-// -bucket 2000000 ...`, docs/fasttext.md), else the small fixture tests/data/fasttext/cbow.bin.
+// -bucket 2000000 ...`, written by bench/fasttext_bench_model.py; docs/fasttext.md), else the small
+// fixture tests/data/fasttext/cbow.bin.
 // Peak memory is measured in a child process per loader (bench/fasttext_peak_memory.cpp), whose
 // maximum resident set (getrusage) is reported against the file size, with the baseline of the
 // same program loading nothing.

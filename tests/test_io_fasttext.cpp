@@ -121,7 +121,7 @@ TEST_CASE("models trained by fastText answer as fastText does", "[fasttext]") {
   CHECK(n.subwords >= 20);
   CHECK(n.neighbours >= 10);
   CHECK(n.analogies == 4);
-  CHECK(n.sentences == 10);
+  CHECK(n.sentences == 17);
   if (model.supervised()) CHECK(n.predictions >= 40);
 }
 
@@ -242,6 +242,69 @@ TEST_CASE("a model's vectors work with ember's query and bag code", "[fasttext][
         sums.row(static_cast<Index>(w)) * static_cast<float>(1.0 / static_cast<double>(n));
     CHECK(same_bits(v, model.word_vector(words[w])));
   }
+}
+
+TEST_CASE("a query norm of exactly 1e-8f counts as zero, as fastText's double comparison has it",
+          "[fasttext]") {
+  // fastText's getNN takes |q| as 1 when |q| < 1e-8 (a double): the float 1e-8f, just below it,
+  // is such a norm. This model (words "a" = [1e-8f], "b" = [1]) written to a file and asked with
+  // fastText's Python module, get_nearest_neighbors("a", 1), answers [(9.99999993922529e-09,
+  // 'b')]: b's unit vector times q, not divided by |q| (which would give 1).
+  ember_test::FastTextSpec spec;
+  spec.model = 2;  // skipgram
+  spec.loss = 2;
+  spec.dim = 1;
+  spec.bucket = 0;
+  spec.minn = 0;
+  spec.maxn = 0;
+  spec.word_ngrams = 1;
+  spec.words = {{"a", 1}, {"b", 1}};
+  spec.input = ember_test::dense_matrix(2, 1, 0, 0);
+  spec.input.values = {1e-8f, 1.0f};
+  spec.output = ember_test::dense_matrix(2, 1, 0, 0);
+  const ember_test::ScratchDir dir;
+  const FastTextModel m = load_bytes(dir, ember_test::write_model(spec).bytes);
+  const auto nn = m.nearest("a", 1);
+  REQUIRE(nn.size() == 1);
+  CHECK(m.word(nn[0].id) == "b");
+  CHECK(nn[0].score == 1e-8f);
+}
+
+TEST_CASE("answers whose arithmetic overflows are a ValueError, never NaN", "[fasttext]") {
+  // Finite values whose sums overflow to infinity: fastText answers NaN probabilities (softmax
+  // of +inf scores: inf - inf) and NaN similarities (inf / inf); ember refuses.
+  ember_test::FastTextSpec spec;
+  spec.dim = 2;
+  spec.bucket = 0;
+  spec.minn = 0;
+  spec.maxn = 0;
+  spec.word_ngrams = 1;
+  spec.words = {{"</s>", 2}, {"a", 1}, {"b", 1}};
+  spec.labels = {{"__label__x", 1}, {"__label__y", 1}};
+  spec.input = ember_test::dense_matrix(3, 2, 0, 0);
+  spec.input.values = {3e38f, 3e38f, 3e38f, 3e38f, 1.0f, 1.0f};
+  spec.output = ember_test::dense_matrix(2, 2, 0, 0);
+  spec.output.values = {1.0f, 1.0f, 1.0f, 0.5f};
+  const ember_test::ScratchDir dir;
+  const FastTextModel m = load_bytes(dir, ember_test::write_model(spec).bytes);
+  REQUIRE(m.args().loss == FastTextLoss::softmax);
+  const auto e = ember_test::catch_as<ember::ValueError>([&] { (void)m.predict("a", -1); });
+  REQUIRE(e);
+  CHECK_THAT(e->what(), Catch::Contains("the score of output row 0 is inf"));
+  // b's unit vector (1/√2, 1/√2) dotted with a's vector (3e38, 3e38) overflows, and so does |a|.
+  const auto n = ember_test::catch_as<ember::ValueError>([&] { (void)m.nearest("a", 1); });
+  REQUIRE(n);
+  CHECK_THAT(n->what(), Catch::Contains("the similarity of word 2 is NaN"));
+  // One-vs-all reads an infinite score through the sigmoid table (1), as fastText does.
+  spec.loss = 4;
+  const FastTextModel ova = load_bytes(dir, ember_test::write_model(spec).bytes, "ova.bin");
+  // fastText's Python module on this file: predict("a", k=-1) is (('__label__y', '__label__x'),
+  // [1.00001001, 1.00001001]), exp(log(1 + 1e-5)), the tie in its heap's order.
+  const auto p = ova.predict("a", -1);
+  REQUIRE(p.size() == 2);
+  CHECK(p[0].label == "__label__y");
+  CHECK(p[1].label == "__label__x");
+  for (const auto& x : p) CHECK(x.probability == std::exp(ember::detail::std_log(1.0f)));
 }
 
 TEST_CASE("hand-built models load: dense, quantized with norms, pruned, version 11", "[fasttext]") {
@@ -428,6 +491,36 @@ TEST_CASE("a corrupted field is a FormatError naming the byte and what was expec
     spec.labels[0].second = 999999999999999;
     ember_test::check_rejected(dir, "counts.bin", ember_test::write_model(spec).bytes,
                                {"label counts add up to 10^15"}, load);
+  }
+  {
+    // No row in either matrix leaves dim unbounded by the file: refused at the dictionary.
+    ember_test::FastTextSpec spec;
+    spec.dim = std::numeric_limits<std::int32_t>::max();
+    spec.bucket = 0;
+    spec.maxn = 0;
+    spec.word_ngrams = 1;
+    spec.input.cols = spec.output.cols = spec.dim;
+    const auto empty = ember_test::write_model(spec);
+    ember_test::check_rejected(
+        dir, "no_rows.bin", empty.bytes,
+        {"no row in either matrix (0 words, 0 labels, 0 buckets), so args.dim 2147483647",
+         empty.field("dict.size").offset},
+        load);
+    // An unsupervised model of labels only: its output matrix has a row per word, none.
+    spec.model = 2;
+    spec.labels = {{"__label__x", 1}};
+    const auto labels_only = ember_test::write_model(spec);
+    ember_test::check_rejected(
+        dir, "labels_only.bin", labels_only.bytes,
+        {"(0 words, 1 labels, 0 buckets)", labels_only.field("dict.size").offset}, load);
+    // The same supervised: the label's output row bounds dim, so it loads (dim 2 here).
+    spec.model = 3;
+    spec.dim = 2;
+    spec.input.cols = 2;
+    spec.output = ember_test::dense_matrix(1, 2, 0.5f, 0.1f);
+    const FastTextModel m = load_bytes(dir, ember_test::write_model(spec).bytes, "one_label.bin");
+    CHECK(m.input_rows() == 0);
+    CHECK(m.output_rows() == 1);
   }
 
   const ember_test::WrittenModel q = ember_test::write_model(ember_test::small_quantized());

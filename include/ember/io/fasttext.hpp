@@ -516,6 +516,17 @@ inline FastTextFile parse_fasttext(const std::string& path,
     in.fail(at_prune, "the prune index size is " + std::to_string(prune_size) +
                           ", expected -1 (not pruned) or >= 0");
   }
+  // Every row the matrices hold is dim values of the file, so the file bounds dim; a model with
+  // no row at all leaves dim unbounded, and every answer is a dim-wide vector (2^31 - 1 claimed
+  // in a 126-byte file would make each query allocate 8 GB). fastText never writes one: it
+  // refuses to train on an empty vocabulary.
+  const Index buckets = prune_size >= 0 ? Index{prune_size} : Index{a.bucket};
+  if (nwords == 0 && buckets == 0 && (!supervised || nlabels == 0)) {  // (prune_size unbounded yet)
+    in.fail(at_size, "the model has no row in either matrix (" + std::to_string(nwords) +
+                         " words, " + std::to_string(nlabels) +
+                         " labels, 0 buckets), so args.dim " + std::to_string(a.dim) +
+                         " is backed by no value");
+  }
   // Each entry takes at least 11 bytes (a 1-byte word, its NUL, the count, the type).
   if (static_cast<std::uint64_t>(size) * 11 > in.left()) {
     in.fail(at_size, "the dictionary claims " + std::to_string(size) + " entries, more than the " +
@@ -623,7 +634,7 @@ inline FastTextFile parse_fasttext(const std::string& path,
     in.fail(at_quant, "a pruned dictionary (prune index of " + std::to_string(prune_size) +
                           " pairs) with a dense input matrix (fastText refuses such a model)");
   }
-  const Index input_rows = Index{nwords} + (prune_size >= 0 ? prune_size : Index{a.bucket});
+  const Index input_rows = Index{nwords} + buckets;
   const std::string input_rows_are =
       (prune_size >= 0 ? "words + kept buckets = " : "words + buckets = ") +
       std::to_string(input_rows);
@@ -835,6 +846,7 @@ class FastTextModel {
     vector_into(word, out.data());
   }
   /// Every word's vector, nwords() x dim() (fastText's .vec file, print-word-vectors).
+  /// Shapes: → out[nwords, dim]. Complexity: nwords() word_vector calls.
   [[nodiscard]] RowMatrix<float> word_vectors() const {
     RowMatrix<float> m(nwords(), dim());
     for (Index i = 0; i < nwords(); ++i) vector_into(f_.index.token(i), m.row(i).data());
@@ -842,6 +854,7 @@ class FastTextModel {
   }
   /// Every word's vector divided by its norm (zero rows stay zero), nwords() x dim(): the
   /// vectors nearest() compares against, as fastText precomputes them.
+  /// Shapes: → out[nwords, dim]. Complexity: nwords() word_vector calls and norms.
   [[nodiscard]] RowMatrix<float> normalized_word_vectors() const {
     RowMatrix<float> m(nwords(), dim());
     Scratch s(dim());
@@ -868,7 +881,9 @@ class FastTextModel {
   }
 
   /// fastText's sentence vector of `line` (get_sentence_vector; see the class comment).
-  /// Throws: ValueError for a '\n' in line.
+  /// Shapes: line → out[dim]. Throws: ValueError for a '\n' in line (value() = its position).
+  /// Complexity: one word_vector per word (unsupervised), or one row addition per line_ids row
+  /// (supervised).
   [[nodiscard]] RowVector<float> sentence_vector(std::string_view line) const {
     RowVector<float> out = RowVector<float>::Zero(dim());
     Scratch s(dim());
@@ -898,8 +913,8 @@ class FastTextModel {
   /// those of probability >= threshold (predict / predict-prob); k = -1 asks for every label.
   /// Empty when the line has no input rows or the model no labels.
   /// Throws: StateError for a model that is not supervised; ValueError for k = 0 or k < -1, a
-  /// NaN threshold, a '\n' in line, or a score that is NaN (values so large that a dot product
-  /// overflows; fastText fails there too).
+  /// NaN threshold, a '\n' in line, or a score that is NaN, or infinite under softmax (values so
+  /// large that a dot product overflows; fastText answers NaN probabilities there).
   /// Complexity: O((rows of the line + labels) · dim); hierarchical softmax visits only the
   /// branches above the cut.
   [[nodiscard]] std::vector<FastTextPrediction> predict(std::string_view line, Index k = 1,
@@ -945,6 +960,16 @@ class FastTextModel {
       std::vector<float> out(static_cast<std::size_t>(nlabels()));
       for (Index i = 0; i < nlabels(); ++i) out[static_cast<std::size_t>(i)] = output_dot(i);
       if (f_.args.loss == FastTextLoss::softmax) {
+        // An infinite score (finite values whose products overflow) makes exp(x - max) NaN.
+        for (Index i = 0; i < nlabels(); ++i) {
+          const float v = out[static_cast<std::size_t>(i)];
+          if (!std::isfinite(v)) {
+            throw ValueError(std::string(where) + ": the score of output row " + std::to_string(i) +
+                                 " is " + (v > 0 ? "inf" : "-inf") +
+                                 " (the model's values overflow)",
+                             v);
+          }
+        }
         ember::detail::softmax_in_place(out);
       } else {
         for (float& v : out) v = ember::detail::table_sigmoid(v);
@@ -962,7 +987,7 @@ class FastTextModel {
 
   /// fastText's k nearest words of `word` (seen or not) by cosine, best first, `word` itself
   /// excluded (get_nearest_neighbors / nn). Builds the unit word vectors on the first call.
-  /// Throws: ValueError for k < 0, or a NaN score (overflowing values).
+  /// Throws: ValueError for k < 0, or a NaN similarity (overflowing values; fastText answers NaN).
   /// Complexity: O(nwords · dim), then O(nwords log k).
   [[nodiscard]] std::vector<FastTextNeighbour> nearest(std::string_view word, Index k = 10) const {
     check_k(k, "FastTextModel::nearest");
@@ -975,7 +1000,8 @@ class FastTextModel {
   /// fastText's analogies: the k words nearest to a/|a| - b/|b| + c/|c| (each norm + 1e-8), the
   /// three query words excluded; "a is to b as c is to ?" is analogies(b, a, c): fastText's
   /// argument order (get_analogies(wordA, wordB, wordC) is A - B + C).
-  /// Throws: ValueError for k < 0, or a NaN score.
+  /// Throws: ValueError for k < 0, or a NaN similarity (as nearest).
+  /// Complexity: as nearest (three word vectors, then one pass over the words).
   [[nodiscard]] std::vector<FastTextNeighbour> analogies(std::string_view a, std::string_view b,
                                                          std::string_view c, Index k = 10) const {
     check_k(k, "FastTextModel::analogies");
@@ -1134,7 +1160,7 @@ class FastTextModel {
   }
 
   /// fastText's getNN: every word but the banned ones scored dot(unit word, q) / |q| (|q| taken
-  /// as 1 below 1e-8), the best k kept by fastText's heap.
+  /// as 1 below the double 1e-8, so at the float 1e-8f too), the best k kept by fastText's heap.
   std::vector<FastTextNeighbour> best_words(const float* q, Index k, std::array<TokenId, 3> ban,
                                             const char* where) const {
     const Index d = dim();
@@ -1143,19 +1169,18 @@ class FastTextModel {
     std::vector<float> scratch(static_cast<std::size_t>(d * ember::detail::RowPanels::lanes));
     p.dots(q, scores.data(), scratch.data());
     float qnorm = ember::detail::norm(q, scratch.data(), d);
-    if (std::abs(qnorm) < 1e-8f) qnorm = 1.0f;
+    if (static_cast<double>(std::abs(qnorm)) < 1e-8) qnorm = 1.0f;  // fastText compares in double
     const auto want = static_cast<std::size_t>(std::min<Index>(k, nwords()));
     std::vector<ember::detail::ScoredLabel> heap;
     heap.reserve(want + 1);
     for (Index i = 0; i < nwords() && want > 0; ++i) {
       if (i == ban[0] || i == ban[1] || i == ban[2]) continue;
-      const float dp = scores[static_cast<std::size_t>(i)];
-      if (std::isnan(dp)) {
+      const float similarity = scores[static_cast<std::size_t>(i)] / qnorm;
+      if (std::isnan(similarity)) {  // a NaN dot product, or an infinite one over an infinite |q|
         throw ValueError(std::string(where) + ": the similarity of word " + std::to_string(i) +
                              " is NaN (the model's values overflow)",
-                         dp);
+                         similarity);
       }
-      const float similarity = dp / qnorm;
       if (heap.size() == want && similarity < heap.front().first) continue;
       ember::detail::heap_push(heap, want, similarity, static_cast<std::int32_t>(i));
     }
@@ -1178,16 +1203,15 @@ class FastTextModel {
 /// Throws: FormatError naming the file, the byte offset and what was expected there: a wrong
 /// magic number or version; arguments fastText could not have written (dim < 1, negative
 /// minn/maxn/bucket/wordNgrams, an unknown loss or model, bucket 0 with n-grams to hash); a
-/// dictionary whose counts disagree, an entry with an empty or repeated word, a negative count, a
-/// word typed as a label or the reverse; a prune index with a bucket or row out of range or
-/// repeated, or without quantization; a matrix whose rows or columns are not the dictionary's and
-/// dim, a quantizer whose shape does not divide dim as fastText does, a code size that is not
-/// rows x sub-quantizers; a flag that is not 0 or 1; a NaN or infinite value (unless allowed);
-/// the file ending early, or bytes after the output matrix. Nothing is returned on a throw.
-/// Memory: the dictionary is parsed from a read-only mapping, the matrices read once into their
-/// own memory (not mapped: fastText stores them unaligned), so the process holds one copy of the
-/// file.
-/// Complexity: one pass over the file.
+/// dictionary whose counts disagree or that leaves both matrices without a row, an entry with an
+/// empty or repeated word, a negative count, a word typed as a label or the reverse; a prune index
+/// with a bucket or row out of range or repeated, or without quantization; a matrix whose rows or
+/// columns are not the dictionary's and dim, a quantizer whose shape does not divide dim as
+/// fastText does, a code size that is not rows x sub-quantizers; a flag that is not 0 or 1; a NaN
+/// or infinite value (unless allowed); the file ending early, or bytes after the output matrix.
+/// Nothing is returned on a throw. Memory: the dictionary is parsed from a read-only mapping, the
+/// matrices read once into their own memory (not mapped: fastText stores them unaligned), so the
+/// process holds one copy of the file. Complexity: one pass over the file.
 inline FastTextModel load_fasttext(const std::string& path, const FastTextLoadOptions& options) {
   return FastTextModel(ember::detail::parse_fasttext(path, options));
 }

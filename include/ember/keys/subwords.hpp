@@ -276,6 +276,8 @@ class SubwordIndex {
 
   /// Calls f(row) for each row of `word`, in fastText's order (its own row, then the n-grams),
   /// without allocating for words up to 254 bytes. Rows are in [0, vocab_size()).
+  /// Throws: only what f throws. Complexity: one hash of the word and one per n-gram, about
+  /// length · (maxn - minn + 1) rows.
   template <class F>
   void for_each_id(std::string_view word, F&& f) const {
     const std::uint32_t h = hash(word);
@@ -288,6 +290,8 @@ class SubwordIndex {
     for_each_id(word, [&](TokenId r) { out.push_back(r); });
   }
   /// The rows of `word`: fastText's getSubwords, its word vector being their mean.
+  /// Shapes: word → ids[n], n = (1 when the word has a row of its own) + the n-grams whose bucket
+  /// has a row. Complexity: as for_each_id.
   [[nodiscard]] std::vector<TokenId> ids(std::string_view word) const {
     std::vector<TokenId> out;
     append_ids(word, out);
@@ -297,6 +301,8 @@ class SubwordIndex {
   /// The n-gram strings and ids of `word`, as fastText's get_subwords returns them (see
   /// Subwords): a word or label of the dictionary first, with its id (a label's id nwords() + j
   /// even when that is no row: fastText's value), then its n-grams.
+  /// Shapes: ngrams[m], ids[m'] with m' <= m (m' < m only in a pruned index).
+  /// Complexity: as for_each_id, plus a string per n-gram.
   [[nodiscard]] Subwords subwords(std::string_view word) const {
     Subwords out;
     if (const auto id = find(word)) {
@@ -330,6 +336,9 @@ class SubwordIndex {
   /// including the first "</s>", each token that is a word (of the vocabulary or not) gives its
   /// rows, a label of the dictionary or a token starting with label_prefix nothing; then one row
   /// per word n-gram (2 .. word_ngrams consecutive words, by start then length).
+  /// Shapes: tokens[t] → out += the rows of the words, then, when word_ngrams > 1, at most
+  /// (t - 1)·(word_ngrams - 1) word n-gram rows. Complexity: O(total length · (maxn - minn + 1) + t
+  /// · word_ngrams).
   void append_line_ids(std::span<const std::string_view> tokens, std::vector<TokenId>& out) const {
     std::vector<std::int32_t> hashes;  // fastText keeps the hashes as int32
     hashes.reserve(tokens.size());
@@ -356,6 +365,7 @@ class SubwordIndex {
     }
   }
   /// The rows of a tokenized line (any range of strings); see append_line_ids.
+  /// Complexity: as append_line_ids.
   template <std::ranges::input_range R>
   requires std::convertible_to<std::ranges::range_reference_t<R>, std::string_view>
   [[nodiscard]] std::vector<TokenId> line_ids(const R& tokens) const {

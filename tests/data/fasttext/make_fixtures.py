@@ -76,11 +76,17 @@ FUZZ_MODELS = [
 ]
 
 UNSEEN = ["cafés", "naïveté", "東京都", "ラーメン屋", "🍕🍕", "👍🏽", "❤️", "zürichsee", "Ωmega",
-          "x", "", "</s>", "robotique", "chiens", "猫猫", "a\u0301"]
+          "x", "", "</s>", "robotique", "chiens", "猫猫", "a\u0301",
+          # brackets inside a word; labels unknown to the dictionary; words past 254 bytes
+          "<", ">", "<>", "a<b>", "__label__unknown", "é" * 200, "🍕" * 70]
 
 SENTENCES = ["the cat eats pizza", "le chat mange du fromage 🧀", "東京 と 北京 の 猫",
              "happy 🙂 joie", "", "   ", "unknownword zzz", "my robot writes code in paris",
-             "__label__food pasta", "très heureux avec amour ❤️"]
+             "__label__food pasta", "très heureux avec amour ❤️",
+             # fastText's other separators (\v \f \r, and NUL but for unsupervised sentence
+             # vectors), "</s>" inside a line (the line ends there), labels only, a long word
+             "a\vb\fc", "x\0y z", "a\rb cat", "pizza </s> cat", "</s> after eos",
+             "__label__food __label__city", "é" * 300 + " chat"]
 
 ANALOGIES = [("paris", "france", "tokyo"), ("cat", "chat", "dog"), ("猫", "cat", "犬"),
              ("pizza", "🍕", "sushi")]
@@ -227,7 +233,7 @@ def write_answers(model_path, out_path, all_words, pruned):
             if few or len(labels) < 20:
                 cases.append((-1, 0.01))
             if few:
-                cases.append((3, 0.2))
+                cases += [(3, 0.2), (2, 0.5), (1000, 0.0)]  # k beyond the labels: all of them
             if i < (3 if len(labels) < 20 or all_words else 1):
                 cases.append((-1, 0.0))  # every label (hs: those above e^-11.5)
             for k, th in cases:
