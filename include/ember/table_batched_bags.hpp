@@ -68,9 +68,10 @@ struct BagFeature {
 /// tables.emplace_back(50, 8, 2);                         // categories
 /// ember::TableBatchedBags<float> tbe(std::move(tables),
 ///     {{.table = 0}, {.table = 1, .mode = ember::BagMode::mean}, {.table = 0}});
-/// std::vector<int> indices{3, 7, 1, 2, 2, 9, 12, 40};   // feature 0: {3}, {7}; 1: {1, 2}, {2}; 2:
-/// {9, 12}, {40} std::vector<int> offsets{0, 1, 2, 4, 5, 7, 8}; ember::RowMatrix<float> out =
-/// tbe.forward(indices, offsets);   // 2 x (16 + 8 + 16)
+/// // Bags: feature 0 {3}, {7}; feature 1 {1, 2}, {2}; feature 2 {9, 12}, {40}.
+/// std::vector<int> indices{3, 7, 1, 2, 2, 9, 12, 40};
+/// std::vector<int> offsets{0, 1, 2, 4, 5, 7, 8};
+/// ember::RowMatrix<float> out = tbe.forward(indices, offsets);  // 2 x (16 + 8 + 16)
 /// ```
 template <class X = float>
 class TableBatchedBags {
