@@ -85,12 +85,13 @@ inline void check_argmax_ids(const BagArgmax& argmax, Index bags, Index d, Index
 
 /// Bag boundaries [B + 1] of n ids from PyTorch's offsets (include_last_offset: offsets[B] is the
 /// end of the last bag, the CSR layout), with PyTorch's checks and wording, the one check of
-/// offsets of every bag call: ShapeError if include_last_offset and there is no offset;
-/// ValueError if offsets[0] != 0, offsets decrease, or ids lie after the last offset; IndexError
-/// if an offset exceeds n.
+/// offsets of every bag call: ValueError for an unsigned offset above INT64_MAX; ShapeError if
+/// include_last_offset and there is no offset; ValueError if offsets[0] != 0, offsets decrease, or
+/// ids lie after the last offset; IndexError if an offset exceeds n.
 template <class Off>
 [[nodiscard]] std::vector<Index> bag_bounds(std::span<const Off> off, Index n,
                                             bool include_last_offset, Where where) {
+  check_int64_range(off, where, "offsets");
   const auto m = static_cast<Index>(off.size());
   std::vector<Index> bounds;
   bounds.reserve(static_cast<std::size_t>(m) + 1);
@@ -131,11 +132,12 @@ template <class Off>
 }
 
 /// Bag boundaries [B + 1] of n ids from Caffe2/FBGEMM lengths (bag b has lengths[b] ids), the one
-/// check of lengths of every bag call: ValueError for a negative length, ShapeError if the lengths
-/// do not sum to n.
+/// check of lengths of every bag call: ValueError for an unsigned length above INT64_MAX or a
+/// negative length, ShapeError if the lengths do not sum to n.
 template <class Len>
 [[nodiscard]] std::vector<Index> bag_bounds_from_lengths(std::span<const Len> len, Index n,
                                                          Where where) {
+  check_int64_range(len, where, "lengths");
   std::vector<Index> bounds{0};
   bounds.reserve(len.size() + 1);
   for (std::size_t b = 0; b < len.size(); ++b) {

@@ -184,10 +184,9 @@ class SparseRowGrad {
     for (Index i = 0; i < n; ++i) {
       const auto r = from[static_cast<std::size_t>(i)];
       if (std::cmp_less(r, 0) || std::cmp_greater_equal(r, src.rows())) [[unlikely]] {
-        const auto value = static_cast<std::int64_t>(r);
-        throw IndexError(detail::message(where, "src_rows[", i, "] = ", value, " is outside [0, ",
-                                         src.rows(), ")"),
-                         i, value, src.rows());
+        throw IndexError(
+            detail::message(where, "src_rows[", i, "] = ", r, " is outside [0, ", src.rows(), ")"),
+            i, detail::int64_field(r), src.rows());
       }
     }
     bind(vocab_size, src.cols());

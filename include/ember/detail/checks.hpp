@@ -9,6 +9,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -160,8 +161,8 @@ template <class T>
 // The message of a call given ids of the wrong type (a static_assert needs a string literal).
 #define EMBER_DETAIL_ID_RANGE_MESSAGE                                                         \
   "ember: token ids must be a contiguous range of integers (e.g. std::vector<std::int64_t>, " \
-  "std::span<const std::int32_t>); floating-point, bool, char and std::uint64_t ids are "     \
-  "rejected"
+  "std::span<const std::int32_t>, std::vector<std::size_t>); floating-point, bool and "       \
+  "character ids are rejected"
 
 /// The one way ember accepts ids: calls f(span) with `ids` viewed as a span of its integer type,
 /// or fails to compile with ember's id message for anything that is not an IdRange.
@@ -171,6 +172,31 @@ decltype(auto) with_ids(const R& ids, F&& f) {
     return f(as_id_span(ids));
   } else {
     static_assert(always_false<R>, EMBER_DETAIL_ID_RANGE_MESSAGE);
+  }
+}
+
+/// v as the int64 value() of an IndexError: v, or INT64_MAX for an unsigned value above it (out
+/// of every bound; the message has the exact value).
+template <std::integral I>
+[[nodiscard]] constexpr std::int64_t int64_field(I v) noexcept {
+  constexpr auto max = std::numeric_limits<std::int64_t>::max();
+  return std::cmp_greater(v, max) ? max : static_cast<std::int64_t>(v);
+}
+
+/// Throws ValueError for the first of `values` above INT64_MAX, which only an unsigned 64-bit
+/// range can hold: no offset or length is that large, and after this check every value reads
+/// exactly as an int64.
+template <std::integral I>
+void check_int64_range(std::span<const I> values, Where where, const char* name) {
+  if constexpr (std::is_unsigned_v<I> && sizeof(I) >= sizeof(std::int64_t)) {
+    constexpr auto max = static_cast<I>(std::numeric_limits<std::int64_t>::max());
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      if (values[k] > max) [[unlikely]] {
+        throw ValueError(message(where, name, "[", k, "] = ", values[k],
+                                 " is above 2^63 - 1, the largest index"),
+                         static_cast<double>(values[k]));
+      }
+    }
   }
 }
 
@@ -184,21 +210,22 @@ struct IdOrigin {
 };
 
 /// Throws IndexError for the first id outside [0, bound): "<where>: id <v> at position <p>
-/// [(feature f, table t)] is outside [0, <bound>)". One comparison pair per id.
+/// [(feature f, table t)] is outside [0, <bound>)". One comparison pair per id, for every id type
+/// (an unsigned id above INT64_MAX is outside like any id >= bound; the message has its exact
+/// value, value() is INT64_MAX).
 template <TokenIdType Id>
 void check_ids(std::span<const Id> ids, Index bound, Where where, IdOrigin origin = {}) {
   const auto n = static_cast<Index>(ids.size());
   for (Index i = 0; i < n; ++i) {
     const Id id = ids[static_cast<std::size_t>(i)];
     if (std::cmp_less(id, 0) || std::cmp_greater_equal(id, bound)) [[unlikely]] {
-      const auto value = static_cast<std::int64_t>(id);
       const Index position = origin.first_position + i;
       const std::string of =
           origin.feature < 0 ? ""
                              : text(" (feature ", origin.feature, ", table ", origin.table, ")");
-      throw IndexError(message(where, "id ", value, " at position ", position, of,
-                               " is outside [0, ", bound, ")"),
-                       position, value, bound);
+      throw IndexError(
+          message(where, "id ", id, " at position ", position, of, " is outside [0, ", bound, ")"),
+          position, int64_field(id), bound);
     }
   }
 }
