@@ -35,9 +35,8 @@ using ember::RowMatrix;
 namespace {
 
 /// The mapped file a view keeps alive (views of maps hold their MappedFile).
-std::shared_ptr<const ember::io::detail::MappedFile> mapping_of(
-    const std::shared_ptr<const void>& p) {
-  return std::static_pointer_cast<const ember::io::detail::MappedFile>(p);
+std::shared_ptr<const ember::detail::MappedFile> mapping_of(const std::shared_ptr<const void>& p) {
+  return std::static_pointer_cast<const ember::detail::MappedFile>(p);
 }
 
 /// Every operation of `view` against `table` (a ReducedEmbedding over the same values): the view

@@ -1,11 +1,11 @@
-// Tests of ember::optim::detail::RowState, the lazily sized per-row optimizer state: slots in
+// Tests of ember::detail::RowState, the lazily sized per-row optimizer state: slots in
 // first-update order, zeroed new rows, compaction when the vocabulary shrinks.
 // SPDX-License-Identifier: MIT
 #include <ember/optim/detail/row_state.hpp>
 
 #include <catch2/catch.hpp>
 
-using ember::optim::detail::RowState;
+using ember::detail::RowState;
 
 TEST_CASE("RowState allocates zeroed state on first use and keeps slots stable", "[row_state]") {
   RowState<float> state(2, true);

@@ -25,8 +25,8 @@
 #endif
 #include "support/io_files.hpp"
 
-using ember::io::detail::ScopedWriteFault;
-using ember::io::detail::WriteFault;
+using ember::detail::ScopedWriteFault;
+using ember::detail::WriteFault;
 using ember_test::ScratchDir;
 
 namespace {
@@ -180,20 +180,20 @@ TEST_CASE("a save failing at fsync or at the final rename keeps the old file",
 TEST_CASE("the fault seam is per thread and off outside its scope",
           "[reliability][io][atomic_write]") {
   ScratchDir dir;
-  CHECK(ember::io::detail::active_write_fault == nullptr);
+  CHECK(ember::detail::active_write_fault == nullptr);
   {
     const ScopedWriteFault outer(WriteFault{.fail_after_bytes = 0});
     {
       const ScopedWriteFault inner(WriteFault{.fail_rename = true});
-      CHECK(ember::io::detail::active_write_fault->fail_rename);
+      CHECK(ember::detail::active_write_fault->fail_rename);
     }
-    CHECK(ember::io::detail::active_write_fault->fail_after_bytes == 0);
+    CHECK(ember::detail::active_write_fault->fail_after_bytes == 0);
     // Another thread saves normally while this one has a fault installed.
     std::thread other([&] { ember::io::save_npy(dir.file("other.npy"), table(0)); });
     other.join();
     CHECK_THROWS_AS(ember::io::save_npy(dir.file("mine.npy"), table(0)), ember::FormatError);
   }
-  CHECK(ember::io::detail::active_write_fault == nullptr);
+  CHECK(ember::detail::active_write_fault == nullptr);
   CHECK(ember::io::load_npy<float>(dir.file("other.npy")) == table(0));
   ember::io::save_npy(dir.file("mine.npy"), table(0));
   CHECK(dir.entries() == 2);

@@ -293,7 +293,7 @@ inline void check_word_vectors(const auto& wv) {
   require(wv.vocab.size() == wv.vectors.rows(), "vocabulary size differs from the table rows");
   for (ember::Index i = 0; i < wv.vocab.size(); ++i) {
     require(!wv.vocab.token(i).empty(), "empty word accepted");
-    require(ember::io::detail::is_valid_utf8(wv.vocab.token(i)), "non-UTF-8 word accepted");
+    require(ember::detail::is_valid_utf8(wv.vocab.token(i)), "non-UTF-8 word accepted");
   }
 }
 

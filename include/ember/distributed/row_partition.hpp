@@ -28,13 +28,12 @@ class RowPartition {
   RowPartition(Index vocab_size, int world_size)
       : vocab_size_(vocab_size), world_size_(world_size) {
     constexpr const char* where = "RowPartition";
-    ember::detail::check_positive_size(where, "vocab_size", vocab_size);
-    ember::detail::check_positive_size(where, "world_size", world_size);
+    detail::check_positive_size(where, "vocab_size", vocab_size);
+    detail::check_positive_size(where, "world_size", world_size);
     if (world_size > vocab_size) {
-      throw ShapeError(
-          ember::detail::message(where, "world_size ", world_size, " exceeds vocab_size ",
-                                 vocab_size, "; every rank must own at least one row"),
-          -1, vocab_size, world_size);
+      throw ShapeError(detail::message(where, "world_size ", world_size, " exceeds vocab_size ",
+                                       vocab_size, "; every rank must own at least one row"),
+                       -1, vocab_size, world_size);
     }
     base_ = vocab_size / world_size;
     extra_ = vocab_size % world_size;
@@ -48,32 +47,32 @@ class RowPartition {
   /// First row owned by `rank`; row_begin(world_size()) is vocab_size().
   /// Throws: IndexError if rank is outside [0, world_size()].
   [[nodiscard]] Index row_begin(int rank) const {
-    ember::detail::check_index({"RowPartition", "row_begin"}, "rank", rank, world_size_ + Index{1});
+    detail::check_index({"RowPartition", "row_begin"}, "rank", rank, world_size_ + Index{1});
     return begin_of(rank);
   }
   /// One past the last row owned by `rank`. Throws: IndexError if rank is outside [0,
   /// world_size()).
   [[nodiscard]] Index row_end(int rank) const {
-    ember::detail::check_index({"RowPartition", "row_end"}, "rank", rank, world_size_);
+    detail::check_index({"RowPartition", "row_end"}, "rank", rank, world_size_);
     return begin_of(rank + 1);
   }
   /// Number of rows owned by `rank` (q or q + 1).
   /// Throws: IndexError if rank is outside [0, world_size()).
   [[nodiscard]] Index rows(int rank) const {
-    ember::detail::check_index({"RowPartition", "rows"}, "rank", rank, world_size_);
+    detail::check_index({"RowPartition", "rows"}, "rank", rank, world_size_);
     return rows_of(rank);
   }
 
   /// The rank that owns row `id`. Throws: IndexError if id is outside [0, vocab_size()).
   [[nodiscard]] int owner(TokenId id) const {
-    ember::detail::check_index({"RowPartition", "owner"}, "id", id, vocab_size_);
+    detail::check_index({"RowPartition", "owner"}, "id", id, vocab_size_);
     return owner_of(id);
   }
 
   /// The row of `id` inside its owner's shard.
   /// Throws: IndexError if id is outside [0, vocab_size()).
   [[nodiscard]] Index local_row(TokenId id) const {
-    ember::detail::check_index({"RowPartition", "local_row"}, "id", id, vocab_size_);
+    detail::check_index({"RowPartition", "local_row"}, "id", id, vocab_size_);
     return id - begin_of(owner_of(id));
   }
 

@@ -81,7 +81,7 @@ class ShardedEmbedding {
     int rank;
     RowPartition partition;
     Index d_model;
-    ember::detail::Where where;  // "ShardedEmbedding (rank r of P)"
+    detail::Where where;  // "ShardedEmbedding (rank r of P)"
   };
 
  public:
@@ -110,8 +110,8 @@ class ShardedEmbedding {
             setup(
                 comm, vocab_size, shard.cols(), [] {},
                 [&](const Setup& s) {
-                  ember::detail::check_extent(s.where, "shard", 0, s.partition.rows_of(s.rank),
-                                              shard.rows(), "the rows this rank owns");
+                  detail::check_extent(s.where, "shard", 0, s.partition.rows_of(s.rank),
+                                       shard.rows(), "the rows this rank owns");
                 }),
             [&](const Setup&) { return std::move(shard); }, options) {}
 
@@ -188,8 +188,7 @@ class ShardedEmbedding {
   ///          unique ids (see last_exchange()).
   template <class R>
   void forward(const R& ids, Eigen::Ref<RowMatrix<T>> out) {
-    ember::detail::with_ids(ids,
-                            [&](auto span) { forward_impl(span, out, nullptr, 0, 0, "forward"); });
+    detail::with_ids(ids, [&](auto span) { forward_impl(span, out, nullptr, 0, 0, "forward"); });
   }
 
   /// Owning form of forward(ids, out).
@@ -209,7 +208,7 @@ class ShardedEmbedding {
   template <class R>
   void forward_with_positions(const R& ids, const Eigen::Ref<const RowMatrix<T>>& positions,
                               Eigen::Ref<RowMatrix<T>> out, Index seq_len, Index offset = 0) {
-    ember::detail::with_ids(ids, [&](auto span) {
+    detail::with_ids(ids, [&](auto span) {
       forward_impl(span, out, &positions, seq_len, offset, "forward_with_positions");
     });
   }
@@ -234,7 +233,7 @@ class ShardedEmbedding {
   template <class R>
   void backward(const R& ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 SparseRowGrad<T>& grad) {
-    ember::detail::with_ids(ids, [&](auto span) { backward_impl(span, grad_out, grad); });
+    detail::with_ids(ids, [&](auto span) { backward_impl(span, grad_out, grad); });
   }
 
   // ---- tied logits (vocabulary-parallel) --------------------------------------------------------
@@ -267,22 +266,20 @@ class ShardedEmbedding {
     const Index d = d_model();
     const Index v = local_rows();
     detail::validate_collectively(comm(), [&] {
-      const ember::detail::Where w = where(name);
+      const detail::Where w = where(name);
       check_hidden(w, hidden);
-      ember::detail::check_extent(w, "grad_logits", 1, v, grad_logits.cols(),
-                                  "the rows this rank owns");
-      ember::detail::check_extent(w, "grad_hidden", 0, n, grad_hidden.rows(), "hidden's rows");
-      ember::detail::check_extent(w, "grad_hidden", 1, d, grad_hidden.cols(), "d_model");
-      ember::detail::check_extent(w, "grad_weight", 0, v, grad_weight.rows(),
-                                  "the rows this rank owns");
-      ember::detail::check_extent(w, "grad_weight", 1, d, grad_weight.cols(), "d_model");
+      detail::check_extent(w, "grad_logits", 1, v, grad_logits.cols(), "the rows this rank owns");
+      detail::check_extent(w, "grad_hidden", 0, n, grad_hidden.rows(), "hidden's rows");
+      detail::check_extent(w, "grad_hidden", 1, d, grad_hidden.cols(), "d_model");
+      detail::check_extent(w, "grad_weight", 0, v, grad_weight.rows(), "the rows this rank owns");
+      detail::check_extent(w, "grad_weight", 1, d, grad_weight.cols(), "d_model");
     });
     const std::vector<int> counts = hidden_counts(n);
     const std::vector<int> displs = exclusive_sum(counts);
     const Index total = displs.back() + counts.back();
     detail::validate_collectively(comm(), [&] {
-      ember::detail::check_extent(where(name), "grad_logits", 0, total, grad_logits.rows(),
-                                  "the hidden rows of all ranks");
+      detail::check_extent(where(name), "grad_logits", 0, total, grad_logits.rows(),
+                           "the hidden rows of all ranks");
     });
     const RowMatrix<T> all = gather_hidden(hidden, counts, displs);
     RowMatrix<T> partial(total, d);  // grad_logits · W of this shard's rows, for every rank's rows
@@ -343,13 +340,13 @@ class ShardedEmbedding {
     int size = 0;
     detail::check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
     detail::check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-    const ember::detail::Where w{"ShardedEmbedding", nullptr, rank, size};
+    const detail::Where w{"ShardedEmbedding", nullptr, rank, size};
     detail::validate_collectively(comm, [&] {
-      ember::detail::check_positive_size(w, "vocab_size", vocab_size);
-      ember::detail::check_positive_size(w, "d_model", d_model);
+      detail::check_positive_size(w, "vocab_size", vocab_size);
+      detail::check_positive_size(w, "d_model", d_model);
       if (d_model > INT_MAX) {
-        throw ShapeError(ember::detail::message(w, "d_model ", d_model, " exceeds INT_MAX"), -1,
-                         INT_MAX, d_model);
+        throw ShapeError(detail::message(w, "d_model ", d_model, " exceeds INT_MAX"), -1, INT_MAX,
+                         d_model);
       }
       local();
     });
@@ -363,17 +360,16 @@ class ShardedEmbedding {
       const int dim = static_cast<int>(k % 2);
       if (all[k] != all[k % 2]) {
         const char* what = dim == 0 ? "vocab_size" : "d_model";
-        throw ShapeError(
-            ember::detail::message("ShardedEmbedding", "rank ", k / 2, " has ", what, " = ", all[k],
-                                   " but rank 0 has ", what, " = ", all[k % 2],
-                                   "; all ranks must build the same table"),
-            dim, static_cast<Index>(all[k % 2]), static_cast<Index>(all[k]));
+        throw ShapeError(detail::message("ShardedEmbedding", "rank ", k / 2, " has ", what, " = ",
+                                         all[k], " but rank 0 has ", what, " = ", all[k % 2],
+                                         "; all ranks must build the same table"),
+                         dim, static_cast<Index>(all[k % 2]), static_cast<Index>(all[k]));
       }
     }
     Setup s{comm, rank, RowPartition(vocab_size, size), d_model, w};  // same outcome on all ranks
     if (s.partition.rows_of(0) > INT_MAX) {
-      throw ShapeError(ember::detail::message("ShardedEmbedding", s.partition.rows_of(0),
-                                              " rows per rank exceed INT_MAX; use more ranks"),
+      throw ShapeError(detail::message("ShardedEmbedding", s.partition.rows_of(0),
+                                       " rows per rank exceed INT_MAX; use more ranks"),
                        0, INT_MAX, s.partition.rows_of(0));
     }
     detail::validate_collectively(comm, [&] { post(s); });
@@ -395,19 +391,18 @@ class ShardedEmbedding {
   }
 
   // The call and the rank in messages: "ShardedEmbedding::forward (rank r of P)".
-  [[nodiscard]] ember::detail::Where where(const char* call) const noexcept {
+  [[nodiscard]] detail::Where where(const char* call) const noexcept {
     return {"ShardedEmbedding", call, rank_, world_size()};
   }
 
-  void check_hidden(ember::detail::Where w, const Eigen::Ref<const RowMatrix<T>>& hidden) const {
-    ember::detail::check_extent(w, "hidden", 1, d_model(), hidden.cols(), "d_model");
+  void check_hidden(detail::Where w, const Eigen::Ref<const RowMatrix<T>>& hidden) const {
+    detail::check_extent(w, "hidden", 1, d_model(), hidden.cols(), "d_model");
     check_count(w, hidden.rows(), "hidden rows");
   }
 
-  static void check_count(ember::detail::Where w, Index n, const char* what) {
+  static void check_count(detail::Where w, Index n, const char* what) {
     if (n > INT_MAX) {
-      throw ShapeError(ember::detail::message(w, n, " ", what, " exceed INT_MAX per call"), 0,
-                       INT_MAX, n);
+      throw ShapeError(detail::message(w, n, " ", what, " exceed INT_MAX per call"), 0, INT_MAX, n);
     }
   }
 
@@ -530,23 +525,22 @@ class ShardedEmbedding {
     const auto n = static_cast<Index>(ids.size());
     const Index d = d_model();
     detail::validate_collectively(comm(), [&] {
-      const ember::detail::Where w = where(name);
+      const detail::Where w = where(name);
       check_count(w, n, "ids");
       if (positions != nullptr) {
-        ember::detail::check_fused(w, n, d, positions->rows(), positions->cols(), out.rows(),
-                                   out.cols(), seq_len, offset);
+        detail::check_fused(w, n, d, positions->rows(), positions->cols(), out.rows(), out.cols(),
+                            seq_len, offset);
       } else {
-        ember::detail::check_lookup_out(w, n, d, out.rows(), out.cols());
+        detail::check_lookup_out(w, n, d, out.rows(), out.cols());
       }
-      ember::detail::check_ids(ids, vocab_size(), w);
+      detail::check_ids(ids, vocab_size(), w);
     });
     build_plan(ids, options_.deduplicate);
     exchange_ids();
     // Owner side: gather and scale the requested rows, exactly as Embedding::forward does.
     reply_.resize(static_cast<Index>(plan_.recv_local.size()), d);
-    ember::detail::lookup_rows<T>(ember::detail::rows_of(shard_),
-                                  std::span<const TokenId>(plan_.recv_local), scale(),
-                                  ember::detail::mutable_table(reply_));
+    detail::lookup_rows<T>(detail::rows_of(shard_), std::span<const TokenId>(plan_.recv_local),
+                           scale(), detail::mutable_table(reply_));
     rows_.resize(static_cast<Index>(plan_.send_ids.size()), d);
     detail::check_mpi(
         MPI_Alltoallv(reply_.data(), plan_.recv_counts.data(), plan_.recv_displs.data(),
@@ -567,15 +561,15 @@ class ShardedEmbedding {
     const auto n = static_cast<Index>(ids.size());
     const Index d = d_model();
     detail::validate_collectively(comm(), [&] {
-      const ember::detail::Where w = where(name);
+      const detail::Where w = where(name);
       check_count(w, n, "ids");
-      ember::detail::check_backward_grad_out(w, n, d, grad_out.rows(), grad_out.cols());
+      detail::check_backward_grad_out(w, n, d, grad_out.rows(), grad_out.cols());
       if (grad.vocab_size() != 0) {
-        ember::detail::check_extent(w, "grad", 0, local_rows(), grad.vocab_size(),
-                                    "the rows this rank owns");
-        ember::detail::check_extent(w, "grad", 1, d, grad.d_model(), "d_model");
+        detail::check_extent(w, "grad", 0, local_rows(), grad.vocab_size(),
+                             "the rows this rank owns");
+        detail::check_extent(w, "grad", 1, d, grad.d_model(), "d_model");
       }
-      ember::detail::check_ids(ids, vocab_size(), w);
+      detail::check_ids(ids, vocab_size(), w);
     });
     build_plan(ids, /*dedup=*/true);
     // (Not a SparseRowGrad over the full vocabulary: its memory may grow with V, and V is what

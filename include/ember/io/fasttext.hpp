@@ -149,7 +149,7 @@ class FastTextReader {
   [[nodiscard]] int fd() const noexcept { return fd_; }
 
   [[noreturn]] void fail(std::size_t at, const std::string& what) const {
-    io::detail::fail_at_byte(path_, at, what);
+    detail::fail_at_byte(path_, at, what);
   }
   /// Fails unless n more bytes are left. `what` names them: a string, or a callable returning
   /// one (built only when the read fails, so a million reads build no string).
@@ -165,7 +165,7 @@ class FastTextReader {
   template <class T, class What>
   [[nodiscard]] T get(const What& what) {
     need(sizeof(T), what);
-    const T v = io::detail::load_value<T>(data_ + pos_, true);
+    const T v = detail::load_value<T>(data_ + pos_, true);
     pos_ += sizeof(T);
     return v;
   }
@@ -204,8 +204,7 @@ class ReadOnlyFd {
   explicit ReadOnlyFd(const std::string& path)
       : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)) {
     if (fd_ < 0) {
-      io::detail::fail_at_byte(path, 0,
-                               std::string("cannot open file (") + std::strerror(errno) + ")");
+      detail::fail_at_byte(path, 0, std::string("cannot open file (") + std::strerror(errno) + ")");
     }
   }
   ReadOnlyFd(const ReadOnlyFd&) = delete;
@@ -254,14 +253,14 @@ void read_chunks(const FastTextReader& in, std::size_t offset, unsigned char* ds
     std::memcpy(&bits, v + i, sizeof bits);
     worst = std::max(worst, bits & exponent);
   }
-  return worst == exponent ? io::detail::first_non_finite(v, n) : n;
+  return worst == exponent ? detail::first_non_finite(v, n) : n;
 }
 
 /// Checks that rows x cols floats (what) fit in what is left of the file.
 inline void need_floats(const FastTextReader& in, std::uint64_t rows, std::uint64_t cols,
                         const std::string& what) {
-  const auto values = io::detail::checked_mul(rows, cols);
-  const auto bytes = values ? io::detail::checked_mul(*values, 4) : std::nullopt;
+  const auto values = detail::checked_mul(rows, cols);
+  const auto bytes = values ? detail::checked_mul(*values, 4) : std::nullopt;
   if (!bytes || *bytes > in.left()) {
     in.fail(in.pos(), "the file ends inside " + what + " (" + std::to_string(rows) + " x " +
                           std::to_string(cols) + " floats, " + std::to_string(in.left()) +
@@ -278,9 +277,9 @@ inline void read_float_matrix(FastTextReader& in, Index rows, Index cols, bool a
   auto* bytes = reinterpret_cast<unsigned char*>(out);
   read_chunks(in, start, bytes, count * 4, [&](std::size_t done, std::size_t k) {
     float* values = out + done / 4;
-    if constexpr (!io::detail::host_is_little_endian) {
+    if constexpr (!detail::host_is_little_endian) {
       for (std::size_t i = 0; i < k / 4; ++i) {
-        values[i] = io::detail::load_value<float>(bytes + done + 4 * i, true);
+        values[i] = detail::load_value<float>(bytes + done + 4 * i, true);
       }
     }
     if (allow_non_finite) return;
@@ -417,7 +416,7 @@ inline std::size_t entry_offset(const unsigned char* data, std::size_t first, In
 inline FastTextFile parse_fasttext(const std::string& path,
                                    const io::FastTextLoadOptions& options) {
   // The dictionary is parsed from a mapping; the matrices are read through a descriptor.
-  const io::detail::MappedFile file(path);
+  const detail::MappedFile file(path);
   const ReadOnlyFd fd(path);
   FastTextReader in(file.data(), file.size(), fd.get(), path);
   FastTextFile out;
@@ -550,15 +549,15 @@ inline FastTextFile parse_fasttext(const std::string& path,
     const auto count = in.get<std::int64_t>(of_entry("the count of "));
     if (count < 0) {
       const std::string entry = of_entry("")();
-      in.fail(at_count, entry + " (" + io::detail::quoted(w) + ") has count " +
-                            std::to_string(count) + ", expected >= 0");
+      in.fail(at_count, entry + " (" + detail::quoted(w) + ") has count " + std::to_string(count) +
+                            ", expected >= 0");
     }
     const std::size_t at_type = in.pos();
     const auto type = in.get<std::int8_t>(of_entry("the type of "));
     const bool is_word = i < nwords;
     if (type != (is_word ? 0 : 1)) {
       const std::string entry = of_entry("")();
-      in.fail(at_type, entry + " (" + io::detail::quoted(w) + ") has type " + std::to_string(type) +
+      in.fail(at_type, entry + " (" + detail::quoted(w) + ") has type " + std::to_string(type) +
                            ", expected " +
                            (is_word ? "0 (a word: entries 0 .. " : "1 (a label: entries ") +
                            (is_word ? std::to_string(nwords - 1) + " are words)"
@@ -823,7 +822,7 @@ class FastTextModel {
   /// Row `row` of the input matrix, decoded for a quantized model (get_input_vector).
   /// Throws: IndexError if row is outside [0, input_rows()).
   [[nodiscard]] RowVector<float> input_vector(TokenId row) const {
-    ember::detail::check_row(row, input_rows(), "FastTextModel::input_vector");
+    detail::check_row(row, input_rows(), "FastTextModel::input_vector");
     RowVector<float> v = RowVector<float>::Zero(dim());
     Scratch s(dim());
     add_input_row(row, v.data(), s.data());
@@ -842,7 +841,7 @@ class FastTextModel {
   }
   /// word_vector(word) written into `out`. Throws: ShapeError if out.size() != dim().
   void word_vector(std::string_view word, Eigen::Ref<RowVector<float>> out) const {
-    ember::detail::check_extent("FastTextModel::word_vector", "out", 1, dim(), out.size(), "dim");
+    detail::check_extent("FastTextModel::word_vector", "out", 1, dim(), out.size(), "dim");
     vector_into(word, out.data());
   }
   /// Every word's vector, nwords() x dim() (fastText's .vec file, print-word-vectors).
@@ -898,10 +897,10 @@ class FastTextModel {
     std::size_t count = 0;
     for (const std::string_view w : split(line, false)) {
       vector_into(w, v.data());
-      const float n = ember::detail::norm(v.data(), s.data(), dim());
+      const float n = detail::norm(v.data(), s.data(), dim());
       if (n > 0) {
         v *= static_cast<float>(1.0 / static_cast<double>(n));
-        ember::detail::add_to(out.data(), v.data(), dim());
+        detail::add_to(out.data(), v.data(), dim());
         ++count;
       }
     }
@@ -942,9 +941,9 @@ class FastTextModel {
     // A k beyond the labels keeps them all, as fastText's heap does (it never fills).
     const auto want = static_cast<std::size_t>(k == -1 ? nlabels() : std::min(k, nlabels()));
     auto output_dot = [&](Index row) {
-      const float v = f_.quant_output ? f_.qoutput.dot_row(row, hidden.data(), scratch)
-                                      : ember::detail::dot(f_.output.row(row).data(), hidden.data(),
-                                                           scratch, d);
+      const float v = f_.quant_output
+                          ? f_.qoutput.dot_row(row, hidden.data(), scratch)
+                          : detail::dot(f_.output.row(row).data(), hidden.data(), scratch, d);
       if (std::isnan(v)) {
         throw ValueError(std::string(where) + ": the score of output row " + std::to_string(row) +
                              " is NaN (the model's values overflow)",
@@ -952,10 +951,10 @@ class FastTextModel {
       }
       return v;
     };
-    std::vector<ember::detail::ScoredLabel> heap;
+    std::vector<detail::ScoredLabel> heap;
     heap.reserve(want + 1);
     if (f_.args.loss == FastTextLoss::hs) {
-      ember::detail::huffman_predict(tree_, want, threshold, output_dot, heap);
+      detail::huffman_predict(tree_, want, threshold, output_dot, heap);
     } else {
       std::vector<float> out(static_cast<std::size_t>(nlabels()));
       for (Index i = 0; i < nlabels(); ++i) out[static_cast<std::size_t>(i)] = output_dot(i);
@@ -970,13 +969,13 @@ class FastTextModel {
                              v);
           }
         }
-        ember::detail::softmax_in_place(out);
+        detail::softmax_in_place(out);
       } else {
-        for (float& v : out) v = ember::detail::table_sigmoid(v);
+        for (float& v : out) v = detail::table_sigmoid(v);
       }
-      ember::detail::find_k_best(out, want, threshold, heap);
+      detail::find_k_best(out, want, threshold, heap);
     }
-    std::sort_heap(heap.begin(), heap.end(), ember::detail::score_greater);
+    std::sort_heap(heap.begin(), heap.end(), detail::score_greater);
     std::vector<FastTextPrediction> result;
     result.reserve(heap.size());
     for (const auto& [logp, id] : heap) {
@@ -1013,9 +1012,9 @@ class FastTextModel {
     const double sign[3] = {1.0, -1.0, 1.0};
     for (int i = 0; i < 3; ++i) {
       vector_into(words[i], v.data());
-      const float n = ember::detail::norm(v.data(), s.data(), d);
+      const float n = detail::norm(v.data(), s.data(), d);
       const auto scale = static_cast<float>(sign[i] / (static_cast<double>(n) + 1e-8));
-      ember::detail::add_scaled(q.data(), v.data(), scale, s.data(), d);
+      detail::add_scaled(q.data(), v.data(), scale, s.data(), d);
     }
     std::array<TokenId, 3> ban{};
     for (int i = 0; i < 3; ++i) ban[static_cast<std::size_t>(i)] = word_id(words[i]).value_or(-1);
@@ -1025,9 +1024,9 @@ class FastTextModel {
  private:
   friend FastTextModel load_fasttext(const std::string& path, const FastTextLoadOptions& options);
 
-  explicit FastTextModel(ember::detail::FastTextFile f) : f_(std::move(f)) {
+  explicit FastTextModel(detail::FastTextFile f) : f_(std::move(f)) {
     if (supervised() && f_.args.loss == FastTextLoss::hs) {
-      tree_ = ember::detail::build_huffman_tree(f_.label_counts);
+      tree_ = detail::build_huffman_tree(f_.label_counts);
     }
   }
 
@@ -1047,7 +1046,7 @@ class FastTextModel {
   /// The panels nearest() scores, built once.
   struct Lazy {
     std::once_flag once;
-    ember::detail::RowPanels panels;
+    detail::RowPanels panels;
   };
 
   static void check_line(std::string_view line, const char* where) {
@@ -1123,7 +1122,7 @@ class FastTextModel {
         pending = 0;
       };
       f_.index.for_each_id(word, [&](TokenId r) {
-        ember::detail::prefetch_row(rows + r * d, row_bytes, row_bytes);
+        detail::prefetch_row(rows + r * d, row_bytes, row_bytes);
         batch[pending++] = r;
         ++n;
         if (pending == batch.size()) flush();
@@ -1137,18 +1136,18 @@ class FastTextModel {
   void unit_vector(std::string_view word, float* out, float* scratch) const {
     const Index d = dim();
     vector_into(word, out);
-    const float n = ember::detail::norm(out, scratch, d);
+    const float n = detail::norm(out, scratch, d);
     if (n > 0) {
-      ember::detail::scaled(out, static_cast<float>(1.0 / static_cast<double>(n)), scratch, d);
+      detail::scaled(out, static_cast<float>(1.0 / static_cast<double>(n)), scratch, d);
       for (Index j = 0; j < d; ++j) out[j] = 0.0f + scratch[j];
     } else {
       std::fill(out, out + d, 0.0f);
     }
   }
 
-  const ember::detail::RowPanels& panels() const {
+  const detail::RowPanels& panels() const {
     std::call_once(lazy_->once, [&] {
-      ember::detail::RowPanels& p = lazy_->panels;
+      detail::RowPanels& p = lazy_->panels;
       p.assign(nwords(), dim());
       Scratch s(2 * dim());
       for (Index i = 0; i < nwords(); ++i) {
@@ -1164,14 +1163,14 @@ class FastTextModel {
   std::vector<FastTextNeighbour> best_words(const float* q, Index k, std::array<TokenId, 3> ban,
                                             const char* where) const {
     const Index d = dim();
-    const ember::detail::RowPanels& p = panels();
+    const detail::RowPanels& p = panels();
     std::vector<float> scores(static_cast<std::size_t>(nwords()));
-    std::vector<float> scratch(static_cast<std::size_t>(d * ember::detail::RowPanels::lanes));
+    std::vector<float> scratch(static_cast<std::size_t>(d * detail::RowPanels::lanes));
     p.dots(q, scores.data(), scratch.data());
-    float qnorm = ember::detail::norm(q, scratch.data(), d);
+    float qnorm = detail::norm(q, scratch.data(), d);
     if (static_cast<double>(std::abs(qnorm)) < 1e-8) qnorm = 1.0f;  // fastText compares in double
     const auto want = static_cast<std::size_t>(std::min<Index>(k, nwords()));
-    std::vector<ember::detail::ScoredLabel> heap;
+    std::vector<detail::ScoredLabel> heap;
     heap.reserve(want + 1);
     for (Index i = 0; i < nwords() && want > 0; ++i) {
       if (i == ban[0] || i == ban[1] || i == ban[2]) continue;
@@ -1182,17 +1181,17 @@ class FastTextModel {
                          similarity);
       }
       if (heap.size() == want && similarity < heap.front().first) continue;
-      ember::detail::heap_push(heap, want, similarity, static_cast<std::int32_t>(i));
+      detail::heap_push(heap, want, similarity, static_cast<std::int32_t>(i));
     }
-    std::sort_heap(heap.begin(), heap.end(), ember::detail::score_greater);
+    std::sort_heap(heap.begin(), heap.end(), detail::score_greater);
     std::vector<FastTextNeighbour> out;
     out.reserve(heap.size());
     for (const auto& [score, id] : heap) out.push_back({id, score});
     return out;
   }
 
-  ember::detail::FastTextFile f_;
-  std::vector<ember::detail::HuffmanNode> tree_;
+  detail::FastTextFile f_;
+  std::vector<detail::HuffmanNode> tree_;
   std::unique_ptr<Lazy> lazy_ = std::make_unique<Lazy>();
 };
 
@@ -1213,7 +1212,7 @@ class FastTextModel {
 /// matrices read once into their own memory (not mapped: fastText stores them unaligned), so the
 /// process holds one copy of the file. Complexity: one pass over the file.
 inline FastTextModel load_fasttext(const std::string& path, const FastTextLoadOptions& options) {
-  return FastTextModel(ember::detail::parse_fasttext(path, options));
+  return FastTextModel(detail::parse_fasttext(path, options));
 }
 
 }  // namespace ember::inline EMBER_ISA::io

@@ -258,9 +258,9 @@ class GgufFile {
     if (it == tensor_index_.end()) {
       std::vector<std::string_view> have;
       for (const auto& t : tensors_) have.push_back(t.name);
-      throw KeyError("GgufFile: no tensor '" + name + "' in " + path() +
-                         ember::detail::closest_hint(name, have),
-                     name);
+      throw KeyError(
+          "GgufFile: no tensor '" + name + "' in " + path() + detail::closest_hint(name, have),
+          name);
     }
     return tensors_[it->second];
   }
@@ -296,9 +296,9 @@ class GgufFile {
     for (Index r = 0; r < rows; ++r) {
       const std::uint8_t* src = p + static_cast<std::size_t>(r) * rb;
       if constexpr (std::is_same_v<T, float>) {
-        ember::detail::ggml::decode_row(t.type, src, cols, out.data() + r * cols);
+        detail::ggml::decode_row(t.type, src, cols, out.data() + r * cols);
       } else {
-        ember::detail::ggml::decode_row(t.type, src, cols, buf.data());
+        detail::ggml::decode_row(t.type, src, cols, buf.data());
         for (Index c = 0; c < cols; ++c)
           out(r, c) = static_cast<double>(buf[static_cast<std::size_t>(c)]);
       }
@@ -813,7 +813,7 @@ class GgufWriter {
                            "'s block of " + std::to_string(block) + " elements",
                        1, block, d);
     }
-    if constexpr (direct) entries_.push_back({name, type, ember::detail::const_table(table)});
+    if constexpr (direct) entries_.push_back({name, type, detail::const_table(table)});
     return *this;
   }
 
@@ -944,8 +944,8 @@ class GgufWriter {
         for (Index r = r0; r < r1; ++r) {
           const float* src = row_as_float(e, r, row);
           if (blocks) check_finite_row(e, r, src);
-          ember::detail::ggml::quantize(e.type, src, cols,
-                                        buf.data() + static_cast<std::size_t>(r - r0) * rb);
+          detail::ggml::quantize(e.type, src, cols,
+                                 buf.data() + static_cast<std::size_t>(r - r0) * rb);
         }
         out.write(buf.data(), static_cast<std::size_t>(r1 - r0) * rb);
       }
@@ -969,7 +969,7 @@ class GgufWriter {
   struct Entry {
     std::string name;
     GgmlType type;
-    std::variant<ember::detail::ConstTableRef<float>, ember::detail::ConstTableRef<double>> table;
+    std::variant<detail::ConstTableRef<float>, detail::ConstTableRef<double>> table;
     [[nodiscard]] Index rows() const {
       return std::visit([](const auto& t) { return t.rows; }, table);
     }
@@ -1039,17 +1039,17 @@ class GgufWriter {
 
   /// Row r of e's table in float: the row itself, or a float copy of a double row in buf.
   static const float* row_as_float(const Entry& e, Index r, std::vector<float>& buf) {
-    if (const auto* f = std::get_if<ember::detail::ConstTableRef<float>>(&e.table)) {
+    if (const auto* f = std::get_if<detail::ConstTableRef<float>>(&e.table)) {
       return f->row(r);
     }
-    const double* src = std::get<ember::detail::ConstTableRef<double>>(e.table).row(r);
+    const double* src = std::get<detail::ConstTableRef<double>>(e.table).row(r);
     for (std::size_t c = 0; c < buf.size(); ++c) buf[c] = static_cast<float>(src[c]);
     return buf.data();
   }
 
   /// Throws the ValueError of save() when a double table holds a finite value beyond float's range.
   static void check_float_range(const Entry& e) {
-    const auto* t = std::get_if<ember::detail::ConstTableRef<double>>(&e.table);
+    const auto* t = std::get_if<detail::ConstTableRef<double>>(&e.table);
     if (t == nullptr) return;
     constexpr auto limit = static_cast<double>(std::numeric_limits<float>::max());
     for (Index r = 0; r < t->rows; ++r) {

@@ -63,13 +63,15 @@ struct NpySaveOptions {
   std::optional<NpyDtype> dtype;
 };
 
-namespace detail {
+}  // namespace ember::inline EMBER_ISA::io
+
+namespace ember::inline EMBER_ISA::detail {
 
 inline constexpr unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
 /// Parses a .npy header out of `bytes[0, size)`; `path` only names the file in errors.
-inline NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t size,
-                                  const std::string& path) {
+inline io::NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t size,
+                                      const std::string& path) {
   if (size == 0) fail_at_byte(path, 0, "empty file, expected a .npy magic string");
   if (size < 10)
     fail_at_byte(path, size,
@@ -77,7 +79,7 @@ inline NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t size,
   if (std::memcmp(bytes, npy_magic, 6) != 0) {
     fail_at_byte(path, 0, "not a .npy file: wrong magic (expected \\x93NUMPY)");
   }
-  NpyHeader h;
+  io::NpyHeader h;
   h.major_version = bytes[6];
   h.minor_version = bytes[7];
   if (h.major_version < 1 || h.major_version > 3 || h.minor_version != 0) {
@@ -147,7 +149,7 @@ inline NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t size,
             "' (ember reads float arrays: <f2 <f4 <f8 >f2 >f4 >f8)");
       }
       h.little_endian = d[0] == '<';
-      h.dtype = d[2] == '2' ? NpyDtype::f2 : d[2] == '4' ? NpyDtype::f4 : NpyDtype::f8;
+      h.dtype = d[2] == '2' ? io::NpyDtype::f2 : d[2] == '4' ? io::NpyDtype::f4 : io::NpyDtype::f8;
       have_descr = true;
     } else if (key == "fortran_order") {
       h.fortran_order = text.substr(i, 4) == "True";
@@ -210,7 +212,7 @@ inline NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t size,
 
 /// Converts the validated data of `h` into a row-major table (byte swaps, transposes, widens).
 template <class T>
-RowMatrix<T> npy_convert(const unsigned char* data, const NpyHeader& h) {
+RowMatrix<T> npy_convert(const unsigned char* data, const io::NpyHeader& h) {
   RowMatrix<T> out(h.rows, h.cols);
   // An empty table (a legal shape such as (10^12, 0)) has nothing to convert; the loops below
   // would still walk its rows.
@@ -226,10 +228,10 @@ RowMatrix<T> npy_convert(const unsigned char* data, const NpyHeader& h) {
     for (Index c = 0; c < h.cols; ++c) {
       const Index linear = h.fortran_order ? c * h.rows + r : r * h.cols + c;
       const unsigned char* p = data + static_cast<std::size_t>(linear) * item;
-      out(r, c) = h.dtype == NpyDtype::f2
+      out(r, c) = h.dtype == io::NpyDtype::f2
                       ? static_cast<T>(bits_to_float<Eigen::half>(load_value<std::uint16_t>(p, le)))
-                  : h.dtype == NpyDtype::f4 ? static_cast<T>(load_value<float>(p, le))
-                                            : static_cast<T>(load_value<double>(p, le));
+                  : h.dtype == io::NpyDtype::f4 ? static_cast<T>(load_value<float>(p, le))
+                                                : static_cast<T>(load_value<double>(p, le));
     }
   }
   return out;
@@ -238,7 +240,7 @@ RowMatrix<T> npy_convert(const unsigned char* data, const NpyHeader& h) {
 /// Throws FormatError at the first non-finite element of the row-major h.rows x h.cols table at
 /// `data` (read from .npy layout `h`).
 template <class T>
-void npy_check_finite(const T* data, const NpyHeader& h, const std::string& path) {
+void npy_check_finite(const T* data, const io::NpyHeader& h, const std::string& path) {
   const auto n = static_cast<std::size_t>(h.rows * h.cols);
   const std::size_t k = first_non_finite(data, n);
   if (k == n) return;
@@ -248,7 +250,9 @@ void npy_check_finite(const T* data, const NpyHeader& h, const std::string& path
                "non-finite value at row " + std::to_string(r) + ", column " + std::to_string(c));
 }
 
-}  // namespace detail
+}  // namespace ember::inline EMBER_ISA::detail
+
+namespace ember::inline EMBER_ISA::io {
 
 /// Reads the header of the .npy file at `path` (the data is validated for size, not read).
 /// Throws: FormatError naming the file and byte offset for a missing or unreadable file, wrong

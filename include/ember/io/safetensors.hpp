@@ -145,9 +145,9 @@ class SafetensorsFile {
     std::vector<std::string_view> have;
     for (const auto& t : tensors_) have.push_back(t.first);
     for (const auto& a : aliases_) have.push_back(a.first);
-    throw KeyError("SafetensorsFile: no tensor '" + name + "' in " + path() +
-                       ember::detail::closest_hint(name, have),
-                   name);
+    throw KeyError(
+        "SafetensorsFile: no tensor '" + name + "' in " + path() + detail::closest_hint(name, have),
+        name);
   }
   /// Header entry of tensor `name` (aliases resolved). Throws: KeyError as resolve().
   [[nodiscard]] const SafetensorsTensorInfo& info(const std::string& name) const {
@@ -481,9 +481,9 @@ class SafetensorsWriter {
                            std::string(to_string(dt)),
                        static_cast<double>(static_cast<int>(dt)));
     }
-    entries_.emplace(
-        name, Entry{ember::detail::const_table(table), dt, static_cast<std::uint64_t>(table.rows()),
-                    static_cast<std::uint64_t>(table.cols())});
+    entries_.emplace(name,
+                     Entry{detail::const_table(table), dt, static_cast<std::uint64_t>(table.rows()),
+                           static_cast<std::uint64_t>(table.cols())});
     return *this;
   }
 
@@ -552,7 +552,7 @@ class SafetensorsWriter {
 
  private:
   struct Entry {
-    std::variant<ember::detail::ConstTableRef<float>, ember::detail::ConstTableRef<double>> table;
+    std::variant<detail::ConstTableRef<float>, detail::ConstTableRef<double>> table;
     SafetensorsDtype dtype;
     std::uint64_t rows;
     std::uint64_t cols;
@@ -567,7 +567,7 @@ class SafetensorsWriter {
   }
 
   template <class S>
-  static void write_rows(detail::AtomicFile& out, const ember::detail::ConstTableRef<S>& t,
+  static void write_rows(detail::AtomicFile& out, const detail::ConstTableRef<S>& t,
                          SafetensorsDtype dtype, std::vector<unsigned char>& row) {
     const std::size_t item = dtype_size(dtype);
     row.resize(static_cast<std::size_t>(t.cols) * item);

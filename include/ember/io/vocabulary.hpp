@@ -80,8 +80,8 @@ inline void save_vocabulary(const std::string& path, const Vocabulary& vocab) {
   for (Index i = 0; i < vocab.size(); ++i) {
     const std::string& t = vocab.token(i);
     if (t.empty() || t.find('\n') != std::string::npos || t.back() == '\r') {
-      throw ValueError(ember::detail::message("save_vocabulary", "token ", detail::quoted(t),
-                                              " at id ", i, " cannot be stored one per line"),
+      throw ValueError(detail::message("save_vocabulary", "token ", detail::quoted(t), " at id ", i,
+                                       " cannot be stored one per line"),
                        static_cast<double>(i));
     }
   }

@@ -58,7 +58,9 @@ struct WordVectorsLoadOptions {
   bool allow_non_finite = false;
 };
 
-namespace detail {
+}  // namespace ember::inline EMBER_ISA::io
+
+namespace ember::inline EMBER_ISA::detail {
 
 /// Parses one number occupying all of `s` (a floating value may be non-finite or start with '+').
 template <class T>
@@ -123,8 +125,8 @@ void add_word(Vocabulary& vocab, std::string_view word, Fail&& fail) {
 }
 
 template <class T>
-WordVectors<T> load_text(const std::string& path, bool has_header,
-                         const WordVectorsLoadOptions& options) {
+io::WordVectors<T> load_text(const std::string& path, bool has_header,
+                             const io::WordVectorsLoadOptions& options) {
   const MappedFile file(path);
   const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
   if (text.empty()) fail_at_line(path, 1, "empty file");
@@ -164,7 +166,7 @@ WordVectors<T> load_text(const std::string& path, bool has_header,
     }
   }
 
-  WordVectors<T> out;
+  io::WordVectors<T> out;
   std::vector<T> values;
   if (has_header) values.reserve(static_cast<std::size_t>(expected) * static_cast<std::size_t>(d));
   std::vector<std::string_view> fields;
@@ -226,7 +228,7 @@ WordVectors<T> load_text(const std::string& path, bool has_header,
 }
 
 template <class T>
-WordVectors<T> load_binary(const std::string& path, const WordVectorsLoadOptions& options) {
+io::WordVectors<T> load_binary(const std::string& path, const io::WordVectorsLoadOptions& options) {
   const MappedFile file(path);
   const unsigned char* p = file.data();
   const std::size_t size = file.size();
@@ -250,7 +252,7 @@ WordVectors<T> load_binary(const std::string& path, const WordVectorsLoadOptions
                      "-byte file can hold");
   }
   const auto d = static_cast<Index>(dim);
-  WordVectors<T> out;
+  io::WordVectors<T> out;
   out.vectors.resize(static_cast<Index>(claimed), d);
   std::size_t pos = nl + 1;
   for (std::uint64_t r = 0; r < claimed; ++r) {
@@ -296,7 +298,7 @@ void append_number(std::string& s, T v) {
 template <class Derived>
 void check_words_for_save(const char* where, const Vocabulary& vocab,
                           const Eigen::MatrixBase<Derived>& table, bool binary) {
-  ember::detail::check_extent(where, "table", 0, vocab.size(), table.rows(), "vocab size");
+  detail::check_extent(where, "table", 0, vocab.size(), table.rows(), "vocab size");
   for (Index i = 0; i < vocab.size(); ++i) {
     const std::string& w = vocab.token(i);
     const bool bad = w.empty() || w.find('\n') != std::string::npos ||
@@ -310,7 +312,9 @@ void check_words_for_save(const char* where, const Vocabulary& vocab,
   }
 }
 
-}  // namespace detail
+}  // namespace ember::inline EMBER_ISA::detail
+
+namespace ember::inline EMBER_ISA::io {
 
 /// Loads a word2vec binary file (word2vec.c `-binary 1`, gensim `binary=True`): the vocabulary in
 /// file order and table[V, d] (V = min(header V, limit)).

@@ -68,10 +68,9 @@ class RowwiseAdagrad : public RowOptimizer<RowwiseAdagrad<T>, T, AdagradOptions>
   static AdagradOptions validated(const AdagradOptions& o) {
     constexpr const char* where = "RowwiseAdagrad";
     detail::check_lr(where, o.lr);
-    ember::detail::check_positive_finite(where, "eps", o.eps);
-    ember::detail::check_non_negative(where, "weight_decay", o.weight_decay);
-    ember::detail::check_non_negative(where, "initial_accumulator_value",
-                                      o.initial_accumulator_value);
+    detail::check_positive_finite(where, "eps", o.eps);
+    detail::check_non_negative(where, "weight_decay", o.weight_decay);
+    detail::check_non_negative(where, "initial_accumulator_value", o.initial_accumulator_value);
     return o;
   }
 

@@ -96,10 +96,10 @@ class Adam : public RowOptimizer<Adam<T>, T, AdamOptions> {
   static AdamOptions validated(const AdamOptions& o) {
     constexpr const char* where = "Adam";
     detail::check_lr(where, o.lr);
-    ember::detail::check_unit_interval(where, "beta1", o.beta1);
-    ember::detail::check_unit_interval(where, "beta2", o.beta2);
-    ember::detail::check_positive_finite(where, "eps", o.eps);
-    ember::detail::check_non_negative(where, "weight_decay", o.weight_decay);
+    detail::check_unit_interval(where, "beta1", o.beta1);
+    detail::check_unit_interval(where, "beta2", o.beta2);
+    detail::check_positive_finite(where, "eps", o.eps);
+    detail::check_non_negative(where, "weight_decay", o.weight_decay);
     return o;
   }
 

@@ -25,9 +25,9 @@
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
-namespace ember::inline EMBER_ISA::optim {
+namespace ember::inline EMBER_ISA::optim {}  // namespace ember::inline EMBER_ISA::optim
 
-namespace detail {
+namespace ember::inline EMBER_ISA::detail {
 
 /// The gradient arguments of one step() call, validated.
 template <class T>
@@ -42,23 +42,22 @@ struct StepInput {
 /// the table is not frozen, the sparse gradient (if any rows) is bound to the table's shape, the
 /// dense gradient (if any) is vocab_size x d_model.
 template <class T>
-void check_step(ember::detail::Where where, const Embedding<T>& emb, const SparseRowGrad<T>* sparse,
+void check_step(detail::Where where, const Embedding<T>& emb, const SparseRowGrad<T>* sparse,
                 const Eigen::Ref<const RowMatrix<T>>* dense) {
   if (emb.frozen()) {
-    throw StateError(ember::detail::message(
+    throw StateError(detail::message(
         where,
         "the table is frozen (freeze() / from_pretrained(freeze = true)); unfreeze() it to train "
         "it"));
   }
   if (sparse != nullptr && !sparse->empty()) {
-    ember::detail::SparseRowGradAccess::check_shape(*sparse, where, emb.vocab_size(),
-                                                    emb.d_model());
+    detail::SparseRowGradAccess::check_shape(*sparse, where, emb.vocab_size(), emb.d_model());
   }
   if (dense != nullptr) {
-    ember::detail::check_extent(where, "the dense gradient", 0, emb.vocab_size(), (*dense).rows(),
-                                "the table's vocab_size");
-    ember::detail::check_extent(where, "the dense gradient", 1, emb.d_model(), (*dense).cols(),
-                                "the table's d_model");
+    detail::check_extent(where, "the dense gradient", 0, emb.vocab_size(), (*dense).rows(),
+                         "the table's vocab_size");
+    detail::check_extent(where, "the dense gradient", 1, emb.d_model(), (*dense).cols(),
+                         "the table's d_model");
   }
 }
 
@@ -66,14 +65,14 @@ void check_step(ember::detail::Where where, const Embedding<T>& emb, const Spars
 /// scan of both gradients for NaN/inf) and returns the prepared input; the state is then bound to
 /// the table's current shape (following a resize). Nothing is written if it throws.
 template <class T>
-StepInput<T> prepare_step(ember::detail::Where where, const Embedding<T>& emb, RowState<T>* state,
+StepInput<T> prepare_step(detail::Where where, const Embedding<T>& emb, RowState<T>* state,
                           Index state_width, const SparseRowGrad<T>* sparse,
                           const Eigen::Ref<const RowMatrix<T>>* dense, bool check_finite = false) {
   check_step(where, emb, sparse, dense);
   if (state != nullptr) state->check_table(where, state_width);
   if (check_finite) {  // the optimizer's opt-in scan: a NaN is reported, never applied
-    if (sparse != nullptr) ember::detail::check_finite(*sparse, where, "sparse gradient");
-    if (dense != nullptr) ember::detail::check_finite(*dense, where, "dense gradient");
+    if (sparse != nullptr) detail::check_finite(*sparse, where, "sparse gradient");
+    if (dense != nullptr) detail::check_finite(*dense, where, "dense gradient");
   }
   StepInput<T> in;
   in.sparse = sparse;
@@ -140,11 +139,13 @@ void combine(const T* sparse, const T* dense, Index d, T* out) {
 }
 
 /// Throws ValueError unless lr is finite and > 0.
-inline void check_lr(ember::detail::Where where, double lr) {
-  ember::detail::check_positive_finite(where, "lr", lr);
+inline void check_lr(detail::Where where, double lr) {
+  detail::check_positive_finite(where, "lr", lr);
 }
 
-}  // namespace detail
+}  // namespace ember::inline EMBER_ISA::detail
+
+namespace ember::inline EMBER_ISA::optim {
 
 /// The part every row-wise optimizer shares: the hyper-parameters, the step() forms, the fused
 /// backward + step, the step count and the per-row state. `Derived` provides its `name`
@@ -240,7 +241,7 @@ class RowOptimizer {
   std::int64_t steps_ = 0;
 
  private:
-  friend struct ember::detail::FusedStepAccess;
+  friend struct detail::FusedStepAccess;
 
   // Both backward_step overloads: checks ids and grad_out at the door, then the fused pass
   // (dense: the tied logits' gradient, or null).
@@ -249,17 +250,16 @@ class RowOptimizer {
                            const Eigen::Ref<const RowMatrix<T>>& grad_out,
                            const Eigen::Ref<const RowMatrix<T>>* dense,
                            const FusedStepOptions& fused) {
-    ember::detail::with_ids(ids, [&](auto span) {
-      const ember::detail::Where w{Derived::name, "backward_step"};
-      ember::detail::check_backward_grad_out(w, static_cast<Index>(span.size()), emb.d_model(),
-                                             grad_out.rows(), grad_out.cols());
-      ember::detail::check_ids(span, emb.vocab_size(), w);
-      const ember::detail::DirectRows<T> rows{ember::detail::const_table(grad_out)};
-      const ember::detail::FusedStepChecks<T> checks{&grad_out, dense, &fused, w};
+    detail::with_ids(ids, [&](auto span) {
+      const detail::Where w{Derived::name, "backward_step"};
+      detail::check_backward_grad_out(w, static_cast<Index>(span.size()), emb.d_model(),
+                                      grad_out.rows(), grad_out.cols());
+      detail::check_ids(span, emb.vocab_size(), w);
+      const detail::DirectRows<T> rows{detail::const_table(grad_out)};
+      const detail::FusedStepChecks<T> checks{&grad_out, dense, &fused, w};
       fused_check(emb, checks);
-      fused_apply(
-          emb, ember::detail::fused_rows(span, rows, false, emb.scale(), emb.accumulate_options()),
-          dense, fused);
+      fused_apply(emb, detail::fused_rows(span, rows, false, emb.scale(), emb.accumulate_options()),
+                  dense, fused);
     });
   }
 
@@ -267,15 +267,15 @@ class RowOptimizer {
   /// dense gradient (if any) is V x d, the state fits the table's width, the options are finite
   /// and >= 0, and with options().check_finite the caller's gradient input (if given) and the
   /// dense gradient hold no NaN or infinity. Throws as backward_step.
-  void fused_check(const Embedding<T>& emb, const ember::detail::FusedStepChecks<T>& c) const {
-    ember::detail::check_non_negative(c.where, "max_gradient", c.fused->max_gradient);
-    ember::detail::check_non_negative(c.where, "max_norm", c.fused->max_norm);
+  void fused_check(const Embedding<T>& emb, const detail::FusedStepChecks<T>& c) const {
+    detail::check_non_negative(c.where, "max_gradient", c.fused->max_gradient);
+    detail::check_non_negative(c.where, "max_norm", c.fused->max_norm);
     detail::check_step(c.where, emb, static_cast<const SparseRowGrad<T>*>(nullptr), c.dense);
     const Index width = self().state_width(emb.d_model());
     if (width > 0) state_.check_table(c.where, width);
     if (options_.check_finite) {
-      if (c.checked != nullptr) ember::detail::check_finite(*c.checked, c.where, "grad_out");
-      if (c.dense != nullptr) ember::detail::check_finite(*c.dense, c.where, "dense gradient");
+      if (c.checked != nullptr) detail::check_finite(*c.checked, c.where, "grad_out");
+      if (c.dense != nullptr) detail::check_finite(*c.dense, c.where, "dense gradient");
     }
   }
 
@@ -283,7 +283,7 @@ class RowOptimizer {
   /// plus `dense` (V x d, or null), clamped and renormed as `fused` says. Throws nothing but
   /// std::bad_alloc.
   template <class Id, class Rows>
-  void fused_apply(Embedding<T>& emb, const ember::detail::FusedStepRows<T, Id, Rows>& in_rows,
+  void fused_apply(Embedding<T>& emb, const detail::FusedStepRows<T, Id, Rows>& in_rows,
                    const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused) {
     const std::span<const Id> ids = in_rows.ids;
     const Rows& rows = *in_rows.rows;
@@ -319,7 +319,7 @@ class RowOptimizer {
     scratch_.fresh.clear();
     std::span<const TokenId> batch;
     // Rows of lead for the prefetches of the rows an update touches at random.
-    const Index lead = ember::detail::prefetch_distance(d * static_cast<Index>(sizeof(T)));
+    const Index lead = detail::prefetch_distance(d * static_cast<Index>(sizeof(T)));
     const auto make_slots = [&](std::span<const TokenId> batch_rows) {
       batch = batch_rows;
       const std::size_t ahead = static_cast<std::size_t>(lead) * 4;  // a slot entry is 4 bytes
@@ -329,10 +329,10 @@ class RowOptimizer {
         add_slot(static_cast<Index>(batch_rows[k]), width);
       }
     };
-    const int threads = ember::detail::kernel_threads(static_cast<Index>(ids.size()) * d);
+    const int threads = detail::kernel_threads(static_cast<Index>(ids.size()) * d);
     if (dense == nullptr) {
       T* const* g_rows = gradient_rows(threads, d);
-      ember::detail::for_each_grouped_row(
+      detail::for_each_grouped_row(
           v, ids, rows, needs_scratch, d, scale, acc.scale_grad_by_freq, acc.skip_row, make_slots,
           [&](Index j, std::span<const Index> positions, T row_scale, T* sum, T* product,
               int worker) {
@@ -343,21 +343,21 @@ class RowOptimizer {
             const auto next = uj + static_cast<std::size_t>(lead);
             if (next < batch.size())
               prefetch_update(table, batch[next], scratch_.slots[next], width);
-            ember::detail::add_row_sum(rows, d, positions, row_scale, true, g, sum, product);
+            detail::add_row_sum(rows, d, positions, row_scale, true, g, sum, product);
             apply(static_cast<Index>(batch[uj]), g, scratch_.slots[uj], scratch_.fresh[uj] != 0);
           });
     } else {
       // Tied: every row moves. The batch rows' sums are kept (k x d) and added to their dense rows.
       scratch_.batch_rows.clear();
-      ember::detail::for_each_grouped_row(
+      detail::for_each_grouped_row(
           v, ids, rows, needs_scratch, d, scale, acc.scale_grad_by_freq, acc.skip_row,
           [&](std::span<const TokenId> batch_rows) {
             scratch_.batch_rows.assign(batch_rows.begin(), batch_rows.end());
             scratch_.sums.resize(static_cast<Index>(batch_rows.size()), d);
           },
           [&](Index j, std::span<const Index> positions, T row_scale, T* sum, T* product, int) {
-            ember::detail::add_row_sum(rows, d, positions, row_scale, true,
-                                       scratch_.sums.row(j).data(), sum, product);
+            detail::add_row_sum(rows, d, positions, row_scale, true, scratch_.sums.row(j).data(),
+                                sum, product);
           });
       for (Index row = 0; row < v; ++row) {
         if (row != in.skip_row) add_slot(row, width);
@@ -387,7 +387,7 @@ class RowOptimizer {
   /// each combined into one row and handed to the rule.
   void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
            const Eigen::Ref<const RowMatrix<T>>* dense) {
-    const ember::detail::Where where{Derived::name, "step"};
+    const detail::Where where{Derived::name, "step"};
     const Index d = emb.d_model();
     const Index width = self().state_width(d);
     const auto in = detail::prepare_step(where, emb, width > 0 ? &state_ : nullptr, width, sparse,
@@ -437,11 +437,11 @@ class RowOptimizer {
   void prefetch_update(const Table& table, TokenId row, Index slot, Index width) const noexcept {
     const Index d = table.cols();
     const Index bytes = d * static_cast<Index>(sizeof(T));
-    ember::detail::prefetch_row(table.row(static_cast<Index>(row)).data(), bytes, bytes);
+    detail::prefetch_row(table.row(static_cast<Index>(row)).data(), bytes, bytes);
     if (slot < 0) return;
     const Index state_bytes = width * static_cast<Index>(sizeof(T));
     for (int p = 0; p < state_.planes(); ++p)
-      ember::detail::prefetch_row(state_.data(p, slot), state_bytes, state_bytes);
+      detail::prefetch_row(state_.data(p, slot), state_bytes, state_bytes);
   }
 
   static void renorm(T* w, Index d, double max_norm) {

@@ -83,14 +83,14 @@ class SGD : public RowOptimizer<SGD<T>, T, SGDOptions> {
   static SGDOptions validated(const SGDOptions& o) {
     constexpr const char* where = "SGD";
     detail::check_lr(where, o.lr);
-    ember::detail::check_unit_interval(where, "momentum", o.momentum);
-    ember::detail::check_unit_interval(where, "dampening", o.dampening);
-    ember::detail::check_non_negative(where, "weight_decay", o.weight_decay);
+    detail::check_unit_interval(where, "momentum", o.momentum);
+    detail::check_unit_interval(where, "dampening", o.dampening);
+    detail::check_non_negative(where, "weight_decay", o.weight_decay);
     if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
-      throw ValueError(ember::detail::message(where,
-                                              "nesterov needs momentum > 0 and dampening = 0, got "
-                                              "momentum ",
-                                              o.momentum, ", dampening ", o.dampening),
+      throw ValueError(detail::message(where,
+                                       "nesterov needs momentum > 0 and dampening = 0, got "
+                                       "momentum ",
+                                       o.momentum, ", dampening ", o.dampening),
                        o.momentum);
     }
     return o;

@@ -60,7 +60,7 @@ template <class Derived>
 [[nodiscard]] typename Derived::Scalar cosine(const Eigen::MatrixBase<Derived>& table, TokenId i,
                                               TokenId j) {
   const TokenId ids[2] = {i, j};
-  ember::detail::check_ids(std::span<const TokenId>(ids), table.rows(), "cosine");
+  detail::check_ids(std::span<const TokenId>(ids), table.rows(), "cosine");
   return cosine(table.row(i), table.row(j));
 }
 
@@ -206,8 +206,7 @@ class Neighbours {
     check(positive, where);
     check(negative, where);
     if (positive.empty() && negative.empty()) {
-      throw ValueError(ember::detail::message(where, "cannot compute similarity with no input"),
-                       0.0);
+      throw ValueError(detail::message(where, "cannot compute similarity with no input"), 0.0);
     }
     const Index n = candidates(where, k, options);
     // Sum in the table's type, in the order gensim does: positives then negatives.
@@ -231,8 +230,8 @@ class Neighbours {
     check(positive, where);
     check(negative, where);
     if (positive.empty()) {
-      throw ValueError(
-          ember::detail::message(where, "cannot compute similarity with no positive input"), 0.0);
+      throw ValueError(detail::message(where, "cannot compute similarity with no positive input"),
+                       0.0);
     }
     const Index n = candidates(where, k, options);
     RowMatrix<T> terms(static_cast<Index>(positive.size() + negative.size()), d_model());
@@ -279,10 +278,10 @@ class Neighbours {
   void init() {
     detail::check_positive_size("Neighbours", "d_model (table columns)", unit_.cols());
     const auto n = static_cast<std::size_t>(unit_.size());
-    if (const std::size_t k = ember::detail::first_non_finite(unit_.data(), n); k < n) {
+    if (const std::size_t k = detail::first_non_finite(unit_.data(), n); k < n) {
       const auto cols = static_cast<std::size_t>(unit_.cols());
-      throw ValueError(ember::detail::message("Neighbours", "table value at row ", k / cols,
-                                              ", column ", k % cols, " is not finite"),
+      throw ValueError(detail::message("Neighbours", "table value at row ", k / cols, ", column ",
+                                       k % cols, " is not finite"),
                        static_cast<double>(unit_.data()[k]));
     }
     norms_ = unit_.rowwise().norm();
@@ -296,26 +295,25 @@ class Neighbours {
     }
   }
 
-  static void check_finite_query(const RowMatrix<T>& q, ember::detail::Where where) {
+  static void check_finite_query(const RowMatrix<T>& q, detail::Where where) {
     const auto n = static_cast<std::size_t>(q.size());
-    if (const std::size_t i = ember::detail::first_non_finite(q.data(), n); i < n) {
-      throw ValueError(ember::detail::message(where, "query value ", i, " is not finite"),
+    if (const std::size_t i = detail::first_non_finite(q.data(), n); i < n) {
+      throw ValueError(detail::message(where, "query value ", i, " is not finite"),
                        static_cast<double>(q.data()[i]));
     }
   }
 
-  void check(std::span<const TokenId> ids, ember::detail::Where where) const {
-    ember::detail::check_ids(ids, vocab_size(), where);
+  void check(std::span<const TokenId> ids, detail::Where where) const {
+    detail::check_ids(ids, vocab_size(), where);
   }
 
   /// Validates k and the options; returns the number of candidate rows.
-  Index candidates(ember::detail::Where where, Index k, const QueryOptions& options) const {
+  Index candidates(detail::Where where, Index k, const QueryOptions& options) const {
     if (k < 0)
-      throw ValueError(ember::detail::message(where, "k must be >= 0, got ", k),
-                       static_cast<double>(k));
+      throw ValueError(detail::message(where, "k must be >= 0, got ", k), static_cast<double>(k));
     if (options.restrict_to < 0 || options.restrict_to > vocab_size()) {
-      throw ValueError(ember::detail::message(where, "restrict_to ", options.restrict_to,
-                                              " is outside [0, ", vocab_size(), "]"),
+      throw ValueError(detail::message(where, "restrict_to ", options.restrict_to,
+                                       " is outside [0, ", vocab_size(), "]"),
                        static_cast<double>(options.restrict_to));
     }
     check(options.exclude, where);

@@ -18,7 +18,7 @@
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
 
-namespace ember::inline EMBER_ISA::distributed::detail {
+namespace ember::inline EMBER_ISA::detail {
 
 /// Throws std::runtime_error naming `what` unless an MPI call returned MPI_SUCCESS. (MPI's default
 /// handler aborts first; this matters only under MPI_ERRORS_RETURN.)
@@ -186,4 +186,4 @@ void validate_collectively(MPI_Comm comm, F&& check) {
   agree(comm, capture(std::forward<F>(check)));
 }
 
-}  // namespace ember::inline EMBER_ISA::distributed::detail
+}  // namespace ember::inline EMBER_ISA::detail

@@ -22,7 +22,7 @@
 #include "ember/config.hpp"
 #include "ember/errors.hpp"
 
-namespace ember::inline EMBER_ISA::io::detail {
+namespace ember::inline EMBER_ISA::detail {
 
 /// Fault injection for AtomicFile, a test seam (detail API): while a ScopedWriteFault is alive on
 /// a thread, every AtomicFile written on that thread fails the way it describes (the cost
@@ -160,4 +160,4 @@ class AtomicFile {
   std::vector<unsigned char> buffer_;
 };
 
-}  // namespace ember::inline EMBER_ISA::io::detail
+}  // namespace ember::inline EMBER_ISA::detail

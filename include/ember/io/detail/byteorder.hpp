@@ -11,7 +11,7 @@
 
 #include "ember/config.hpp"
 
-namespace ember::inline EMBER_ISA::io::detail {
+namespace ember::inline EMBER_ISA::detail {
 
 /// True when the host stores multi-byte numbers least significant byte first.
 inline constexpr bool host_is_little_endian = std::endian::native == std::endian::little;
@@ -53,4 +53,4 @@ void store_value_le(unsigned char* p, V v) noexcept {
   if (!host_is_little_endian) std::reverse(p, p + sizeof(V));
 }
 
-}  // namespace ember::inline EMBER_ISA::io::detail
+}  // namespace ember::inline EMBER_ISA::detail

@@ -15,7 +15,7 @@
 #include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
 
-namespace ember::inline EMBER_ISA::io::detail {
+namespace ember::inline EMBER_ISA::detail {
 
 /// Throws FormatError "<path>: <what> at byte <offset>".
 [[noreturn]] inline void fail_at_byte(const std::string& path, std::uint64_t offset,
@@ -73,10 +73,10 @@ namespace ember::inline EMBER_ISA::io::detail {
   return true;
 }
 
-/// ember::detail::first_non_finite, for the loaders and writers.
-using ember::detail::first_non_finite;
+/// detail::first_non_finite, for the loaders and writers.
+using detail::first_non_finite;
 
-/// ember::detail::quoted, for the loaders' messages.
-using ember::detail::quoted;
+/// detail::quoted, for the loaders' messages.
+using detail::quoted;
 
-}  // namespace ember::inline EMBER_ISA::io::detail
+}  // namespace ember::inline EMBER_ISA::detail

@@ -11,7 +11,7 @@
 
 #include "ember/config.hpp"
 
-namespace ember::inline EMBER_ISA::io::detail {
+namespace ember::inline EMBER_ISA::detail {
 
 /// The float value of the bit pattern `bits` of S (Eigen::half or Eigen::bfloat16): exact.
 template <class S>
@@ -37,4 +37,4 @@ template <class S>
   return n;
 }
 
-}  // namespace ember::inline EMBER_ISA::io::detail
+}  // namespace ember::inline EMBER_ISA::detail

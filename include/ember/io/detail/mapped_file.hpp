@@ -18,7 +18,7 @@
 #include "ember/config.hpp"
 #include "ember/errors.hpp"
 
-namespace ember::inline EMBER_ISA::io::detail {
+namespace ember::inline EMBER_ISA::detail {
 
 /// A read-only view of a whole file: data()[0, size()). Empty files map to size() == 0 and a
 /// non-null dummy pointer. Unmaps on destruction.
@@ -80,4 +80,4 @@ class MappedFile {
   std::size_t size_ = 0;
 };
 
-}  // namespace ember::inline EMBER_ISA::io::detail
+}  // namespace ember::inline EMBER_ISA::detail

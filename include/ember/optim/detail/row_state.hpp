@@ -16,7 +16,7 @@
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
 
-namespace ember::inline EMBER_ISA::optim::detail {
+namespace ember::inline EMBER_ISA::detail {
 
 /// Per-row optimizer state: `planes` arrays of `width` values per row, plus an optional step
 /// counter per row, allocated only for rows that have been updated at least once.
@@ -68,12 +68,12 @@ class RowState {
 
   /// Checks that the state can follow a vocab x width table: throws ShapeError if the width
   /// changed after state was created. Called by step() before anything is written.
-  void check_table(ember::detail::Where where, Index width) const {
+  void check_table(detail::Where where, Index width) const {
     if (width_ != 0 && width != width_) [[unlikely]] {
-      throw ShapeError(ember::detail::message(where, "the table has ", width,
-                                              " columns, but the optimizer's state was built for "
-                                              "d_model = ",
-                                              width_),
+      throw ShapeError(detail::message(where, "the table has ", width,
+                                       " columns, but the optimizer's state was built for "
+                                       "d_model = ",
+                                       width_),
                        1, width_, width);
     }
   }
@@ -91,7 +91,7 @@ class RowState {
   /// Asks for the slot map entry of `row` ahead of an ensure(row) (a hint; valid row < vocab).
   void prefetch_slot(Index row) const noexcept {
     if (!slot_of_row_.empty())
-      ember::detail::prefetch_row(&slot_of_row_[static_cast<std::size_t>(row)], 4, 4);
+      detail::prefetch_row(&slot_of_row_[static_cast<std::size_t>(row)], 4, 4);
   }
 
   /// The slot of `row`, creating zeroed state for it if needed (valid row < vocab).
@@ -150,4 +150,4 @@ class RowState {
   std::vector<std::int64_t> steps_;
 };
 
-}  // namespace ember::inline EMBER_ISA::optim::detail
+}  // namespace ember::inline EMBER_ISA::detail
