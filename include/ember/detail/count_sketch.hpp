@@ -73,7 +73,8 @@ class CountSketch {
 
   /// The salt of row j.
   [[nodiscard]] static constexpr std::uint64_t salt(int j) noexcept {
-    return 0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(j + 1);
+    constexpr std::uint64_t golden = 0x9E3779B97F4A7C15U;
+    return golden * (static_cast<std::uint64_t>(j) + 1U);
   }
 
  private:

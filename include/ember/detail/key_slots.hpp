@@ -93,9 +93,9 @@ class KeySlots {
     return static_cast<Index>(w & row_mask_) - 2;
   }
 
-  /// The row of `key` (hash h) or -1, comparing candidates against keys[row].
-  [[nodiscard]] Index find(std::uint64_t key, std::uint64_t h,
-                           const std::uint64_t* keys) const noexcept {
+  /// The row of `key` (hash h) or -1, comparing candidates against key_of(row).
+  template <class KeyOf>
+  [[nodiscard]] Index find(std::uint64_t key, std::uint64_t h, KeyOf&& key_of) const noexcept {
     const std::uint32_t tag = tag_of(h);
     std::size_t p = home(h);
     for (;;) {
@@ -103,7 +103,7 @@ class KeySlots {
       if (w == 0) return -1;
       if (w >= 2 && (w >> row_bits_) == tag) {
         const Index row = row_of(w);
-        if (keys[row] == key) return row;
+        if (key_of(row) == key) return row;
       }
       if (++p == count_) p = 0;
     }

@@ -156,8 +156,7 @@ class KeyIndex {
     reserved_ = options.fallback_row >= 0 && options.fallback_row < capacity
                     ? static_cast<Index>(options.fallback_row)
                     : -1;
-    keys_.assign(static_cast<std::size_t>(capacity), 0);
-    stat_.assign(static_cast<std::size_t>(capacity), Stat{});
+    meta_.assign(static_cast<std::size_t>(capacity), Stat{});
     if (decayed()) decay_.assign(static_cast<std::size_t>(capacity), 0.0f);
     if (options.policy == EvictionPolicy::score)
       scores_.assign(static_cast<std::size_t>(capacity), 0.0);
@@ -196,7 +195,7 @@ class KeyIndex {
     const auto n = static_cast<Index>(keys.size());
     detail::parallel_rows(n, n * 16, [&](Index begin, Index end, int) {
       lookup(keys.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)),
-             rows.data() + begin, nullptr, true);
+             rows.data() + begin);
     });
   }
 
@@ -209,18 +208,18 @@ class KeyIndex {
 
   /// The row of one key, or fallback_row().
   [[nodiscard]] TokenId find(std::uint64_t key) const noexcept {
-    const Index r = slots_.find(key, detail::mix_key(key), keys_.data());
+    const Index r = slot_find(key, detail::mix_key(key));
     return r >= 0 ? static_cast<TokenId>(r) : options_.fallback_row;
   }
 
   /// True when `key` has a row.
   [[nodiscard]] bool contains(std::uint64_t key) const noexcept {
-    return slots_.find(key, detail::mix_key(key), keys_.data()) >= 0;
+    return slot_find(key, detail::mix_key(key)) >= 0;
   }
 
   /// The entry of a resident key, or std::nullopt.
   [[nodiscard]] std::optional<KeyEntry> entry(std::uint64_t key) const {
-    const Index r = slots_.find(key, detail::mix_key(key), keys_.data());
+    const Index r = slot_find(key, detail::mix_key(key));
     if (r < 0) return std::nullopt;
     return entry_of(r);
   }
@@ -294,7 +293,7 @@ class KeyIndex {
     std::vector<KeyRow> out;
     for (const std::uint64_t key : keys) {
       const std::uint64_t h = detail::mix_key(key);
-      const Index r = slots_.find(key, h, keys_.data());
+      const Index r = slot_find(key, h);
       if (r < 0) continue;
       slots_.erase(h, r);
       release(r);
@@ -343,13 +342,13 @@ class KeyIndex {
     std::vector<Candidate> all;
     for (Index r = 0; r < capacity_; ++r)
       if (resident(r)) all.push_back(candidate(r));
-    std::sort(all.begin(), all.end(), less);
+    std::sort(all.begin(), all.end(), Less{});
     const auto drop = static_cast<std::size_t>(std::max<Index>(0, size_ - keep));
     std::vector<std::pair<Index, Candidate>> kept;
     for (std::size_t k = 0; k < all.size(); ++k) {
       const Index r = all[k].row;
       if (k < drop) {
-        result.evicted.push_back({keys_[static_cast<std::size_t>(r)], static_cast<TokenId>(r)});
+        result.evicted.push_back({meta_[static_cast<std::size_t>(r)].key, static_cast<TokenId>(r)});
       } else {
         kept.emplace_back(r, all[k]);
       }
@@ -423,15 +422,15 @@ class KeyIndex {
   /// candidates and per-row marks; the admission sketch (sketch_bytes()) and the scratch of the
   /// largest batch so far (scratch_bytes()) excluded.
   [[nodiscard]] std::size_t memory_bytes() const noexcept {
-    return sizeof(*this) + bytes(keys_) + bytes(stat_) + bytes(decay_) + bytes(scores_) +
-           slots_.bytes() + bytes(free_) + bytes(pool_) + bytes(late_) + bytes(marks_);
+    return sizeof(*this) + bytes(meta_) + bytes(decay_) + bytes(scores_) + slots_.bytes() +
+           bytes(free_) + bytes(pool_) + bytes(late_) + bytes(marks_);
   }
   /// Bytes of the admission sketch (0 without admission).
   [[nodiscard]] std::size_t sketch_bytes() const noexcept { return sketch_.bytes(); }
   /// Bytes of per-call scratch, about 70 per key of the largest batch so far.
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
-    return bytes(work_) + bytes(hashes_) + bytes(touched_) + bytes(touch_first_) + bytes(new_) +
-           bytes(victims_) + bytes(evicted_) + bytes(sample_) + bytes(group_slots_) +
+    return bytes(work_) + bytes(hashes_) + bytes(touched_) + bytes(touch_first_) + bytes(saved_) +
+           bytes(new_) + bytes(victims_) + bytes(evicted_) + bytes(sample_) + bytes(group_slots_) +
            bytes(group_stamp_);
   }
 
@@ -443,8 +442,10 @@ class KeyIndex {
 
   friend struct detail::KeyIndexAccess;
 
-  /// A row's last step (relative to base_step_) and sightings; count == 0 marks a free row.
+  /// A row's key, last step (relative to base_step_) and sightings, in one 16-byte record (one
+  /// cache line read per hit); count == 0 marks a free row.
   struct Stat {
+    std::uint64_t key = 0;
     std::uint32_t last = 0;
     std::uint32_t count = 0;
   };
@@ -471,6 +472,14 @@ class KeyIndex {
     if (a.last != b.last) return a.last < b.last;
     return a.key < b.key;
   }
+  /// less as a function object (inlined by the sorts and heaps).
+  struct Less {
+    bool operator()(const Candidate& a, const Candidate& b) const noexcept { return less(a, b); }
+  };
+  /// The order of a min-heap (std::push_heap builds max-heaps).
+  struct Greater {
+    bool operator()(const Candidate& a, const Candidate& b) const noexcept { return less(b, a); }
+  };
 
   /// Clears the per-call marks of the touched and chosen rows on every exit.
   struct MarkGuard {
@@ -478,7 +487,10 @@ class KeyIndex {
     explicit MarkGuard(KeyIndex& index) : ix(index) {}
     MarkGuard(const MarkGuard&) = delete;
     MarkGuard& operator=(const MarkGuard&) = delete;
-    ~MarkGuard() { ix.clear_marks(); }
+    ~MarkGuard() {
+      if (ix.restore_) ix.restore_stats();
+      ix.clear_marks();
+    }
   };
 
   // ---- validation -----------------------------------------------------------------------------
@@ -563,8 +575,12 @@ class KeyIndex {
 
   // ---- rows and their order -------------------------------------------------------------------
 
+  [[nodiscard]] Index slot_find(std::uint64_t key, std::uint64_t h) const noexcept {
+    return slots_.find(key, h, [this](Index r) { return meta_[static_cast<std::size_t>(r)].key; });
+  }
+
   [[nodiscard]] bool resident(Index r) const noexcept {
-    return stat_[static_cast<std::size_t>(r)].count != 0;
+    return meta_[static_cast<std::size_t>(r)].count != 0;
   }
   [[nodiscard]] Index next_resident(Index r) const noexcept {
     while (r < capacity_ && !resident(r)) ++r;
@@ -576,7 +592,7 @@ class KeyIndex {
     const auto u = static_cast<std::size_t>(r);
     switch (options_.policy) {
       case EvictionPolicy::lfu:
-        return decayed() ? std::bit_cast<std::uint32_t>(decay_[u]) : stat_[u].count;
+        return decayed() ? std::bit_cast<std::uint32_t>(decay_[u]) : meta_[u].count;
       case EvictionPolicy::score: {
         const std::uint64_t b = std::bit_cast<std::uint64_t>(scores_[u] + 0.0);  // -0 -> +0
         return (b >> 63) != 0 ? ~b : (b | (std::uint64_t{1} << 63));
@@ -587,16 +603,16 @@ class KeyIndex {
   }
   [[nodiscard]] Candidate candidate(Index r) const noexcept {
     const auto u = static_cast<std::size_t>(r);
-    return {primary(r), stat_[u].last, static_cast<std::uint32_t>(r), keys_[u]};
+    return {primary(r), meta_[u].last, static_cast<std::uint32_t>(r), meta_[u].key};
   }
 
   [[nodiscard]] KeyEntry entry_of(Index r) const {
     const auto u = static_cast<std::size_t>(r);
     KeyEntry e;
-    e.key = keys_[u];
+    e.key = meta_[u].key;
     e.row = static_cast<TokenId>(r);
-    e.count = stat_[u].count;
-    e.last_step = base_step_ + stat_[u].last;
+    e.count = meta_[u].count;
+    e.last_step = base_step_ + meta_[u].last;
     switch (options_.policy) {
       case EvictionPolicy::lfu:
         e.score = decayed() ? std::ldexp(static_cast<double>(decay_[u]),
@@ -627,6 +643,12 @@ class KeyIndex {
   void mark(Index r) noexcept {
     marks_[static_cast<std::size_t>(r >> 6)] |= std::uint64_t{1} << (r & 63);
   }
+  /// Puts back the sightings and steps the lookup pass wrote (a refused or dry-run batch).
+  void restore_stats() noexcept {
+    for (std::size_t t = 0; t < touched_.size(); ++t)
+      meta_[static_cast<std::size_t>(touched_[t])] = saved_[t];
+    restore_ = false;
+  }
   void clear_marks() noexcept {
     for (const Index r : touched_) marks_[static_cast<std::size_t>(r >> 6)] = 0;
     for (const KeyRow& v : victims_) marks_[static_cast<std::size_t>(v.row >> 6)] = 0;
@@ -634,46 +656,57 @@ class KeyIndex {
 
   // ---- the lookup pass ------------------------------------------------------------------------
 
-  /// rows[i] = row of keys[i] (or -1; with `fallback` the fallback row), prefetching the slots and
-  /// the candidate rows ahead; hashes, if given, receives every key's hash.
-  void lookup(std::span<const std::uint64_t> keys, TokenId* rows, std::uint64_t* hashes,
-              bool fallback) const noexcept {
+  /// Calls f(i, hash, row) for each key in order (row -1 when it has none). Keys go in groups
+  /// through a three-stage pipeline (group prefetching, Chen et al. 2004): while group g is
+  /// probed, the rows named by the first slots of group g + 1 and the first slots of group g + 2
+  /// are being fetched, so every load of a probe finds its line on the way or in cache.
+  template <class F>
+  void probe_all(std::span<const std::uint64_t> keys, F&& f) const {
+    constexpr Index kGroup = 16;
     const auto n = static_cast<Index>(keys.size());
-    constexpr Index kSlotLead = 16;
-    constexpr Index kRowLead = 8;
-    std::uint64_t ring[kSlotLead];
-    const auto hash_at = [&](Index i) {
-      return detail::mix_key(keys[static_cast<std::size_t>(i)]);
+    std::uint64_t h[3][kGroup];
+    const auto hash_and_fetch_slots = [&](Index g) {
+      std::uint64_t* hg = h[(g / kGroup) % 3];
+      const Index m = std::min(kGroup, n - g);
+      for (Index j = 0; j < m; ++j) {
+        hg[j] = detail::mix_key(keys[static_cast<std::size_t>(g + j)]);
+        slots_.prefetch(hg[j]);
+      }
     };
-    for (Index i = 0; i < std::min(n, kSlotLead); ++i) {
-      ring[i] = hash_at(i);
-      slots_.prefetch(ring[i]);
+    const auto fetch_rows = [&](Index g) {
+      const std::uint64_t* hg = h[(g / kGroup) % 3];
+      const Index m = std::min(kGroup, n - g);
+      for (Index j = 0; j < m; ++j) {
+        const std::uint32_t w = slots_.first(hg[j]);
+        if (w >= 2) prefetch_row(slots_.row_of(w));
+      }
+    };
+    if (n > 0) hash_and_fetch_slots(0);
+    if (n > kGroup) hash_and_fetch_slots(kGroup);
+    if (n > 0) fetch_rows(0);
+    for (Index g = 0; g < n; g += kGroup) {
+      if (g + 2 * kGroup < n) hash_and_fetch_slots(g + 2 * kGroup);
+      if (g + kGroup < n) fetch_rows(g + kGroup);
+      const std::uint64_t* hg = h[(g / kGroup) % 3];
+      const Index m = std::min(kGroup, n - g);
+      for (Index j = 0; j < m; ++j) {
+        const std::uint64_t key = keys[static_cast<std::size_t>(g + j)];
+        f(g + j, hg[j], slot_find(key, hg[j]));
+      }
     }
-    const TokenId miss = fallback ? options_.fallback_row : TokenId{-1};
-    for (Index i = 0; i < n; ++i) {
-      const std::uint64_t h = ring[i % kSlotLead];
-      if (i + kSlotLead < n) {
-        const std::uint64_t ahead = hash_at(i + kSlotLead);
-        ring[i % kSlotLead] = ahead;
-        slots_.prefetch(ahead);
-      }
-      if (i + kRowLead < n) {
-        const std::uint32_t w = slots_.first(ring[(i + kRowLead) % kSlotLead]);
-        if (w >= 2) {
-          const Index r = slots_.row_of(w);
-          prefetch_row(r);
-        }
-      }
-      if (hashes != nullptr) hashes[i] = h;
-      const Index r = slots_.find(keys[static_cast<std::size_t>(i)], h, keys_.data());
+  }
+
+  /// rows[i] = the row of keys[i], or the fallback row.
+  void lookup(std::span<const std::uint64_t> keys, TokenId* rows) const {
+    const TokenId miss = options_.fallback_row;
+    probe_all(keys, [&](Index i, std::uint64_t, Index r) {
       rows[i] = r >= 0 ? static_cast<TokenId>(r) : miss;
-    }
+    });
   }
 
   void prefetch_row(Index r) const noexcept {
 #if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(keys_.data() + r, 0, 3);
-    __builtin_prefetch(stat_.data() + r, 1, 3);
+    __builtin_prefetch(meta_.data() + r, 1, 3);
 #else
     static_cast<void>(r);
 #endif
@@ -688,18 +721,41 @@ class KeyIndex {
     const auto n = static_cast<Index>(keys.size());
     work_.resize(static_cast<std::size_t>(n));
     hashes_.resize(static_cast<std::size_t>(n));
-    lookup(keys, work_.data(), hashes_.data(), false);
     touched_.clear();
     touch_first_.clear();
+    saved_.clear();
     victims_.clear();
     new_.clear();
-    for (Index i = 0; i < n; ++i) {
-      const TokenId r = work_[static_cast<std::size_t>(i)];
-      if (r < 0 || marked(r)) continue;
-      mark(r);
-      touched_.push_back(r);
-      touch_first_.push_back(i);
-    }
+    // The hits' sightings and step are written in the lookup pass itself, while their rows are
+    // in cache; saved_ keeps what they were, restored if the batch is refused (MarkGuard). When
+    // the step would rebase the clock, commit writes them instead.
+    const std::int64_t base = origin_step_ < 0 ? step : base_step_;
+    fused_ = step - base <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max());
+    const auto now = static_cast<std::uint32_t>(fused_ ? step - base : 0);
+    restore_ = true;
+    Index misses = 0;
+    probe_all(keys, [&](Index i, std::uint64_t h, Index r) {
+      hashes_[static_cast<std::size_t>(i)] = h;
+      work_[static_cast<std::size_t>(i)] = r;
+      if (r < 0) {
+        ++misses;
+        return;
+      }
+      Stat& st = meta_[static_cast<std::size_t>(r)];
+      if (!marked(r)) {
+        mark(r);
+        touched_.push_back(r);
+        touch_first_.push_back(i);
+        saved_.push_back(st);
+        if (fused_) st.last = now;
+      }
+      if (fused_) {
+        st.count = saturating_add(
+            st.count,
+            counts.empty() ? 1 : static_cast<std::uint64_t>(counts[static_cast<std::size_t>(i)]));
+      }
+    });
+    misses_ = misses;
     group_new_keys(keys, scores, counts);
     const int halvings = pending_halvings(step);
     admitted_ = 0;
@@ -732,10 +788,8 @@ class KeyIndex {
   void group_new_keys(std::span<const std::uint64_t> keys, std::span<const double> scores,
                       std::span<const std::int64_t> counts) {
     const auto n = static_cast<Index>(keys.size());
-    Index misses = 0;
-    for (Index i = 0; i < n; ++i) misses += work_[static_cast<std::size_t>(i)] < 0 ? 1 : 0;
-    if (misses == 0) return;
-    const auto want = std::bit_ceil(static_cast<std::uint64_t>(misses) * 2);
+    if (misses_ == 0) return;
+    const auto want = std::bit_ceil(static_cast<std::uint64_t>(misses_) * 2);
     if (group_slots_.size() < want) {
       group_slots_.assign(static_cast<std::size_t>(want), 0);
       group_stamp_.assign(static_cast<std::size_t>(want), 0);
@@ -800,17 +854,21 @@ class KeyIndex {
     if (admission()) {
       for (const NewKey& k : new_) sketch_.add(k.key, k.sightings);
     }
-    // Hits: sightings, decayed weights, the batch's largest score, the step.
-    Index hits = 0;
-    for (Index i = 0; i < n; ++i) {
-      const TokenId r = work_[static_cast<std::size_t>(i)];
-      if (r < 0) continue;
-      ++hits;
-      const std::uint64_t c =
-          counts.empty() ? 1 : static_cast<std::uint64_t>(counts[static_cast<std::size_t>(i)]);
-      Stat& s = stat_[static_cast<std::size_t>(r)];
-      s.count = saturating_add(s.count, c);
-      if (has_decay) decay_[static_cast<std::size_t>(r)] += static_cast<float>(c) * weight;
+    // Hits: sightings and the step (unless the lookup pass wrote them), decayed weights.
+    restore_ = false;
+    const Index hits = static_cast<Index>(keys.size()) - misses_;
+    if (!fused_ || has_decay) {
+      for (Index i = 0; i < n; ++i) {
+        const TokenId r = work_[static_cast<std::size_t>(i)];
+        if (r < 0) continue;
+        const std::uint64_t c =
+            counts.empty() ? 1 : static_cast<std::uint64_t>(counts[static_cast<std::size_t>(i)]);
+        if (!fused_) {
+          Stat& st = meta_[static_cast<std::size_t>(r)];
+          st.count = saturating_add(st.count, c);
+        }
+        if (has_decay) decay_[static_cast<std::size_t>(r)] += static_cast<float>(c) * weight;
+      }
     }
     if (options_.policy == EvictionPolicy::score && !scores.empty()) {
       for (std::size_t t = 0; t < touched_.size(); ++t)
@@ -823,7 +881,9 @@ class KeyIndex {
         s = std::max(s, scores[static_cast<std::size_t>(i)]);
       }
     }
-    for (const Index r : touched_) stat_[static_cast<std::size_t>(r)].last = now;
+    if (!fused_) {
+      for (const Index r : touched_) meta_[static_cast<std::size_t>(r)].last = now;
+    }
     // Victims, then rows for the admitted keys in order of first position.
     const Index free_rows = key_capacity() - size_;
     if (evicts && admitted_ > free_rows) {
@@ -832,7 +892,12 @@ class KeyIndex {
     }
     evicted_.clear();
     std::size_t next_victim = 0;
-    for (NewKey& k : new_) {
+    constexpr std::size_t kLead = 8;
+    for (std::size_t u = 0; u < new_.size(); ++u) {
+      NewKey& k = new_[u];
+      if (u + kLead < new_.size()) slots_.prefetch(new_[u + kLead].hash);
+      if (next_victim + kLead < victims_.size())
+        slots_.prefetch(detail::mix_key(victims_[next_victim + kLead].key));
       if (!k.admitted) continue;
       Index r = 0;
       if (size_ < key_capacity()) {
@@ -844,16 +909,20 @@ class KeyIndex {
         slots_.erase(detail::mix_key(v.key), r);
         evicted_.push_back(v);
       }
-      const auto u = static_cast<std::size_t>(r);
-      keys_[u] = k.key;
-      stat_[u] = Stat{now, saturating_add(0, k.sightings)};
-      if (has_decay) decay_[u] = static_cast<float>(k.sightings) * weight;
-      if (options_.policy == EvictionPolicy::score) scores_[u] = k.score;
+      const auto at = static_cast<std::size_t>(r);
+      meta_[at].key = k.key;
+      meta_[at] = Stat{k.key, now, saturating_add(0, k.sightings)};
+      if (has_decay) decay_[at] = static_cast<float>(k.sightings) * weight;
+      if (options_.policy == EvictionPolicy::score) scores_[at] = k.score;
       slots_.insert(k.hash, r);
       k.row = static_cast<TokenId>(r);
     }
     // Rows whose place in the order changed may now fall below the candidates' threshold.
-    if (pool_valid_) {
+    // (Under lru every key of the batch is now at this step, above a threshold of older steps.)
+    const bool lru_above =
+        (options_.policy == EvictionPolicy::lru || options_.policy == EvictionPolicy::none) &&
+        tau_.primary == 0 && now > tau_.last;
+    if (pool_valid_ && !lru_above) {
       for (const Index r : touched_) offer(r);
       for (const NewKey& k : new_)
         if (k.row >= 0) offer(static_cast<Index>(k.row));
@@ -897,7 +966,7 @@ class KeyIndex {
     constexpr std::int64_t span = std::numeric_limits<std::uint32_t>::max();
     if (step - base_step_ > span) {
       const std::int64_t shift = step - span - base_step_;
-      for (auto& s : stat_) {
+      for (auto& s : meta_) {
         s.last =
             static_cast<std::uint32_t>(std::max<std::int64_t>(0, std::int64_t{s.last} - shift));
       }
@@ -932,8 +1001,8 @@ class KeyIndex {
 
   /// Frees row r (its slot already erased).
   void release(Index r) {
-    stat_[static_cast<std::size_t>(r)] = Stat{};
-    keys_[static_cast<std::size_t>(r)] = 0;
+    meta_[static_cast<std::size_t>(r)] = Stat{};
+    meta_[static_cast<std::size_t>(r)].key = 0;
     if (decayed()) decay_[static_cast<std::size_t>(r)] = 0.0f;
     if (options_.policy == EvictionPolicy::score) scores_[static_cast<std::size_t>(r)] = 0.0;
     free_.push_back(static_cast<std::int32_t>(r));
@@ -944,7 +1013,7 @@ class KeyIndex {
   void rebuild_slots() {
     slots_.clear();
     for (Index r = 0; r < capacity_; ++r)
-      if (resident(r)) slots_.insert(detail::mix_key(keys_[static_cast<std::size_t>(r)]), r);
+      if (resident(r)) slots_.insert(detail::mix_key(meta_[static_cast<std::size_t>(r)].key), r);
   }
 
   // ---- eviction candidates --------------------------------------------------------------------
@@ -963,7 +1032,7 @@ class KeyIndex {
 
   [[nodiscard]] bool current(const Candidate& c) const noexcept {
     const auto u = static_cast<std::size_t>(c.row);
-    return stat_[u].count != 0 && keys_[u] == c.key && stat_[u].last == c.last &&
+    return meta_[u].count != 0 && meta_[u].key == c.key && meta_[u].last == c.last &&
            primary(static_cast<Index>(c.row)) == c.primary;
   }
 
@@ -971,9 +1040,8 @@ class KeyIndex {
     const Candidate c = candidate(r);
     if (!less(tau_, c)) {
       late_.push_back(c);
-      std::push_heap(late_.begin(), late_.end(),
-                     [](const Candidate& a, const Candidate& b) { return less(b, a); });
-      if (late_.size() > std::max<std::size_t>(1024, pool_target() / 2)) invalidate_pool();
+      std::push_heap(late_.begin(), late_.end(), Greater{});
+      if (late_.size() > std::max<std::size_t>(1024, pool_target() / 4)) invalidate_pool();
     }
   }
 
@@ -986,8 +1054,7 @@ class KeyIndex {
       return true;
     }
     out = late_.front();
-    std::pop_heap(late_.begin(), late_.end(),
-                  [](const Candidate& a, const Candidate& b) { return less(b, a); });
+    std::pop_heap(late_.begin(), late_.end(), Greater{});
     late_.pop_back();
     return true;
   }
@@ -1012,8 +1079,7 @@ class KeyIndex {
     std::vector<Candidate> late;
     for (const Candidate& c : late_)
       if (!less(tau_, c)) late.push_back(c);
-    std::make_heap(late.begin(), late.end(),
-                   [](const Candidate& a, const Candidate& b) { return less(b, a); });
+    std::make_heap(late.begin(), late.end(), Greater{});
     pool_.swap(kept);
     late_.swap(late);
     pool_next_ = 0;
@@ -1026,7 +1092,9 @@ class KeyIndex {
   /// victims_ = the `need` smallest evictable keys (resident, not touched by the batch), in
   /// order; each is marked so a duplicate entry is never chosen twice.
   void choose_victims(Index need) {
+    constexpr std::size_t kLead = 8;
     while (static_cast<Index>(victims_.size()) < need) {
+      if (pool_next_ + kLead < pool_.size()) prefetch_row(pool_[pool_next_ + kLead].row);
       Candidate c;
       if (!pool_valid_ || !pop_candidate(c)) {
         scan(need - static_cast<Index>(victims_.size()));
@@ -1047,20 +1115,20 @@ class KeyIndex {
         size_ - static_cast<Index>(touched_.size()) - static_cast<Index>(victims_.size());
     EMBER_ASSERT(evictable >= need);
     // An estimate of the threshold from a strided sample of the rows.
-    bool everything = static_cast<std::size_t>(evictable) <= target * 2;
+    bool everything = static_cast<std::size_t>(evictable) <= target + target / 2;
     Candidate guess;
     if (!everything) {
       sample_.clear();
       const Index stride = std::max<Index>(1, capacity_ / 4096);
       for (Index r = 0; r < capacity_; r += stride)
         if (resident(r) && !marked(r)) sample_.push_back(candidate(r));
-      const double share = static_cast<double>(target) * 1.5 / static_cast<double>(evictable);
+      const double share = static_cast<double>(target) * 1.25 / static_cast<double>(evictable);
       const auto q = static_cast<std::size_t>(share * static_cast<double>(sample_.size()));
       if (sample_.empty() || q + 1 >= sample_.size()) {
         everything = true;
       } else {
         std::nth_element(sample_.begin(), sample_.begin() + static_cast<std::ptrdiff_t>(q),
-                         sample_.end(), less);
+                         sample_.end(), Less{});
         guess = sample_[q];
       }
     }
@@ -1071,7 +1139,7 @@ class KeyIndex {
         // Cheap rejections on the primary value and the last step first.
         const std::uint64_t p = primary(r);
         if (p > guess.primary) continue;
-        if (p == guess.primary && stat_[static_cast<std::size_t>(r)].last > guess.last) continue;
+        if (p == guess.primary && meta_[static_cast<std::size_t>(r)].last > guess.last) continue;
       }
       const Candidate c = candidate(r);
       if (everything || !less(guess, c)) pool_.push_back(c);
@@ -1082,12 +1150,13 @@ class KeyIndex {
       for (Index r = 0; r < capacity_; ++r)
         if (resident(r) && !marked(r)) pool_.push_back(candidate(r));
     }
-    if (pool_.size() > target * 2) {
+    if (pool_.size() > target) {
       std::nth_element(pool_.begin(), pool_.begin() + static_cast<std::ptrdiff_t>(target - 1),
-                       pool_.end(), less);
+                       pool_.end(), Less{});
       pool_.resize(target);
     }
-    std::sort(pool_.begin(), pool_.end(), less);
+    if (pool_.capacity() > pool_.size() + pool_.size() / 4 + 64) pool_.shrink_to_fit();
+    std::sort(pool_.begin(), pool_.end(), Less{});
     tau_ = pool_.back();
     pool_next_ = 0;
     pool_valid_ = true;
@@ -1107,11 +1176,11 @@ class KeyIndex {
   void adopt(Index to, const KeyIndex& o, Index from) {
     const auto t = static_cast<std::size_t>(to);
     const auto f = static_cast<std::size_t>(from);
-    keys_[t] = o.keys_[f];
-    stat_[t] = o.stat_[f];
+    meta_[t].key = o.meta_[f].key;
+    meta_[t] = o.meta_[f];
     if (decayed()) decay_[t] = o.decay_[f];
     if (options_.policy == EvictionPolicy::score) scores_[t] = o.scores_[f];
-    slots_.insert(detail::mix_key(keys_[t]), to);
+    slots_.insert(detail::mix_key(meta_[t].key), to);
     ++size_;
   }
 
@@ -1131,8 +1200,7 @@ class KeyIndex {
   Index capacity_;
   KeyIndexOptions options_;
   Index reserved_ = -1;
-  std::vector<std::uint64_t> keys_;
-  std::vector<Stat> stat_;
+  std::vector<Stat> meta_;
   std::vector<float> decay_;
   std::vector<double> scores_;
   detail::KeySlots slots_;
@@ -1141,7 +1209,7 @@ class KeyIndex {
   Index next_unused_ = 0;
   std::vector<std::int32_t> free_;
   std::int64_t origin_step_ = -1;  // the first step (decay and sketch epochs count from it)
-  std::int64_t base_step_ = 0;     // the step stat_.last counts from
+  std::int64_t base_step_ = 0;     // the step meta_.last counts from
   std::int64_t last_step_ = -1;
   std::int64_t decay_base_ = 0;  // decay_ holds weights relative to 2^decay_base_
   std::int64_t sketch_epoch_ = 0;
@@ -1157,6 +1225,10 @@ class KeyIndex {
   std::vector<std::uint64_t> hashes_;
   std::vector<Index> touched_;
   std::vector<Index> touch_first_;
+  std::vector<Stat> saved_;
+  bool fused_ = true;
+  bool restore_ = false;
+  Index misses_ = 0;
   std::vector<NewKey> new_;
   Index admitted_ = 0;
   std::vector<KeyRow> victims_;
