@@ -91,6 +91,7 @@ void compare_stream(Index capacity, KeyIndexOptions o, std::uint64_t seed, int b
     REQUIRE(rows == *expected);
     REQUIRE(std::vector<ember::KeyRow>(result.evicted.begin(), result.evicted.end()) ==
             ref.evicted);
+    REQUIRE(std::vector<ember::KeyRow>(result.added.begin(), result.added.end()) == ref.added);
     REQUIRE(entries_of(index) == ref.entries());
     CHECK(index.size() == ref.size());
     evictions += static_cast<Index>(result.evicted.size());

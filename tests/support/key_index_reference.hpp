@@ -57,6 +57,7 @@ class KeyIndexReference {
       std::span<const std::uint64_t> keys, std::int64_t step, std::span<const double> scores = {},
       std::span<const std::int64_t> counts = {}, bool admit = true) {
     evicted.clear();
+    added.clear();
     // Distinct keys in order of first position.
     std::vector<std::uint64_t> order;
     std::map<std::uint64_t, std::uint64_t> sightings;
@@ -151,6 +152,7 @@ class KeyIndexReference {
       if (o_.policy == ember::EvictionPolicy::score) e.score = best[k];
       map_[k] = e;
       row_of_new[k] = r;
+      added.push_back({k, r});
     }
     std::vector<ember::TokenId> rows(keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) rows[i] = find(keys[i]);
@@ -196,6 +198,7 @@ class KeyIndexReference {
   }
 
   std::vector<ember::KeyRow> evicted;
+  std::vector<ember::KeyRow> added;
   std::int64_t last_step = -1;
 
  private:

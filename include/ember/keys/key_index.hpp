@@ -93,6 +93,9 @@ struct InsertResult {
   /// The (key, row) pairs evicted, in eviction order (valid until the next call that changes the
   /// index); each row now belongs to a key of this batch.
   std::span<const KeyRow> evicted;
+  /// The (key, row) pairs that got a row in this call, in order of first position (valid as
+  /// `evicted`): the rows whose values a table must initialise.
+  std::span<const KeyRow> added;
 };
 
 /// What KeyIndex::resize did.
@@ -315,20 +318,31 @@ class KeyIndex {
 
   /// Changes the capacity: growing keeps every key on its row; shrinking evicts keys in policy
   /// order until they fit key_capacity(), then moves the keys whose rows are past the new
-  /// capacity to the lowest free rows (in ascending order of their old rows).
-  /// Throws:  ValueError for a capacity outside [1, max_capacity] or one that cuts off a reserved
-  ///          fallback row; CapacityError with EvictionPolicy::none when the keys do not fit.
-  ///          Nothing changes when it throws.
+  /// capacity to the lowest free rows (in ascending order of their old rows). `fallback_row`
+  /// (default: unchanged) may move a fallback row that is outside the index (>= capacity) to
+  /// another row outside it (a keyed table's last row).
+  /// Throws:  ValueError for a capacity outside [1, max_capacity], one that cuts off a reserved
+  ///          fallback row, or a new fallback_row that is not outside the new capacity while the
+  ///          old one was, or differs from a reserved one; CapacityError with
+  ///          EvictionPolicy::none when the keys do not fit. Nothing changes when it throws.
   /// Complexity: O(C log C) for the old capacity C.
-  ResizeResult resize(Index capacity) {
+  ResizeResult resize(Index capacity, std::optional<TokenId> fallback_row = std::nullopt) {
     constexpr const char* where = "KeyIndex::resize";
     KeyIndexOptions o = options_;
+    if (fallback_row) o.fallback_row = *fallback_row;
     validate(capacity, o);
     if (reserved_ >= 0 && reserved_ >= capacity) {
       throw ValueError(std::string(where) + ": the reserved fallback row " +
                            std::to_string(reserved_) + " is outside the new capacity " +
                            std::to_string(capacity),
                        static_cast<double>(capacity));
+    }
+    const bool was_reserved = reserved_ >= 0;
+    const bool now_reserved = o.fallback_row >= 0 && o.fallback_row < capacity;
+    if (was_reserved != now_reserved || (was_reserved && o.fallback_row != reserved_)) {
+      throw ValueError(std::string(where) + ": fallback_row " + std::to_string(o.fallback_row) +
+                           " would change which row is reserved",
+                       static_cast<double>(o.fallback_row));
     }
     const Index keep = capacity - (reserved_ >= 0 ? 1 : 0);
     if (options_.policy == EvictionPolicy::none && size_ > keep) {
@@ -430,8 +444,8 @@ class KeyIndex {
   /// Bytes of per-call scratch, about 70 per key of the largest batch so far.
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
     return bytes(work_) + bytes(hashes_) + bytes(touched_) + bytes(touch_first_) + bytes(saved_) +
-           bytes(new_) + bytes(victims_) + bytes(evicted_) + bytes(sample_) + bytes(group_slots_) +
-           bytes(group_stamp_);
+           bytes(new_) + bytes(victims_) + bytes(evicted_) + bytes(added_) + bytes(sample_) +
+           bytes(group_slots_) + bytes(group_stamp_);
   }
 
  private:
@@ -891,6 +905,7 @@ class KeyIndex {
       trim_pool();
     }
     evicted_.clear();
+    added_.clear();
     std::size_t next_victim = 0;
     constexpr std::size_t kLead = 8;
     for (std::size_t u = 0; u < new_.size(); ++u) {
@@ -916,6 +931,7 @@ class KeyIndex {
       if (options_.policy == EvictionPolicy::score) scores_[at] = k.score;
       slots_.insert(k.hash, r);
       k.row = static_cast<TokenId>(r);
+      added_.push_back({k.key, k.row});
     }
     // Rows whose place in the order changed may now fall below the candidates' threshold.
     // (Under lru every key of the batch is now at this step, above a threshold of older steps.)
@@ -945,6 +961,7 @@ class KeyIndex {
     }
     result.inserted = admitted_;
     result.evicted = evicted_;
+    result.added = added_;
     if (slots_.crowded()) rebuild_slots();
     return result;
   }
@@ -1233,6 +1250,7 @@ class KeyIndex {
   Index admitted_ = 0;
   std::vector<KeyRow> victims_;
   std::vector<KeyRow> evicted_;
+  std::vector<KeyRow> added_;
   std::vector<Candidate> sample_;
   std::vector<std::uint32_t> group_slots_;
   std::vector<std::uint32_t> group_stamp_;
