@@ -433,6 +433,121 @@ class KeyedState {
   std::uint64_t generation_ = 1;
 };
 
+/// What every single-table keyed layer (KeyedEmbedding, KeyedEmbeddingBag) offers beyond its
+/// lookups: shape, the index, erasing, resizing, deltas and the eviction log. `Derived` holds the
+/// table (keyed_table()) and names itself (`name`).
+template <class Derived, class T>
+class KeyedCommon {
+ public:
+  /// Keys the table can hold (rows [0, capacity())).
+  [[nodiscard]] Index capacity() const noexcept { return state_.index().capacity(); }
+  /// Values per row.
+  [[nodiscard]] Index d_model() const noexcept { return state_.d_model(); }
+  /// Resident keys.
+  [[nodiscard]] Index size() const noexcept { return state_.index().size(); }
+  /// The options.
+  [[nodiscard]] const KeyedOptions& options() const noexcept { return state_.options(); }
+  /// The index (read-only: map, erase and resize change it through the layer).
+  [[nodiscard]] const KeyIndex& index() const noexcept { return state_.index(); }
+  /// The table: capacity() + 1 rows, the last the fallback row (read-only: the optimizers step
+  /// it through the layer's step / backward_step, which reset the state of reused rows first).
+  [[nodiscard]] const Embedding<T>& table() const noexcept { return self().keyed_table(); }
+  /// The fallback row's index in table(): capacity().
+  [[nodiscard]] TokenId fallback_row() const noexcept { return state_.fallback_row(); }
+
+  /// The row of each key (the fallback row for keys without one), without inserting or counting.
+  [[nodiscard]] std::vector<TokenId> find(std::span<const std::uint64_t> keys) const {
+    std::vector<TokenId> rows(keys.size());
+    state_.find(keys, rows);
+    return rows;
+  }
+
+  /// Sets the shared fallback row's values.
+  /// Throws: StateError with KeyFallback::zeros; ShapeError unless values has d_model() entries.
+  void set_fallback_values(const Eigen::Ref<const RowVector<T>>& values) {
+    const std::string where = std::string(Derived::name) + "::set_fallback_values";
+    if (options().fallback != KeyFallback::shared_row) {
+      throw StateError(where + ": the fallback is the zero (padding) row");
+    }
+    check_extent(where.c_str(), "values", 1, d_model(), values.cols(), "d_model");
+    self().keyed_table().weight().row(capacity()) = values;
+  }
+
+  /// Removes keys (logged for deltas); returns the (key, row) pairs removed. Batches mapped
+  /// before are stale afterwards.
+  std::vector<KeyRow> erase(std::span<const std::uint64_t> keys) { return state_.erase(keys); }
+
+  /// Changes the capacity (KeyIndex::resize: growing keeps every row, shrinking evicts by the
+  /// policy), the optimizer state moving with the rows. Batches mapped before are stale after.
+  /// Throws: as KeyIndex::resize; nothing changes then.
+  template <class Opt>
+  ResizeResult resize(Index capacity, Opt& opt) {
+    return state_.resize(capacity, self().keyed_table(), &RowOptimizerAccess::state(opt));
+  }
+  /// resize without an optimizer: the moved rows' optimizer state is reset at the next step.
+  ResizeResult resize(Index capacity) {
+    return state_.resize(capacity, self().keyed_table(), nullptr);
+  }
+
+  /// The keys seen after since_step (at later steps) with their row values, the keys evicted
+  /// (or erased) after it that have no row now, and the fallback row. Complexity: O(C + k·d).
+  [[nodiscard]] KeyedDelta<T> export_delta(std::int64_t since_step) const {
+    return state_.export_delta(since_step, self().keyed_table());
+  }
+  /// Applies a delta of a table of the same width: evicted keys go, keys get their values (new
+  /// ones take free rows; no admission, no eviction), the fallback row its values.
+  /// Throws: ShapeError for another width or inconsistent sizes; CapacityError if the new keys
+  ///         do not fit. Nothing changes when it throws.
+  void apply_delta(const KeyedDelta<T>& delta) {
+    const std::string where = std::string(Derived::name) + "::apply_delta";
+    state_.apply_delta(delta, self().keyed_table(), where.c_str());
+  }
+  /// The keys that lost their rows, with the steps they lost them at (what export_delta reads).
+  [[nodiscard]] std::span<const KeyLogEntry> eviction_log() const noexcept { return state_.log(); }
+  /// Forgets the log entries at or before `step` (after every consumer has a delta past it).
+  void trim_eviction_log(std::int64_t step) { state_.trim_log(step); }
+
+ protected:
+  KeyedCommon(Index capacity, Index d_model, const KeyedOptions& options)
+      : state_(capacity, d_model, options, Derived::name) {}
+
+  /// Maps keys into a new batch (KeyedState::map).
+  KeyedBatch map_batch(std::span<const std::uint64_t> keys, std::int64_t step,
+                       std::span<const double> scores) {
+    KeyedBatch batch;
+    auto& rows = KeyedBatchAccess::rows(batch);
+    rows.resize(keys.size());
+    const InsertResult r = state_.map(keys, rows, step, scores, self().keyed_table());
+    state_.advance();
+    KeyedBatchAccess::stamp(batch, r, step, state_.generation(), &self());
+    return batch;
+  }
+  /// Throws StateError unless `batch` is this layer's current batch.
+  void check_batch(const KeyedBatch& batch, const char* call) const {
+    const std::string where = std::string(Derived::name) + "::" + call;
+    state_.check_batch(batch, &self(), batch.size(), where.c_str());
+  }
+
+  KeyedState<T> state_;
+
+ private:
+  friend struct KeyedAccess;
+  Derived& self() noexcept { return static_cast<Derived&>(*this); }
+  const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
+};
+
+/// ember's own door into the parts of a keyed layer (checkpoints, the sharded table).
+struct KeyedAccess {
+  template <class L>
+  static auto& state(L& layer) noexcept {
+    return layer.state_;
+  }
+  template <class L>
+  static auto& table(L& layer) noexcept {
+    return layer.keyed_table();
+  }
+};
+
 }  // namespace detail
 
 /// A trainable embedding table indexed by raw 64-bit keys: a KeyIndex maps keys to the rows
@@ -465,57 +580,31 @@ class KeyedState {
 /// emb.backward_step(batch, /*grad_out=*/x, adam);           // the rows of 2 keys move
 /// ```
 template <class T>
-class KeyedEmbedding {
+class KeyedEmbedding : public detail::KeyedCommon<KeyedEmbedding<T>, T> {
   static_assert(Scalar<T>, "ember::KeyedEmbedding<T>: T must be float or double");
+  using Base = detail::KeyedCommon<KeyedEmbedding<T>, T>;
+  friend Base;
+  using Base::state_;
 
  public:
   using Scalar = T;
+  /// The layer's name in messages.
+  static constexpr const char* name = "KeyedEmbedding";
 
   /// A table for `capacity` keys of d_model values, empty.
   /// Throws:  ValueError for a capacity or index option KeyIndex refuses, an index fallback_row
   ///          other than -1, a negative init_rows or a bad init; ShapeError if d_model <= 0.
   KeyedEmbedding(Index capacity, Index d_model, KeyedOptions options = {})
-      : state_(capacity, d_model, options, "KeyedEmbedding"),
-        table_(state_.make_table(options.scale)) {}
+      : Base(capacity, d_model, options), table_(state_.make_table(options.scale)) {}
 
-  // ---- shape ----------------------------------------------------------------------------------
+  using Base::capacity;
+  using Base::d_model;
+  using Base::find;
 
-  /// Keys the table can hold (rows [0, capacity())).
-  [[nodiscard]] Index capacity() const noexcept { return state_.index().capacity(); }
-  /// Values per row.
-  [[nodiscard]] Index d_model() const noexcept { return table_.d_model(); }
-  /// Resident keys.
-  [[nodiscard]] Index size() const noexcept { return state_.index().size(); }
   /// The lookup scale of forward.
   [[nodiscard]] T scale() const noexcept { return table_.scale(); }
-  /// The options.
-  [[nodiscard]] const KeyedOptions& options() const noexcept { return state_.options(); }
-  /// The index (read-only: map, erase and resize change it through this table).
-  [[nodiscard]] const KeyIndex& index() const noexcept { return state_.index(); }
-  /// The table: capacity() + 1 rows, the last the fallback row (read-only: the optimizers step it
-  /// through step / backward_step, which reset the state of reused rows first).
-  [[nodiscard]] const Embedding<T>& table() const noexcept { return table_; }
-  /// The fallback row's index in table(): capacity().
-  [[nodiscard]] TokenId fallback_row() const noexcept { return state_.fallback_row(); }
-  /// Sets the shared fallback row's values.
-  /// Throws: StateError with KeyFallback::zeros; ShapeError unless values has d_model() entries.
-  void set_fallback_values(const Eigen::Ref<const RowVector<T>>& values) {
-    constexpr const char* where = "KeyedEmbedding::set_fallback_values";
-    if (options().fallback != KeyFallback::shared_row) {
-      throw StateError(std::string(where) + ": the fallback is the zero (padding) row");
-    }
-    detail::check_extent(where, "values", 1, d_model(), values.cols(), "d_model");
-    table_.weight().row(capacity()) = values;
-  }
 
   // ---- inference --------------------------------------------------------------------------------
-
-  /// The row of each key (the fallback row for keys without one), without inserting or counting.
-  [[nodiscard]] std::vector<TokenId> find(std::span<const std::uint64_t> keys) const {
-    std::vector<TokenId> rows(keys.size());
-    state_.find(keys, rows);
-    return rows;
-  }
 
   /// out.row(i) = the row of keys[i] · scale() (the fallback row for keys without one).
   /// Read-only: nothing is inserted, counted or moved.
@@ -541,25 +630,19 @@ class KeyedEmbedding {
   /// Complexity: as find_or_insert, plus O(d) per inserted key.
   [[nodiscard]] KeyedBatch map(std::span<const std::uint64_t> keys, std::int64_t step,
                                std::span<const double> scores = {}) {
-    KeyedBatch batch;
-    auto& rows = detail::KeyedBatchAccess::rows(batch);
-    rows.resize(keys.size());
-    const InsertResult r = state_.map(keys, rows, step, scores, table_);
-    state_.advance();
-    detail::KeyedBatchAccess::stamp(batch, r, step, state_.generation(), this);
-    return batch;
+    return this->map_batch(keys, step, scores);
   }
 
   /// The lookup of a mapped batch: rows · scale().
   /// Throws: StateError for a batch not mapped by this table's latest map; ShapeError if out is
   ///         not n x d.
   void forward(const KeyedBatch& batch, Eigen::Ref<RowMatrix<T>> out) const {
-    state_.check_batch(batch, this, batch.size(), "KeyedEmbedding::forward");
+    this->check_batch(batch, "forward");
     table_.forward(batch.rows(), out);
   }
   /// Owning form of forward(batch, out).
   [[nodiscard]] RowMatrix<T> forward(const KeyedBatch& batch) const {
-    state_.check_batch(batch, this, batch.size(), "KeyedEmbedding::forward");
+    this->check_batch(batch, "forward");
     return table_.forward(batch.rows());
   }
 
@@ -568,7 +651,7 @@ class KeyedEmbedding {
   /// Throws: StateError for a stale batch; as Embedding::backward.
   void backward(const KeyedBatch& batch, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 SparseRowGrad<T>& grad) const {
-    state_.check_batch(batch, this, batch.size(), "KeyedEmbedding::backward");
+    this->check_batch(batch, "backward");
     table_.backward(batch.rows(), grad_out, grad);
   }
 
@@ -578,7 +661,12 @@ class KeyedEmbedding {
   ///         happen before the step (they concern state of evicted keys only).
   template <class Opt>
   void step(Opt& opt, const SparseRowGrad<T>& grad) {
-    check_step_shape(grad);
+    if (grad.vocab_size() != 0) {
+      constexpr const char* where = "KeyedEmbedding::step";
+      detail::check_extent(where, "grad", 0, table_.vocab_size(), grad.vocab_size(),
+                           "capacity() + 1");
+      detail::check_extent(where, "grad", 1, d_model(), grad.d_model(), "d_model");
+    }
     state_.reset(opt);
     opt.step(table_, grad);
   }
@@ -589,76 +677,19 @@ class KeyedEmbedding {
   template <class Opt>
   void backward_step(const KeyedBatch& batch, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                      Opt& opt, const optim::FusedStepOptions& fused = {}) {
-    constexpr const char* where = "KeyedEmbedding::backward_step";
-    state_.check_batch(batch, this, batch.size(), where);
-    detail::check_backward_grad_out(where, batch.size(), d_model(), grad_out.rows(),
-                                    grad_out.cols());
+    this->check_batch(batch, "backward_step");
+    detail::check_backward_grad_out("KeyedEmbedding::backward_step", batch.size(), d_model(),
+                                    grad_out.rows(), grad_out.cols());
     state_.reset(opt);
     opt.backward_step(table_, batch.rows(), grad_out, fused);
   }
 
-  // ---- keys -----------------------------------------------------------------------------------
-
-  /// Removes keys (logged for deltas); returns the (key, row) pairs removed. Batches mapped
-  /// before are stale afterwards.
-  std::vector<KeyRow> erase(std::span<const std::uint64_t> keys) { return state_.erase(keys); }
-
-  /// Changes the capacity (KeyIndex::resize: growing keeps every row, shrinking evicts by the
-  /// policy); the optimizer state moves with the rows.
-  /// Throws: as KeyIndex::resize; nothing changes then.
-  template <class Opt>
-  ResizeResult resize(Index capacity, Opt& opt) {
-    return state_.resize(capacity, table_, &detail::RowOptimizerAccess::state(opt));
-  }
-  /// resize without an optimizer: the moved rows' optimizer state is reset at the next step.
-  ResizeResult resize(Index capacity) { return state_.resize(capacity, table_, nullptr); }
-
-  // ---- deltas ---------------------------------------------------------------------------------
-
-  /// The keys seen after since_step (at later steps) with their row values, the keys evicted
-  /// (or erased) after it that have no row now, and the fallback row. Complexity: O(C + k·d).
-  [[nodiscard]] KeyedDelta<T> export_delta(std::int64_t since_step) const {
-    return state_.export_delta(since_step, table_);
-  }
-  /// Applies a delta of a table of the same width: evicted keys go, keys get their values (new
-  /// ones take free rows; no admission, no eviction), the fallback row its values.
-  /// Throws: ShapeError for another width or inconsistent sizes; CapacityError if the new keys
-  ///         do not fit. Nothing changes when it throws.
-  void apply_delta(const KeyedDelta<T>& delta) {
-    state_.apply_delta(delta, table_, "KeyedEmbedding::apply_delta");
-  }
-  /// The keys that lost their rows, with the steps they lost them at (what export_delta reads).
-  [[nodiscard]] std::span<const KeyLogEntry> eviction_log() const noexcept { return state_.log(); }
-  /// Forgets the log entries at or before `step` (after every consumer has a delta past it).
-  void trim_eviction_log(std::int64_t step) { state_.trim_log(step); }
-
  private:
+  [[nodiscard]] Embedding<T>& keyed_table() noexcept { return table_; }
+  [[nodiscard]] const Embedding<T>& keyed_table() const noexcept { return table_; }
   friend struct detail::KeyedAccess;
 
-  void check_step_shape(const SparseRowGrad<T>& grad) const {
-    if (grad.vocab_size() == 0) return;
-    constexpr const char* where = "KeyedEmbedding::step";
-    detail::check_extent(where, "grad", 0, table_.vocab_size(), grad.vocab_size(),
-                         "capacity() + 1");
-    detail::check_extent(where, "grad", 1, d_model(), grad.d_model(), "d_model");
-  }
-
-  detail::KeyedState<T> state_;
   Embedding<T> table_;
 };
-
-namespace detail {
-/// ember's own door into the parts of a keyed layer (checkpoints, the sharded table).
-struct KeyedAccess {
-  template <class L>
-  static auto& state(L& layer) noexcept {
-    return layer.state_;
-  }
-  template <class L>
-  static auto& table(L& layer) noexcept {
-    return layer.table_;
-  }
-};
-}  // namespace detail
 
 }  // namespace ember::inline EMBER_ISA
