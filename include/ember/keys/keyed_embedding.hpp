@@ -546,6 +546,15 @@ struct KeyedAccess {
   static auto& table(L& layer) noexcept {
     return layer.keyed_table();
   }
+  /// Table t's state and table in a KeyedTableBatchedBags.
+  template <class L>
+  static auto& state_of(L& layer, Index t) noexcept {
+    return layer.states_[static_cast<std::size_t>(t)];
+  }
+  template <class L>
+  static auto& table_of(L& layer, Index t) noexcept {
+    return layer.bags_.table(t);
+  }
 };
 
 }  // namespace detail
