@@ -101,20 +101,24 @@ TEST_CASE("training N steps, saving, loading and training M more gives the bits 
                  ember::optim::Adam<float>({.lr = 0.05}), path);
   }
   SECTION("decayed lfu with admission and a halving sketch, SGD with momentum") {
-    check_resume({.index = {.policy = ember::EvictionPolicy::lfu, .min_count = 2,
-                            .lfu_half_life = 3, .sketch_width = 64, .sketch_half_life = 4},
+    check_resume({.index = {.policy = ember::EvictionPolicy::lfu,
+                            .min_count = 2,
+                            .lfu_half_life = 3,
+                            .sketch_width = 64,
+                            .sketch_half_life = 4},
                   .seed = 2},
                  ember::optim::SGD<float>({.lr = 0.1, .momentum = 0.9}), path);
   }
   SECTION("scores, a shared fallback row, row-wise Adagrad") {
     check_resume({.index = {.policy = ember::EvictionPolicy::score, .min_count = 3},
-                  .fallback = ember::KeyFallback::shared_row, .seed = 3},
+                  .fallback = ember::KeyFallback::shared_row,
+                  .seed = 3},
                  ember::optim::RowwiseAdagrad<float>({.lr = 0.1}), path);
   }
   SECTION("AdamW with per-row steps") {
     check_resume({.seed = 4},
-                 ember::optim::Adam<float>({.lr = 0.05, .weight_decay = 0.01, .decoupled = true,
-                                            .per_row_steps = true}),
+                 ember::optim::Adam<float>(
+                     {.lr = 0.05, .weight_decay = 0.01, .decoupled = true, .per_row_steps = true}),
                  path);
   }
 }
@@ -173,7 +177,8 @@ TEST_CASE("keyed bags and keyed table-batched bags round-trip", "[keyed_checkpoi
   kbb.backward_step(tb, to, grad_of(2, 5, 0), std::span<Adagrad>(opts));
   ember::save_keyed(dir.file("kbb.safetensors"), kbb, std::span<const Adagrad>(opts));
   std::vector<Adagrad> opts2(2, Adagrad({.lr = 0.1}));
-  auto kback = ember::load_keyed_bags<float>(dir.file("kbb.safetensors"), std::span<Adagrad>(opts2));
+  auto kback =
+      ember::load_keyed_bags<float>(dir.file("kbb.safetensors"), std::span<Adagrad>(opts2));
   CHECK(kback.num_features() == 2);
   CHECK(kback.feature(1).mode == ember::BagMode::mean);
   for (Index t = 0; t < 2; ++t) {
@@ -224,8 +229,7 @@ TEST_CASE("corrupted or mismatched keyed checkpoints throw FormatError, loading 
   refused(write("dup_key.safetensors", [](Saved& s) { s.index.keys[1] = s.index.keys[0]; }),
           "'keys'");
   refused(write("count0.safetensors", [](Saved& s) { s.index.counts[0] = 0; }), "'count'");
-  refused(write("late.safetensors", [](Saved& s) { s.index.last_steps[0] = 1000; }),
-          "'last_step'");
+  refused(write("late.safetensors", [](Saved& s) { s.index.last_steps[0] = 1000; }), "'last_step'");
   refused(write("short.safetensors", [](Saved& s) { s.index.scores.pop_back(); }), "'rows'");
   refused(write("sketch.safetensors", [](Saved& s) { s.index.sketch.pop_back(); }), "'sketch'");
   refused(write("fallback.safetensors", [](Saved& s) { s.weight(8, 0) = 1.0f; }), "'weight'");

@@ -74,17 +74,28 @@ enum class SafetensorsDtype {
 template <class V>
 [[nodiscard]] constexpr SafetensorsDtype dtype_of() noexcept {
   using D = SafetensorsDtype;
-  if constexpr (std::is_same_v<V, std::uint8_t>) return D::U8;
-  else if constexpr (std::is_same_v<V, std::int8_t>) return D::I8;
-  else if constexpr (std::is_same_v<V, std::uint16_t>) return D::U16;
-  else if constexpr (std::is_same_v<V, std::int16_t>) return D::I16;
-  else if constexpr (std::is_same_v<V, std::uint32_t>) return D::U32;
-  else if constexpr (std::is_same_v<V, std::int32_t>) return D::I32;
-  else if constexpr (std::is_same_v<V, std::uint64_t>) return D::U64;
-  else if constexpr (std::is_same_v<V, std::int64_t>) return D::I64;
-  else if constexpr (std::is_same_v<V, float>) return D::F32;
-  else if constexpr (std::is_same_v<V, double>) return D::F64;
-  else static_assert(ember::detail::always_false<V>, "dtype_of<V>: V has no safetensors dtype");
+  if constexpr (std::is_same_v<V, std::uint8_t>)
+    return D::U8;
+  else if constexpr (std::is_same_v<V, std::int8_t>)
+    return D::I8;
+  else if constexpr (std::is_same_v<V, std::uint16_t>)
+    return D::U16;
+  else if constexpr (std::is_same_v<V, std::int16_t>)
+    return D::I16;
+  else if constexpr (std::is_same_v<V, std::uint32_t>)
+    return D::U32;
+  else if constexpr (std::is_same_v<V, std::int32_t>)
+    return D::I32;
+  else if constexpr (std::is_same_v<V, std::uint64_t>)
+    return D::U64;
+  else if constexpr (std::is_same_v<V, std::int64_t>)
+    return D::I64;
+  else if constexpr (std::is_same_v<V, float>)
+    return D::F32;
+  else if constexpr (std::is_same_v<V, double>)
+    return D::F64;
+  else
+    static_assert(ember::detail::always_false<V>, "dtype_of<V>: V has no safetensors dtype");
 }
 
 /// One tensor entry of a safetensors header. Offsets are relative to the start of the data
@@ -583,9 +594,8 @@ class SafetensorsWriter {
     std::uint64_t offset = 0;
     for (const auto& [name, e] : entries_) {
       const bool raw = std::holds_alternative<RawArray>(e.table);
-      const std::uint64_t bytes =
-          raw ? std::get<RawArray>(e.table).count * dtype_size(e.dtype)
-              : e.rows * e.cols * dtype_size(e.dtype);
+      const std::uint64_t bytes = raw ? std::get<RawArray>(e.table).count * dtype_size(e.dtype)
+                                      : e.rows * e.cols * dtype_size(e.dtype);
       nlohmann::ordered_json t = nlohmann::ordered_json::object();
       t["dtype"] = std::string(to_string(e.dtype));
       if (raw) {

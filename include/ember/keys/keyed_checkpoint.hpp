@@ -91,7 +91,8 @@ struct KeyIndexAccess {
       ++ix.size_;
     }
     ix.finish_adopt();
-    if (!s.sketch.empty()) std::copy(s.sketch.begin(), s.sketch.end(), ix.sketch_.counters().begin());
+    if (!s.sketch.empty())
+      std::copy(s.sketch.begin(), s.sketch.end(), ix.sketch_.counters().begin());
     return ix;
   }
 
@@ -101,7 +102,9 @@ struct KeyIndexAccess {
     return static_cast<std::uint64_t>(KeyIndex::sketch_width_for(capacity, o.sketch_width)) * 4;
   }
   /// KeyIndex's own checks of (capacity, options), without building an index.
-  static void validate(Index capacity, const KeyIndexOptions& o) { KeyIndex::validate(capacity, o); }
+  static void validate(Index capacity, const KeyIndexOptions& o) {
+    KeyIndex::validate(capacity, o);
+  }
 };
 
 /// A double as text that reads back exactly ("%a").
@@ -234,14 +237,16 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
     char* end = nullptr;
     errno = 0;
     const long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || end != v.c_str() + v.size() || errno != 0) bad(field, "'" + v + "' is not an integer");
+    if (v.empty() || end != v.c_str() + v.size() || errno != 0)
+      bad(field, "'" + v + "' is not an integer");
     return static_cast<std::int64_t>(x);
   };
   const auto real = [&](const std::string& field) -> double {
     const std::string& v = text(field);
     char* end = nullptr;
     const double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(x)) bad(field, "'" + v + "' is not a finite number");
+    if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(x))
+      bad(field, "'" + v + "' is not a finite number");
     return x;
   };
   const auto array = [&]<class V>(const std::string& field, V) {
@@ -271,17 +276,20 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   io.sketch_width = integer("sketch_width");
   io.sketch_half_life = integer("sketch_half_life");
   const std::string& fallback = text("fallback");
-  if (fallback != "zeros" && fallback != "shared_row") bad("fallback", "'" + fallback + "' is not zeros or shared_row");
+  if (fallback != "zeros" && fallback != "shared_row")
+    bad("fallback", "'" + fallback + "' is not zeros or shared_row");
   s.options.fallback = fallback == "zeros" ? KeyFallback::zeros : KeyFallback::shared_row;
   const std::int64_t kind = integer("init.kind");
-  if (kind < 0 || kind > static_cast<int>(Init::Kind::zeros)) bad("init.kind", "is not an Init::Kind");
+  if (kind < 0 || kind > static_cast<int>(Init::Kind::zeros))
+    bad("init.kind", "is not an Init::Kind");
   s.options.init = Init{static_cast<Init::Kind>(kind), real("init.a"), real("init.b")};
   {
     const std::string& v = text("seed");
     char* end = nullptr;
     errno = 0;
     s.options.seed = std::strtoull(v.c_str(), &end, 10);
-    if (v.empty() || v[0] == '-' || end != v.c_str() + v.size() || errno != 0) bad("seed", "'" + v + "' is not an unsigned integer");
+    if (v.empty() || v[0] == '-' || end != v.c_str() + v.size() || errno != 0)
+      bad("seed", "'" + v + "' is not an unsigned integer");
   }
   s.options.init_rows = integer("init_rows");
   // The options must build the table, checked without allocating anything: the table's and the
@@ -297,11 +305,14 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   if (!f.contains(p + "weight") || f.info(p + "weight").shape.size() != 2 ||
       f.info(p + "weight").shape[0] != static_cast<std::uint64_t>(ix.capacity) + 1 ||
       f.info(p + "weight").shape[1] != static_cast<std::uint64_t>(s.d_model)) {
-    bad("weight", "is not a tensor of capacity + 1 = " + std::to_string(ix.capacity + 1) + " x d_model = " + std::to_string(s.d_model));
+    bad("weight", "is not a tensor of capacity + 1 = " + std::to_string(ix.capacity + 1) +
+                      " x d_model = " + std::to_string(s.d_model));
   }
   if (!f.contains(p + "sketch") || f.info(p + "sketch").shape.size() != 1 ||
       f.info(p + "sketch").shape[0] != KeyIndexAccess::sketch_size(ix.capacity, io)) {
-    bad("sketch", "is not one-dimensional with the " + std::to_string(KeyIndexAccess::sketch_size(ix.capacity, io)) + " counters the options give");
+    bad("sketch", "is not one-dimensional with the " +
+                      std::to_string(KeyIndexAccess::sketch_size(ix.capacity, io)) +
+                      " counters the options give");
   }
   ix.options = io;
   ix.options.fallback_row = static_cast<TokenId>(ix.capacity);
@@ -310,7 +321,8 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   ix.last_step = integer("last_step");
   ix.decay_base = integer("decay_base");
   ix.sketch_epoch = integer("sketch_epoch");
-  if (ix.origin_step < -1 || (ix.origin_step >= 0 && (ix.base_step < ix.origin_step || ix.last_step < ix.base_step))) {
+  if (ix.origin_step < -1 ||
+      (ix.origin_step >= 0 && (ix.base_step < ix.origin_step || ix.last_step < ix.base_step))) {
     bad("origin_step", "the steps are out of order (origin <= base <= last)");
   }
   if (ix.decay_base < 0 || ix.sketch_epoch < 0) bad("decay_base", "is negative");
@@ -327,30 +339,41 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   ix.scores = array("score", double{});
   ix.sketch = array("sketch", std::uint16_t{});
   const std::size_t n = ix.keys.size();
-  if (ix.rows.size() != n || ix.last_steps.size() != n || ix.counts.size() != n || ix.scores.size() != n) {
+  if (ix.rows.size() != n || ix.last_steps.size() != n || ix.counts.size() != n ||
+      ix.scores.size() != n) {
     bad("rows", "keys, rows, last_step, count and score differ in length");
   }
-  if (ix.origin_step < 0 && n != 0) bad("origin_step", "is -1 (never stepped) but keys are resident");
+  if (ix.origin_step < 0 && n != 0)
+    bad("origin_step", "is -1 (never stepped) but keys are resident");
   std::set<std::int64_t> rows_seen;
   std::set<std::uint64_t> keys_seen;
   const bool decayed = io.policy == EvictionPolicy::lfu && io.lfu_half_life > 0;
   for (std::size_t i = 0; i < n; ++i) {
     const std::string at = " at entry " + std::to_string(i);
-    if (ix.rows[i] < 0 || ix.rows[i] >= ix.capacity) bad("rows", std::to_string(ix.rows[i]) + at + " is outside [0, capacity)");
-    if (!rows_seen.insert(ix.rows[i]).second) bad("rows", "row " + std::to_string(ix.rows[i]) + at + " is given twice");
-    if (!keys_seen.insert(ix.keys[i]).second) bad("keys", "key " + std::to_string(ix.keys[i]) + at + " is given twice");
-    if (ix.counts[i] < 1 || ix.counts[i] > std::numeric_limits<std::uint32_t>::max()) bad("count", std::to_string(ix.counts[i]) + at + " is outside [1, 2^32)");
-    if (ix.last_steps[i] < ix.base_step || ix.last_steps[i] > ix.last_step || ix.last_steps[i] - ix.base_step > std::numeric_limits<std::uint32_t>::max()) {
-      bad("last_step", std::to_string(ix.last_steps[i]) + at + " is outside [base_step, last_step]");
+    if (ix.rows[i] < 0 || ix.rows[i] >= ix.capacity)
+      bad("rows", std::to_string(ix.rows[i]) + at + " is outside [0, capacity)");
+    if (!rows_seen.insert(ix.rows[i]).second)
+      bad("rows", "row " + std::to_string(ix.rows[i]) + at + " is given twice");
+    if (!keys_seen.insert(ix.keys[i]).second)
+      bad("keys", "key " + std::to_string(ix.keys[i]) + at + " is given twice");
+    if (ix.counts[i] < 1 || ix.counts[i] > std::numeric_limits<std::uint32_t>::max())
+      bad("count", std::to_string(ix.counts[i]) + at + " is outside [1, 2^32)");
+    if (ix.last_steps[i] < ix.base_step || ix.last_steps[i] > ix.last_step ||
+        ix.last_steps[i] - ix.base_step > std::numeric_limits<std::uint32_t>::max()) {
+      bad("last_step",
+          std::to_string(ix.last_steps[i]) + at + " is outside [base_step, last_step]");
     }
     const double sc = ix.scores[i];
     if (!std::isfinite(sc)) bad("score", "not finite" + at);
-    if (decayed && (sc < 0.0 || static_cast<double>(static_cast<float>(sc)) != sc)) bad("score", "a decayed count must be a non-negative float" + at);
-    if (!decayed && io.policy != EvictionPolicy::score && sc != 0.0) bad("score", "must be 0 for this policy" + at);
+    if (decayed && (sc < 0.0 || static_cast<double>(static_cast<float>(sc)) != sc))
+      bad("score", "a decayed count must be a non-negative float" + at);
+    if (!decayed && io.policy != EvictionPolicy::score && sc != 0.0)
+      bad("score", "must be 0 for this policy" + at);
   }
   s.pending = array("pending", std::int64_t{});
   for (const std::int64_t r : s.pending)
-    if (r < 0 || r > ix.capacity) bad("pending", "row " + std::to_string(r) + " is outside the table");
+    if (r < 0 || r > ix.capacity)
+      bad("pending", "row " + std::to_string(r) + " is outside the table");
   s.log_keys = array("log_keys", std::uint64_t{});
   s.log_steps = array("log_steps", std::int64_t{});
   if (s.log_keys.size() != s.log_steps.size()) bad("log_steps", "differs in length from log_keys");
@@ -364,20 +387,24 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
     const std::string& rs = text("optimizer.row_steps");
     if (rs != "0" && rs != "1") bad("optimizer.row_steps", "is not 0 or 1");
     s.with_steps = rs == "1";
-    if (s.optimizer_steps < 0 || s.planes < 0 || s.planes > 8 || s.width < 0 || s.width > s.d_model) {
+    if (s.optimizer_steps < 0 || s.planes < 0 || s.planes > 8 || s.width < 0 ||
+        s.width > s.d_model) {
       bad("optimizer.steps", "steps, planes or width out of range");
     }
     s.state_rows = array("optimizer.rows", std::int64_t{});
     if (!f.contains(p + "optimizer.state")) bad("optimizer.state", "no such tensor");
     s.state = f.template load<T>(p + "optimizer.state", {.allow_non_finite = true});
-    if (s.state.rows() != static_cast<Index>(s.state_rows.size()) || s.state.cols() != s.planes * s.width) {
+    if (s.state.rows() != static_cast<Index>(s.state_rows.size()) ||
+        s.state.cols() != s.planes * s.width) {
       bad("optimizer.state", "is not rows x planes · width");
     }
     s.row_steps = array("optimizer.row_steps", std::int64_t{});
-    if (s.row_steps.size() != (s.with_steps ? s.state_rows.size() : 0)) bad("optimizer.row_steps", "has the wrong length");
+    if (s.row_steps.size() != (s.with_steps ? s.state_rows.size() : 0))
+      bad("optimizer.row_steps", "has the wrong length");
     std::set<std::int64_t> seen;
     for (const std::int64_t r : s.state_rows) {
-      if (r < 0 || r > ix.capacity || !seen.insert(r).second) bad("optimizer.rows", "row " + std::to_string(r) + " is outside the table or given twice");
+      if (r < 0 || r > ix.capacity || !seen.insert(r).second)
+        bad("optimizer.rows", "row " + std::to_string(r) + " is outside the table or given twice");
     }
   }
   return s;
@@ -392,17 +419,24 @@ void rebuild(const SavedKeyedTable<T>& s, KeyedState<T>& state, Embedding<T>& ta
   table.weight() = s.weight;
   state.pending().assign(s.pending.begin(), s.pending.end());
   state.log().clear();
-  for (std::size_t i = 0; i < s.log_keys.size(); ++i) state.log().push_back({s.log_keys[i], s.log_steps[i]});
+  for (std::size_t i = 0; i < s.log_keys.size(); ++i)
+    state.log().push_back({s.log_keys[i], s.log_steps[i]});
   optim::detail::RowState<T>* rs = nullptr;
   if constexpr (!std::is_same_v<Opt, std::nullptr_t>) {
     if (opt != nullptr) {
       if (!s.has_optimizer) {
-        io::detail::fail_at_byte(path, 8, "keyed checkpoint: no optimizer state was saved, but a " + std::string(Opt::name) + " asks for it");
+        io::detail::fail_at_byte(path, 8,
+                                 "keyed checkpoint: no optimizer state was saved, but a " +
+                                     std::string(Opt::name) + " asks for it");
       }
       auto& st = RowOptimizerAccess::state(*opt);
       const Index width = RowOptimizerAccess::state_width(*opt, s.d_model);
-      if (s.optimizer != Opt::name || s.planes != st.planes() || s.width != width || s.with_steps != st.with_steps()) {
-        io::detail::fail_at_byte(path, 8, "keyed checkpoint: the saved optimizer is " + s.optimizer + " (" + std::to_string(s.planes) + " planes of " + std::to_string(s.width) + "), not this " + Opt::name);
+      if (s.optimizer != Opt::name || s.planes != st.planes() || s.width != width ||
+          s.with_steps != st.with_steps()) {
+        io::detail::fail_at_byte(path, 8,
+                                 "keyed checkpoint: the saved optimizer is " + s.optimizer + " (" +
+                                     std::to_string(s.planes) + " planes of " +
+                                     std::to_string(s.width) + "), not this " + Opt::name);
       }
       opt->reset();
       RowOptimizerAccess::set_steps(*opt, s.optimizer_steps);
@@ -446,7 +480,10 @@ inline io::SafetensorsFile open_keyed(const std::string& path, const char* layer
   io::SafetensorsFile f(path);
   const auto it = f.metadata().find("ember.keyed.layer");
   if (it == f.metadata().end() || it->second != layer) {
-    io::detail::fail_at_byte(path, 8, std::string("keyed checkpoint field 'ember.keyed.layer': expected '") + layer + "', found '" + (it == f.metadata().end() ? std::string("nothing") : it->second) + "'");
+    io::detail::fail_at_byte(
+        path, 8,
+        std::string("keyed checkpoint field 'ember.keyed.layer': expected '") + layer +
+            "', found '" + (it == f.metadata().end() ? std::string("nothing") : it->second) + "'");
   }
   const auto v = f.metadata().find("ember.keyed.format");
   if (v == f.metadata().end() || v->second != "1") {
@@ -498,7 +535,8 @@ template <class T, class Opt = std::nullptr_t>
   const auto s = detail::read_table<T>(f, "");
   const auto it = f.metadata().find("scale");
   double scale = 0.0;
-  if (it == f.metadata().end() || (scale = std::strtod(it->second.c_str(), nullptr), !std::isfinite(scale))) {
+  if (it == f.metadata().end() ||
+      (scale = std::strtod(it->second.c_str(), nullptr), !std::isfinite(scale))) {
     io::detail::fail_at_byte(path, 8, "keyed checkpoint field 'scale': missing or not finite");
   }
   KeyedOptions ko = s.options;
@@ -529,10 +567,13 @@ template <class T, class Opt = std::nullptr_t>
   const auto it = f.metadata().find("mode");
   const std::string mode = it == f.metadata().end() ? std::string() : it->second;
   if (mode != "sum" && mode != "mean" && mode != "max") {
-    io::detail::fail_at_byte(path, 8, "keyed checkpoint field 'mode': '" + mode + "' is not sum, mean or max");
+    io::detail::fail_at_byte(
+        path, 8, "keyed checkpoint field 'mode': '" + mode + "' is not sum, mean or max");
   }
   KeyedEmbeddingBag<T> bag(s.index.capacity, s.d_model,
-                           mode == "sum" ? BagMode::sum : mode == "mean" ? BagMode::mean : BagMode::max,
+                           mode == "sum"    ? BagMode::sum
+                           : mode == "mean" ? BagMode::mean
+                                            : BagMode::max,
                            s.options);
   detail::rebuild_into(s, bag, opt, options.capacity, path);
   return bag;
@@ -560,7 +601,8 @@ void save_keyed(const std::string& path, const KeyedTableBatchedBags<T>& bags,
   for (Index f = 0; f < bags.num_features(); ++f) {
     const BagFeature& feat = bags.feature(f);
     if (f > 0) features += ",";
-    features += std::to_string(feat.table) + ":" + to_string(feat.mode) + ":" + (feat.weighted ? "1" : "0");
+    features +=
+        std::to_string(feat.table) + ":" + to_string(feat.mode) + ":" + (feat.weighted ? "1" : "0");
   }
   w.metadata("tables", std::to_string(bags.num_tables())).metadata("features", features);
   for (Index t = 0; t < bags.num_tables(); ++t)
@@ -584,7 +626,8 @@ template <class T, class Opt = optim::SGD<T>>
   if (tables_it == f.metadata().end() || features_it == f.metadata().end()) bad("tables': missing");
   char* end = nullptr;
   const long long nt = std::strtoll(tables_it->second.c_str(), &end, 10);
-  if (end == tables_it->second.c_str() || *end != '\0' || nt < 1 || nt > 4096) bad("tables': not a count in [1, 4096]");
+  if (end == tables_it->second.c_str() || *end != '\0' || nt < 1 || nt > 4096)
+    bad("tables': not a count in [1, 4096]");
   std::vector<BagFeature> features;
   std::string list = features_it->second;
   std::size_t at = 0;
@@ -600,7 +643,8 @@ template <class T, class Opt = optim::SGD<T>>
     const std::string mode = item.substr(c1 + 1, c2 - c1 - 1);
     const std::string weighted = item.substr(c2 + 1);
     if (e != item.c_str() + c1 || feat.table < 0 || feat.table >= nt ||
-        (mode != "sum" && mode != "mean" && mode != "max") || (weighted != "0" && weighted != "1")) {
+        (mode != "sum" && mode != "mean" && mode != "max") ||
+        (weighted != "0" && weighted != "1")) {
       bad("features': '" + item + "' is not table:mode:weighted");
     }
     feat.mode = mode == "sum" ? BagMode::sum : mode == "mean" ? BagMode::mean : BagMode::max;
@@ -622,7 +666,8 @@ template <class T, class Opt = optim::SGD<T>>
     try {
       return KeyedTableBatchedBags<T>(configs, features);
     } catch (const Error& e) {
-      io::detail::fail_at_byte(path, 8, std::string("keyed checkpoint field 'features': ") + e.message());
+      io::detail::fail_at_byte(path, 8,
+                               std::string("keyed checkpoint field 'features': ") + e.message());
     }
   }();
   std::vector<Opt> copies(optimizers.begin(), optimizers.end());
