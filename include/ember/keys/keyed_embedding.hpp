@@ -237,8 +237,9 @@ class KeyedState {
   /// one in `table`, queueing it for an optimizer-state reset and logging the evicted keys.
   /// Throws: as KeyIndex::find_or_insert (nothing changes then).
   InsertResult map(std::span<const std::uint64_t> keys, std::span<TokenId> rows, std::int64_t step,
-                   std::span<const double> scores, Embedding<T>& table) {
-    const InsertResult r = index_.find_or_insert(keys, rows, step, scores);
+                   std::span<const double> scores, Embedding<T>& table,
+                   std::span<const std::int64_t> counts = {}) {
+    const InsertResult r = index_.find_or_insert(keys, rows, step, scores, counts);
     adopt(r, step, table);
     return r;
   }

@@ -73,11 +73,21 @@ Handle<MPI_Datatype, MPI_Type_free> row_type(Index d) {
 
 /// What went wrong on one rank, in a fixed-size record that can be broadcast as bytes.
 struct ErrorRecord {
-  enum Kind : std::int32_t { none = 0, index = 1, shape = 2, value = 3, format = 4, other = 5 };
+  enum Kind : std::int32_t {
+    none = 0,
+    index = 1,
+    shape = 2,
+    value = 3,
+    format = 4,
+    other = 5,
+    capacity = 6,
+    state = 7
+  };
   std::int32_t kind = none;
   std::int32_t dimension = 0;  // ShapeError::dimension(); FormatError: is_line()
-  std::int64_t a = 0;          // IndexError position / ShapeError expected / FormatError offset
-  std::int64_t b = 0;          // IndexError value / ShapeError actual
+  std::int64_t a = 0;          // IndexError position / ShapeError expected / FormatError offset /
+                               // CapacityError capacity
+  std::int64_t b = 0;          // IndexError value / ShapeError actual / CapacityError needed
   std::int64_t c = 0;          // IndexError bound
   double real = 0.0;           // ValueError value
   char message[512] = {};
@@ -120,6 +130,12 @@ template <class F>
       rec.dimension = f->is_line() ? 1 : 0;
       rec.a = static_cast<std::int64_t>(f->offset());
       copy_text(rec.path, f->path());
+    } else if (const auto* c = dynamic_cast<const CapacityError*>(&e)) {
+      rec.kind = ErrorRecord::capacity;
+      rec.a = c->capacity();
+      rec.b = c->needed();
+    } else if (dynamic_cast<const StateError*>(&e) != nullptr) {
+      rec.kind = ErrorRecord::state;
     }
   } catch (...) {
     rec.kind = ErrorRecord::other;
@@ -141,6 +157,10 @@ template <class F>
     case ErrorRecord::format:
       throw FormatError(msg, std::string(rec.path), static_cast<std::uint64_t>(rec.a),
                         rec.dimension != 0);
+    case ErrorRecord::capacity:
+      throw CapacityError(msg, rec.a, rec.b);
+    case ErrorRecord::state:
+      throw StateError(msg);
     default:
       throw std::runtime_error(msg);
   }
