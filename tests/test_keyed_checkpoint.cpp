@@ -5,6 +5,7 @@
 #include "ember/keys/keyed_checkpoint.hpp"
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -273,4 +274,48 @@ TEST_CASE("a failed keyed save leaves the old file", "[keyed_checkpoint]") {
   CHECK(ember_test::read_bytes(path) == before);
   CHECK_NOTHROW(ember::load_keyed<float>(path));
   CHECK(dir.entries() == 1);  // no temporary left behind
+}
+
+TEST_CASE("the keyed checkpoint fuzz seeds are what save_keyed writes", "[keyed_checkpoint]") {
+  // tests/fuzz/corpus/keyed_checkpoint/ holds these files; after a deliberate format change,
+  // rewrite them with EMBER_WRITE_FUZZ_SEEDS=1 build/dev/tests/ember_tests "[keyed_checkpoint]".
+  const std::string dir = std::string(EMBER_FUZZ_DIR) + "/corpus/keyed_checkpoint/";
+  ember_test::ScratchDir scratch;
+  const bool write = std::getenv("EMBER_WRITE_FUZZ_SEEDS") != nullptr;
+  const auto check = [&](const std::string& name, const auto& save) {
+    const std::string path = write ? dir + name : scratch.file(name);
+    save(path);
+    if (!write) CHECK(ember_test::read_bytes(path) == ember_test::read_bytes(dir + name));
+  };
+  check("lru_adam.safetensors", [](const std::string& path) {
+    KeyedEmbedding<float> emb(4, 2, {.seed = 1});
+    ember::optim::Adam<float> adam({.lr = 0.1});
+    for (std::int64_t s = 0; s < 3; ++s) {
+      const KeyedBatch b = emb.map(Keys{1, 2, static_cast<std::uint64_t>(10 + s)}, s);
+      emb.backward_step(b, grad_of(3, 2, s), adam);
+    }
+    ember::save_keyed(path, emb, &adam);
+  });
+  check("lfu_admission_sgd.safetensors", [](const std::string& path) {
+    KeyedEmbedding<float> emb(3, 2,
+                              {.index = {.policy = ember::EvictionPolicy::lfu,
+                                         .min_count = 2,
+                                         .lfu_half_life = 2,
+                                         .sketch_width = 64},
+                               .fallback = ember::KeyFallback::shared_row});
+    ember::optim::SGD<float> sgd({.lr = 0.1, .momentum = 0.9});
+    for (std::int64_t s = 0; s < 4; ++s) {
+      const KeyedBatch b = emb.map(Keys{5, 5, 6, static_cast<std::uint64_t>(7 + s % 2)}, s);
+      emb.backward_step(b, grad_of(4, 2, s), sgd);
+    }
+    ember::save_keyed(path, emb, &sgd);
+  });
+  check("bag_score.safetensors", [](const std::string& path) {
+    ember::KeyedEmbeddingBag<float> bag(3, 2, ember::BagMode::sum,
+                                        {.index = {.policy = ember::EvictionPolicy::score}});
+    const std::vector<double> scores{1.0, 2.0, 0.5};
+    const KeyedBatch b = bag.map(Keys{1, 2, 3}, 0, scores);
+    static_cast<void>(b);
+    ember::save_keyed(path, bag);
+  });
 }
