@@ -233,6 +233,14 @@ class KeyedTableBatchedBags {
     return bags_.forward(find_rows(keys, starts), offsets, per_sample_weights);
   }
 
+  /// TableBatchedBags::forward_lengths over the rows of `keys`.
+  template <class L>
+  [[nodiscard]] RowMatrix<T> forward_lengths(std::span<const std::uint64_t> keys, const L& lengths,
+                                             std::span<const T> per_sample_weights = {}) const {
+    const std::vector<Index> starts = feature_starts(keys.size(), lengths, true, "forward_lengths");
+    return bags_.forward_lengths(find_rows(keys, starts), lengths, per_sample_weights);
+  }
+
   // ---- training -------------------------------------------------------------------------------
 
   /// Maps a training batch at `step`: every table's keys (all its features') at once.
@@ -287,6 +295,17 @@ class KeyedTableBatchedBags {
     bags_.backward(batch.rows(), offsets, grad_out, grads, per_sample_weights, argmax);
   }
 
+  /// TableBatchedBags::backward_lengths over a mapped batch.
+  template <class L>
+  void backward_lengths(const KeyedBatch& batch, const L& lengths,
+                        const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                        std::vector<SparseRowGrad<T>>& grads,
+                        std::span<const T> per_sample_weights = {},
+                        const std::vector<BagArgmax>* argmax = nullptr) {
+    check_batch(batch, "backward_lengths");
+    bags_.backward_lengths(batch.rows(), lengths, grad_out, grads, per_sample_weights, argmax);
+  }
+
   /// Resets the state of rows new keys got in each table, then optimizers[t].step(table t,
   /// grads[t]).
   /// Throws: ShapeError unless optimizers and grads have num_tables() entries; as opt.step.
@@ -317,6 +336,21 @@ class KeyedTableBatchedBags {
     reset_all(optimizers);
     bags_.backward_step(batch.rows(), offsets, grad_out, optimizers, per_sample_weights, argmax,
                         fused);
+  }
+
+  /// TableBatchedBags::backward_step_lengths over a mapped batch, after the resets of step.
+  template <class L, class Opt>
+  void backward_step_lengths(const KeyedBatch& batch, const L& lengths,
+                             const Eigen::Ref<const RowMatrix<T>>& grad_out,
+                             std::span<Opt> optimizers, std::span<const T> per_sample_weights = {},
+                             const std::vector<BagArgmax>* argmax = nullptr,
+                             const optim::FusedStepOptions& fused = {}) {
+    check_batch(batch, "backward_step_lengths");
+    detail::check_extent("KeyedTableBatchedBags::backward_step_lengths", "optimizers", 0,
+                         num_tables(), static_cast<Index>(optimizers.size()), "num_tables()");
+    reset_all(optimizers);
+    bags_.backward_step_lengths(batch.rows(), lengths, grad_out, optimizers, per_sample_weights,
+                                argmax, fused);
   }
 
   // ---- per table: deltas, erasing, the log ------------------------------------------------------
