@@ -114,10 +114,11 @@ int main() {
     model.backward_step_lengths(batch, lengths, grad_pooled, std::span<Adagrad>(opts));
     if (step % kReport == 0) {
       std::printf(
-          "step %3d  held-out log loss %.4f  resident %lld users, %lld items; %lld keys of "
-          "this batch not admitted yet\n",
+          "step %3d  held-out log loss %.4f  resident %lld users, %lld items; this batch gave "
+          "%lld keys a row, evicting %lld\n",
           step, test_loss(), static_cast<long long>(model.index(0).size()),
-          static_cast<long long>(model.index(1).size()), static_cast<long long>(batch.fallbacks()));
+          static_cast<long long>(model.index(1).size()), static_cast<long long>(batch.inserted()),
+          static_cast<long long>(batch.evicted().size()));
     }
   }
   const bool pass = test_loss() < 0.9 * constant;

@@ -36,7 +36,8 @@ struct Stream {
   Index space;
   std::vector<std::uint64_t> names;
   Stream(std::uint64_t seed, Index key_space) : rng(seed), space(key_space) {
-    for (Index k = 0; k < key_space; ++k) names.push_back(ember::detail::mix_key(k * 7919 + seed));
+    for (Index k = 0; k < key_space; ++k)
+      names.push_back(ember::detail::mix_key(static_cast<std::uint64_t>(k) * 7919 + seed));
     names[0] = std::numeric_limits<std::uint64_t>::max();  // the values other tables reserve
     if (key_space > 1) names[1] = 0;
   }

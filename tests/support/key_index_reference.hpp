@@ -224,7 +224,8 @@ class KeyIndexReference {
   }
   [[nodiscard]] std::size_t cell(int j, std::uint64_t key) const {
     const int bits = std::countr_zero(static_cast<std::uint64_t>(width_));
-    const std::uint64_t salt = 0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(j + 1);
+    const std::uint64_t salt =
+        std::uint64_t{0x9E3779B97F4A7C15U} * (static_cast<std::uint64_t>(j) + 1U);
     std::uint64_t x = key ^ salt;  // SplitMix64's finalizer
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ULL;

@@ -57,10 +57,10 @@ class KeyedEmbeddingBag : public detail::KeyedCommon<KeyedEmbeddingBag<T>, T> {
   /// The layer's name in messages.
   static constexpr const char* name = "KeyedEmbeddingBag";
 
-  /// A bag over `capacity` keys of d_model values, pooling in `mode`.
+  /// A bag over `keys` keys (its capacity) of `width` values, pooling in `mode`.
   /// Throws: as KeyedEmbedding's constructor.
-  KeyedEmbeddingBag(Index capacity, Index d_model, BagMode mode, KeyedOptions options = {})
-      : Base(capacity, d_model, options), bag_(state_.make_table(LookupScale::none()), mode) {}
+  KeyedEmbeddingBag(Index keys, Index width, BagMode mode, KeyedOptions options = {})
+      : Base(keys, width, options), bag_(state_.make_table(LookupScale::none()), mode) {}
 
   /// The pooling mode.
   [[nodiscard]] BagMode mode() const noexcept { return bag_.mode(); }

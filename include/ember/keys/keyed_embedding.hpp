@@ -601,11 +601,11 @@ class KeyedEmbedding : public detail::KeyedCommon<KeyedEmbedding<T>, T> {
   /// The layer's name in messages.
   static constexpr const char* name = "KeyedEmbedding";
 
-  /// A table for `capacity` keys of d_model values, empty.
+  /// A table for `keys` keys (its capacity) of `width` values (its d_model), empty.
   /// Throws:  ValueError for a capacity or index option KeyIndex refuses, an index fallback_row
   ///          other than -1, a negative init_rows or a bad init; ShapeError if d_model <= 0.
-  KeyedEmbedding(Index capacity, Index d_model, KeyedOptions options = {})
-      : Base(capacity, d_model, options), table_(state_.make_table(options.scale)) {}
+  KeyedEmbedding(Index keys, Index width, KeyedOptions options = {})
+      : Base(keys, width, options), table_(state_.make_table(options.scale)) {}
 
   using Base::capacity;
   using Base::d_model;
