@@ -141,6 +141,16 @@ Map map_of(const Stream& s) {
   return m;
 }
 
+/// Keys per second of both sides and their ratio, over all the iterations' batches.
+void report(benchmark::State& state, const Stream& s, double ember_total, double map_total) {
+  const double keys = static_cast<double>(kBatch) * static_cast<double>(s.batches.size()) *
+                      static_cast<double>(state.iterations());
+  state.counters["ember_Mkeys_s"] = keys / ember_total * 1e-6;
+  state.counters["map_Mkeys_s"] = keys / map_total * 1e-6;
+  state.counters["x_map"] = map_total / ember_total;
+  state.SetItemsProcessed(static_cast<std::int64_t>(keys));
+}
+
 void BM_FindOrInsert(benchmark::State& state, EvictionPolicy policy) {
   const int hit = static_cast<int>(state.range(0));
   const Stream& s = stream_for(hit, policy, Index{1} << state.range(1));
@@ -183,12 +193,7 @@ void BM_FindOrInsert(benchmark::State& state, EvictionPolicy policy) {
     map_total += map_time;
   }
   benchmark::DoNotOptimize(checksum);
-  const double keys = static_cast<double>(kBatch) * static_cast<double>(s.batches.size()) *
-                      static_cast<double>(state.iterations());
-  state.counters["ember_Mkeys_s"] = keys / ember_total * 1e-6;
-  state.counters["map_Mkeys_s"] = keys / map_total * 1e-6;
-  state.counters["x_map"] = map_total / ember_total;
-  state.SetItemsProcessed(static_cast<std::int64_t>(keys));
+  report(state, s, ember_total, map_total);
 }
 
 void BM_Find(benchmark::State& state) {
@@ -218,12 +223,7 @@ void BM_Find(benchmark::State& state) {
     ember_total += ember_time;
     map_total += map_time;
   }
-  const double keys = static_cast<double>(kBatch) * static_cast<double>(s.batches.size()) *
-                      static_cast<double>(state.iterations());
-  state.counters["ember_Mkeys_s"] = keys / ember_total * 1e-6;
-  state.counters["map_Mkeys_s"] = keys / map_total * 1e-6;
-  state.counters["x_map"] = map_total / ember_total;
-  state.SetItemsProcessed(static_cast<std::int64_t>(keys));
+  report(state, s, ember_total, map_total);
 }
 
 std::size_t heap_in_use() { return mallinfo2().uordblks + mallinfo2().hblkhd; }

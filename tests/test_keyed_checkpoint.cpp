@@ -235,7 +235,7 @@ TEST_CASE("corrupted or mismatched keyed checkpoints throw FormatError, loading 
   refused(write("sketch.safetensors", [](Saved& s) { s.index.sketch.pop_back(); }), "'sketch'");
   refused(write("fallback.safetensors", [](Saved& s) { s.weight(8, 0) = 1.0f; }), "'weight'");
   refused(write("pending.safetensors", [](Saved& s) { s.pending.push_back(77); }), "'pending'");
-  refused(write("opt.safetensors", [](Saved& s) { s.optimizer = "SGD"; }), "SGD");
+  refused(write("opt.safetensors", [](Saved& s) { s.optimizer.name = "SGD"; }), "SGD");
   refused(write("opt_rows.safetensors", [](Saved& s) { s.state_rows[0] = -4; }),
           "'optimizer.rows'");
   refused(write("policy.safetensors", [](Saved&) {}, {{"policy", "fifo"}}), "'policy'");

@@ -5,10 +5,7 @@
 #include "ember/distributed/keyed_checkpoint.hpp"
 
 #include <mpi.h>
-#include <unistd.h>
-
 #include <cstdint>
-#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -58,36 +55,14 @@ void train(E& emb, ember::optim::Adam<float>& opt, int rank, std::int64_t from, 
   }
 }
 
-// A fresh directory shared by all ranks (same host), removed at the end of the test case.
-struct SharedDir {
-  std::filesystem::path path;
-  SharedDir() {
-    const auto w = ember_test::world();
-    long long pid = w.rank == 0 ? static_cast<long long>(::getpid()) : 0;
-    MPI_Bcast(&pid, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    path = std::filesystem::temp_directory_path() / ("ember_keyed_ckpt_" + std::to_string(pid));
-    if (w.rank == 0) std::filesystem::create_directories(path);
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
-  ~SharedDir() {
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (ember_test::world().rank == 0) std::filesystem::remove_all(path);
-  }
-};
-
-MPI_Comm first_ranks(int n) {
-  const auto w = ember_test::world();
-  MPI_Comm sub = MPI_COMM_NULL;
-  MPI_Comm_split(MPI_COMM_WORLD, w.rank < n ? 0 : MPI_UNDEFINED, w.rank, &sub);
-  return sub;
-}
+using ember_test::first_ranks;
 
 }  // namespace
 
 TEST_CASE("a sharded keyed checkpoint saved by P ranks loads into any number of ranks",
           "[sharded_keyed_checkpoint]") {
   const auto w = ember_test::world();
-  const SharedDir dir;
+  const ember_test::SharedDir dir("ember_keyed_ckpt_");
   const KeyedOptions o{.seed = 3, .init_rows = 256};
   for (int saved = 1; saved <= w.size; ++saved) {
     // The one-process truth: the saving job's batches in rank order (no rank evicts).
@@ -155,7 +130,7 @@ TEST_CASE("a sharded keyed checkpoint saved by P ranks loads into any number of 
 TEST_CASE("training on after a sharded save and load gives the bits of training straight on",
           "[sharded_keyed_checkpoint]") {
   const auto w = ember_test::world();
-  const SharedDir dir;
+  const ember_test::SharedDir dir("ember_keyed_ckpt_");
   const std::string prefix = (dir.path / "resume").string();
   const KeyedOptions o{
       .index = {.policy = ember::EvictionPolicy::lru, .min_count = 2, .sketch_width = 64},
@@ -177,7 +152,7 @@ TEST_CASE("training on after a sharded save and load gives the bits of training 
 
 TEST_CASE("a missing sharded keyed checkpoint raises FormatError on every rank",
           "[sharded_keyed_checkpoint]") {
-  const SharedDir dir;
+  const ember_test::SharedDir dir("ember_keyed_ckpt_");
   REQUIRE_THROWS_AS(
       ember::distributed::load_keyed_shards<float>(MPI_COMM_WORLD, (dir.path / "none").string()),
       ember::FormatError);

@@ -81,12 +81,7 @@ SavedKeyedTable<T> merge_for(const std::vector<SavedKeyedTable<T>>& files, int o
   const std::size_t source =
       static_cast<std::size_t>(owner) < files.size() ? static_cast<std::size_t>(owner) : 0;
   m.weight.row(capacity) = files[source].weight.row(files[source].index.capacity);
-  m.has_optimizer = first.has_optimizer;
   m.optimizer = first.optimizer;
-  m.optimizer_steps = first.optimizer_steps;
-  m.planes = first.planes;
-  m.width = first.width;
-  m.with_steps = first.with_steps;
   std::vector<std::vector<T>> state_rows;
   for (std::size_t k = 0; k < taken.size(); ++k) {
     const SavedKeyedTable<T>& f = files[taken[k].file];
@@ -98,16 +93,16 @@ SavedKeyedTable<T> merge_for(const std::vector<SavedKeyedTable<T>>& files, int o
     m.index.counts.push_back(f.index.counts[i]);
     m.index.scores.push_back(f.index.scores[i]);
     m.weight.row(static_cast<Index>(k)) = f.weight.row(saved_row);
-    if (!f.has_optimizer) continue;
+    if (!f.optimizer.present) continue;
     if (std::find(f.pending.begin(), f.pending.end(), saved_row) != f.pending.end()) continue;
     const auto at = std::find(f.state_rows.begin(), f.state_rows.end(), saved_row);
     if (at == f.state_rows.end()) continue;
     const auto j = static_cast<Index>(at - f.state_rows.begin());
     m.state_rows.push_back(static_cast<std::int64_t>(k));
     state_rows.emplace_back(f.state.row(j).data(), f.state.row(j).data() + f.state.cols());
-    if (f.with_steps) m.row_steps.push_back(f.row_steps[static_cast<std::size_t>(j)]);
+    if (f.optimizer.with_steps) m.row_steps.push_back(f.row_steps[static_cast<std::size_t>(j)]);
   }
-  m.state.resize(static_cast<Index>(state_rows.size()), m.planes * m.width);
+  m.state.resize(static_cast<Index>(state_rows.size()), m.optimizer.planes * m.optimizer.width);
   for (std::size_t k = 0; k < state_rows.size(); ++k)
     for (Index c = 0; c < m.state.cols(); ++c)
       m.state(static_cast<Index>(k), c) = state_rows[k][static_cast<std::size_t>(c)];
@@ -152,11 +147,7 @@ void check_agree(const std::vector<SavedKeyedTable<T>>& files,
         a.options.fallback == b.options.fallback && a.options.seed == b.options.seed &&
         a.options.init.kind == b.options.init.kind && a.options.init.a == b.options.init.a &&
         a.options.init.b == b.options.init.b && a.options.init_rows == b.options.init_rows &&
-        x.origin_step == y.origin_step && x.base_step == y.base_step &&
-        x.last_step == y.last_step && x.decay_base == y.decay_base &&
-        x.sketch_epoch == y.sketch_epoch && a.has_optimizer == b.has_optimizer &&
-        a.optimizer == b.optimizer && a.optimizer_steps == b.optimizer_steps &&
-        a.planes == b.planes && a.width == b.width && a.with_steps == b.with_steps;
+        x.clock == y.clock && a.optimizer == b.optimizer;
     if (!same) {
       io::detail::fail_at_byte(paths[f], 8,
                                "keyed checkpoint: the options, sizes, steps or optimizer of this "
@@ -179,15 +170,12 @@ template <class T, class Opt = std::nullptr_t>
 void save_keyed_shards(const ShardedKeyedEmbedding<T>& emb, const std::string& prefix,
                        const Opt* opt = nullptr) {
   detail::validate_collectively(emb.comm(), [&] {
-    const auto s =
-        ember::detail::gather(ember::detail::ShardedKeyedAccess::state(emb), emb.shard(), opt);
-    io::SafetensorsWriter w;
-    ember::detail::stamp_keyed(w, "ShardedKeyedEmbedding");
-    w.metadata("scale", ember::detail::exact(static_cast<double>(emb.shard().scale())))
-        .metadata("ember.rank", std::to_string(emb.rank()))
-        .metadata("ember.world_size", std::to_string(emb.world_size()));
-    ember::detail::add_to(w, "", s);
-    w.save(shard_path(prefix, emb.rank(), emb.world_size()));
+    ember::detail::save_one(
+        shard_path(prefix, emb.rank(), emb.world_size()), "ShardedKeyedEmbedding",
+        ember::detail::ShardedKeyedAccess::state(emb), emb.shard(), opt,
+        {{"scale", ember::detail::exact(static_cast<double>(emb.shard().scale()))},
+         {"ember.rank", std::to_string(emb.rank())},
+         {"ember.world_size", std::to_string(emb.world_size())}});
   });
 }
 

@@ -105,6 +105,16 @@ struct ResizeResult {
   std::vector<std::pair<TokenId, TokenId>> moved;
 };
 
+/// The steps a KeyIndex keeps (part of its checkpointed state).
+struct KeyIndexClocks {
+  std::int64_t origin = -1;       ///< the first step (decay and sketch epochs count from it)
+  std::int64_t base = 0;          ///< the step the rows' last steps count from
+  std::int64_t last = -1;         ///< the latest step
+  std::int64_t decay_base = 0;    ///< decayed weights are relative to 2^decay_base
+  std::int64_t sketch_epoch = 0;  ///< halvings of the sketch done so far
+  friend bool operator==(const KeyIndexClocks&, const KeyIndexClocks&) = default;
+};
+
 namespace detail {
 struct KeyIndexAccess;
 }  // namespace detail
@@ -181,7 +191,7 @@ class KeyIndex {
   /// The options.
   [[nodiscard]] const KeyIndexOptions& options() const noexcept { return options_; }
   /// The step of the latest find_or_insert or insert (-1 before the first).
-  [[nodiscard]] std::int64_t last_step() const noexcept { return last_step_; }
+  [[nodiscard]] std::int64_t last_step() const noexcept { return clock_.last; }
   /// The row of keys without a row (options().fallback_row).
   [[nodiscard]] TokenId fallback_row() const noexcept { return options_.fallback_row; }
 
@@ -456,7 +466,7 @@ class KeyIndex {
 
   friend struct detail::KeyIndexAccess;
 
-  /// A row's key, last step (relative to base_step_) and sightings, in one 16-byte record (one
+  /// A row's key, last step (relative to clock_.base) and sightings, in one 16-byte record (one
   /// cache line read per hit); count == 0 marks a free row.
   struct Stat {
     std::uint64_t key = 0;
@@ -578,10 +588,10 @@ class KeyIndex {
         }
       }
     }
-    if (step < 0 || step < last_step_) {
+    if (step < 0 || step < clock_.last) {
       throw ValueError(std::string(where) + ": step " + std::to_string(step) + " is " +
                            (step < 0 ? "negative" : "below the last step ") +
-                           (step < 0 ? std::string() : std::to_string(last_step_)) +
+                           (step < 0 ? std::string() : std::to_string(clock_.last)) +
                            "; steps never decrease",
                        static_cast<double>(step));
     }
@@ -626,11 +636,11 @@ class KeyIndex {
     e.key = meta_[u].key;
     e.row = static_cast<TokenId>(r);
     e.count = meta_[u].count;
-    e.last_step = base_step_ + meta_[u].last;
+    e.last_step = clock_.base + meta_[u].last;
     switch (options_.policy) {
       case EvictionPolicy::lfu:
         e.score = decayed() ? std::ldexp(static_cast<double>(decay_[u]),
-                                         static_cast<int>(decay_base_ - epoch(last_step_)))
+                                         static_cast<int>(clock_.decay_base - epoch(clock_.last)))
                             : static_cast<double>(e.count);
         break;
       case EvictionPolicy::score:
@@ -645,8 +655,8 @@ class KeyIndex {
 
   /// The decay epoch of step s (lfu with a half-life): floor((s - origin) / half_life).
   [[nodiscard]] std::int64_t epoch(std::int64_t s) const noexcept {
-    if (!decayed() || origin_step_ < 0) return 0;
-    return (s - origin_step_) / options_.lfu_half_life;
+    if (!decayed() || clock_.origin < 0) return 0;
+    return (s - clock_.origin) / options_.lfu_half_life;
   }
 
   // ---- marks: rows touched (protected) or chosen in the current call ---------------------------
@@ -743,7 +753,7 @@ class KeyIndex {
     // The hits' sightings and step are written in the lookup pass itself, while their rows are
     // in cache; saved_ keeps what they were, restored if the batch is refused (MarkGuard). When
     // the step would rebase the clock, commit writes them instead.
-    const std::int64_t base = origin_step_ < 0 ? step : base_step_;
+    const std::int64_t base = clock_.origin < 0 ? step : clock_.base;
     fused_ = step - base <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max());
     const auto now = static_cast<std::uint32_t>(fused_ ? step - base : 0);
     restore_ = true;
@@ -849,9 +859,9 @@ class KeyIndex {
   /// Halvings of the sketch owed at `step` (0 without a sketch half-life).
   [[nodiscard]] int pending_halvings(std::int64_t step) const noexcept {
     if (!admission() || options_.sketch_half_life <= 0) return 0;
-    const std::int64_t origin = origin_step_ < 0 ? step : origin_step_;
+    const std::int64_t origin = clock_.origin < 0 ? step : clock_.origin;
     const std::int64_t due = (step - origin) / options_.sketch_half_life;
-    return static_cast<int>(std::min<std::int64_t>(due - sketch_epoch_, 16));
+    return static_cast<int>(std::min<std::int64_t>(due - clock_.sketch_epoch, 16));
   }
 
   // ---- commit: the batch's changes ------------------------------------------------------------
@@ -861,10 +871,10 @@ class KeyIndex {
                       std::span<const std::int64_t> counts, bool evicts) {
     advance_clock(step);
     const auto n = static_cast<Index>(keys.size());
-    const std::uint32_t now = static_cast<std::uint32_t>(step - base_step_);
+    const std::uint32_t now = static_cast<std::uint32_t>(step - clock_.base);
     const bool has_decay = decayed();
     const float weight =
-        has_decay ? std::ldexp(1.0f, static_cast<int>(epoch(step) - decay_base_)) : 0.0f;
+        has_decay ? std::ldexp(1.0f, static_cast<int>(epoch(step) - clock_.decay_base)) : 0.0f;
     if (admission()) {
       for (const NewKey& k : new_) sketch_.add(k.key, k.sightings);
     }
@@ -971,37 +981,37 @@ class KeyIndex {
         std::min<std::uint64_t>(std::uint64_t{a} + b, std::numeric_limits<std::uint32_t>::max()));
   }
 
-  /// Moves the index's clocks to `step` (validated: step >= last_step_): the first step sets the
+  /// Moves the index's clocks to `step` (validated: step >= clock_.last): the first step sets the
   /// origins; the relative last steps are rebased before they overflow 32 bits (the oldest then
   /// saturate at the new base), the decayed weights rescaled before they overflow a float, and
   /// the sketch halved as its half-life says.
   void advance_clock(std::int64_t step) {
-    if (origin_step_ < 0) {
-      origin_step_ = step;
-      base_step_ = step;
+    if (clock_.origin < 0) {
+      clock_.origin = step;
+      clock_.base = step;
     }
     constexpr std::int64_t span = std::numeric_limits<std::uint32_t>::max();
-    if (step - base_step_ > span) {
-      const std::int64_t shift = step - span - base_step_;
+    if (step - clock_.base > span) {
+      const std::int64_t shift = step - span - clock_.base;
       for (auto& s : meta_) {
         s.last =
             static_cast<std::uint32_t>(std::max<std::int64_t>(0, std::int64_t{s.last} - shift));
       }
-      base_step_ += shift;
+      clock_.base += shift;
       invalidate_pool();
     }
-    if (decayed() && epoch(step) - decay_base_ > 64) {
-      const auto k = static_cast<int>(epoch(step) - decay_base_);
+    if (decayed() && epoch(step) - clock_.decay_base > 64) {
+      const auto k = static_cast<int>(epoch(step) - clock_.decay_base);
       for (float& x : decay_) x = std::ldexp(x, -k);
-      decay_base_ += k;
+      clock_.decay_base += k;
       invalidate_pool();
     }
     const int h = pending_halvings(step);
     if (h > 0) {
       sketch_.halve(h);
-      sketch_epoch_ = (step - origin_step_) / options_.sketch_half_life;
+      clock_.sketch_epoch = (step - clock_.origin) / options_.sketch_half_life;
     }
-    last_step_ = step;
+    clock_.last = step;
   }
 
   /// The lowest free row (free_ holds freed rows below next_unused_, as a min-heap).
@@ -1181,13 +1191,7 @@ class KeyIndex {
 
   // ---- resize and restore helpers -------------------------------------------------------------
 
-  void copy_clocks(const KeyIndex& o) noexcept {
-    origin_step_ = o.origin_step_;
-    base_step_ = o.base_step_;
-    last_step_ = o.last_step_;
-    decay_base_ = o.decay_base_;
-    sketch_epoch_ = o.sketch_epoch_;
-  }
+  void copy_clocks(const KeyIndex& o) noexcept { clock_ = o.clock_; }
 
   /// Puts key of row `from` of `o` on row `to` (this index is being built; finish_adopt after).
   void adopt(Index to, const KeyIndex& o, Index from) {
@@ -1225,11 +1229,7 @@ class KeyIndex {
   Index size_ = 0;
   Index next_unused_ = 0;
   std::vector<std::int32_t> free_;
-  std::int64_t origin_step_ = -1;  // the first step (decay and sketch epochs count from it)
-  std::int64_t base_step_ = 0;     // the step meta_.last counts from
-  std::int64_t last_step_ = -1;
-  std::int64_t decay_base_ = 0;  // decay_ holds weights relative to 2^decay_base_
-  std::int64_t sketch_epoch_ = 0;
+  KeyIndexClocks clock_;
   // Eviction candidates.
   std::vector<Candidate> pool_;
   std::size_t pool_next_ = 0;

@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -38,7 +39,7 @@ namespace detail {
 struct KeyIndexSnapshot {
   Index capacity = 0;
   KeyIndexOptions options;
-  std::int64_t origin_step = -1, base_step = 0, last_step = -1, decay_base = 0, sketch_epoch = 0;
+  KeyIndexClocks clock;
   std::vector<std::uint64_t> keys;
   std::vector<std::int64_t> rows, last_steps, counts;
   std::vector<double> scores;  // lfu with a half-life: the stored weight; score: the score; else 0
@@ -51,17 +52,13 @@ struct KeyIndexAccess {
     KeyIndexSnapshot s;
     s.capacity = ix.capacity_;
     s.options = ix.options_;
-    s.origin_step = ix.origin_step_;
-    s.base_step = ix.base_step_;
-    s.last_step = ix.last_step_;
-    s.decay_base = ix.decay_base_;
-    s.sketch_epoch = ix.sketch_epoch_;
+    s.clock = ix.clock_;
     for (Index r = 0; r < ix.capacity_; ++r) {
       if (!ix.resident(r)) continue;
       const auto u = static_cast<std::size_t>(r);
       s.keys.push_back(ix.meta_[u].key);
       s.rows.push_back(r);
-      s.last_steps.push_back(ix.base_step_ + ix.meta_[u].last);
+      s.last_steps.push_back(ix.clock_.base + ix.meta_[u].last);
       s.counts.push_back(ix.meta_[u].count);
       s.scores.push_back(ix.decayed() ? static_cast<double>(ix.decay_[u])
                          : ix.options_.policy == EvictionPolicy::score ? ix.scores_[u]
@@ -75,15 +72,11 @@ struct KeyIndexAccess {
   /// The index a snapshot describes. Precondition: validated (validate_snapshot).
   [[nodiscard]] static KeyIndex restore(const KeyIndexSnapshot& s) {
     KeyIndex ix(s.capacity, s.options);
-    ix.origin_step_ = s.origin_step;
-    ix.base_step_ = s.base_step;
-    ix.last_step_ = s.last_step;
-    ix.decay_base_ = s.decay_base;
-    ix.sketch_epoch_ = s.sketch_epoch;
+    ix.clock_ = s.clock;
     for (std::size_t i = 0; i < s.keys.size(); ++i) {
       const auto r = static_cast<Index>(s.rows[i]);
       const auto u = static_cast<std::size_t>(r);
-      ix.meta_[u] = {s.keys[i], static_cast<std::uint32_t>(s.last_steps[i] - s.base_step),
+      ix.meta_[u] = {s.keys[i], static_cast<std::uint32_t>(s.last_steps[i] - s.clock.base),
                      static_cast<std::uint32_t>(s.counts[i])};
       if (ix.decayed()) ix.decay_[u] = static_cast<float>(s.scores[i]);
       if (s.options.policy == EvictionPolicy::score) ix.scores_[u] = s.scores[i];
@@ -124,12 +117,18 @@ struct SavedKeyedTable {
   std::vector<std::int64_t> pending;
   std::vector<std::uint64_t> log_keys;
   std::vector<std::int64_t> log_steps;
-  // Optimizer state (has_optimizer): the rows with state, their planes side by side, row steps.
-  bool has_optimizer = false;
-  std::string optimizer;
-  std::int64_t optimizer_steps = 0;
-  Index planes = 0, width = 0;
-  bool with_steps = false;
+  /// What the optimizer state is.
+  struct Optimizer {
+    bool present = false;
+    std::string name;
+    std::int64_t steps = 0;
+    Index planes = 0, width = 0;
+    bool with_steps = false;
+    friend bool operator==(const Optimizer&, const Optimizer&) = default;
+  };
+  // Optimizer state (optimizer.present): the rows with state, their planes side by side, row
+  // steps.
+  Optimizer optimizer;
   std::vector<std::int64_t> state_rows;
   RowMatrix<T> state;  // state_rows.size() x planes·width
   std::vector<std::int64_t> row_steps;
@@ -150,22 +149,22 @@ SavedKeyedTable<T> gather(const KeyedState<T>& st, const Embedding<T>& table, co
   }
   if constexpr (!std::is_same_v<Opt, std::nullptr_t>) {
     if (opt != nullptr) {
-      s.has_optimizer = true;
-      s.optimizer = Opt::name;
-      s.optimizer_steps = RowOptimizerAccess::steps(*opt);
+      s.optimizer.present = true;
+      s.optimizer.name = Opt::name;
+      s.optimizer.steps = RowOptimizerAccess::steps(*opt);
       const auto& rs = RowOptimizerAccess::state(*opt);
-      s.planes = rs.planes();
-      s.width = RowOptimizerAccess::state_width(*opt, st.d_model());
-      s.with_steps = rs.with_steps();
+      s.optimizer.planes = rs.planes();
+      s.optimizer.width = RowOptimizerAccess::state_width(*opt, st.d_model());
+      s.optimizer.with_steps = rs.with_steps();
       const auto rows = rs.rows();
-      s.state.resize(static_cast<Index>(rows.size()), s.planes * s.width);
+      s.state.resize(static_cast<Index>(rows.size()), s.optimizer.planes * s.optimizer.width);
       for (std::size_t k = 0; k < rows.size(); ++k) {
         const Index slot = rs.slot(rows[k]);
         s.state_rows.push_back(rows[k]);
         for (int p = 0; p < rs.planes(); ++p)
-          for (Index c = 0; c < s.width; ++c)
-            s.state(static_cast<Index>(k), p * s.width + c) = rs.data(p, slot)[c];
-        if (s.with_steps) s.row_steps.push_back(rs.steps(slot));
+          for (Index c = 0; c < s.optimizer.width; ++c)
+            s.state(static_cast<Index>(k), p * s.optimizer.width + c) = rs.data(p, slot)[c];
+        if (s.optimizer.with_steps) s.row_steps.push_back(rs.steps(slot));
       }
     }
   }
@@ -202,17 +201,17 @@ void add_to(io::SafetensorsWriter& w, const std::string& p, const SavedKeyedTabl
   meta("init.b", exact(s.options.init.b));
   meta("seed", std::to_string(s.options.seed));
   meta("init_rows", std::to_string(s.options.init_rows));
-  meta("origin_step", std::to_string(ix.origin_step));
-  meta("base_step", std::to_string(ix.base_step));
-  meta("last_step", std::to_string(ix.last_step));
-  meta("decay_base", std::to_string(ix.decay_base));
-  meta("sketch_epoch", std::to_string(ix.sketch_epoch));
-  if (s.has_optimizer) {
-    meta("optimizer", s.optimizer);
-    meta("optimizer.steps", std::to_string(s.optimizer_steps));
-    meta("optimizer.planes", std::to_string(s.planes));
-    meta("optimizer.width", std::to_string(s.width));
-    meta("optimizer.row_steps", s.with_steps ? "1" : "0");
+  meta("origin_step", std::to_string(ix.clock.origin));
+  meta("base_step", std::to_string(ix.clock.base));
+  meta("last_step", std::to_string(ix.clock.last));
+  meta("decay_base", std::to_string(ix.clock.decay_base));
+  meta("sketch_epoch", std::to_string(ix.clock.sketch_epoch));
+  if (s.optimizer.present) {
+    meta("optimizer", s.optimizer.name);
+    meta("optimizer.steps", std::to_string(s.optimizer.steps));
+    meta("optimizer.planes", std::to_string(s.optimizer.planes));
+    meta("optimizer.width", std::to_string(s.optimizer.width));
+    meta("optimizer.row_steps", s.optimizer.with_steps ? "1" : "0");
     w.add_array<std::int64_t>(p + "optimizer.rows", s.state_rows);
     w.add(p + "optimizer.state", s.state);
     w.add_array<std::int64_t>(p + "optimizer.row_steps", s.row_steps);
@@ -316,16 +315,16 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   }
   ix.options = io;
   ix.options.fallback_row = static_cast<TokenId>(ix.capacity);
-  ix.origin_step = integer("origin_step");
-  ix.base_step = integer("base_step");
-  ix.last_step = integer("last_step");
-  ix.decay_base = integer("decay_base");
-  ix.sketch_epoch = integer("sketch_epoch");
-  if (ix.origin_step < -1 ||
-      (ix.origin_step >= 0 && (ix.base_step < ix.origin_step || ix.last_step < ix.base_step))) {
+  ix.clock.origin = integer("origin_step");
+  ix.clock.base = integer("base_step");
+  ix.clock.last = integer("last_step");
+  ix.clock.decay_base = integer("decay_base");
+  ix.clock.sketch_epoch = integer("sketch_epoch");
+  if (ix.clock.origin < -1 || (ix.clock.origin >= 0 && (ix.clock.base < ix.clock.origin ||
+                                                        ix.clock.last < ix.clock.base))) {
     bad("origin_step", "the steps are out of order (origin <= base <= last)");
   }
-  if (ix.decay_base < 0 || ix.sketch_epoch < 0) bad("decay_base", "is negative");
+  if (ix.clock.decay_base < 0 || ix.clock.sketch_epoch < 0) bad("decay_base", "is negative");
   // The table.
   s.weight = f.template load<T>(p + "weight");
   if (s.options.fallback == KeyFallback::zeros && !s.weight.row(ix.capacity).isZero(0)) {
@@ -343,7 +342,7 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
       ix.scores.size() != n) {
     bad("rows", "keys, rows, last_step, count and score differ in length");
   }
-  if (ix.origin_step < 0 && n != 0)
+  if (ix.clock.origin < 0 && n != 0)
     bad("origin_step", "is -1 (never stepped) but keys are resident");
   std::set<std::int64_t> rows_seen;
   std::set<std::uint64_t> keys_seen;
@@ -358,8 +357,8 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
       bad("keys", "key " + std::to_string(ix.keys[i]) + at + " is given twice");
     if (ix.counts[i] < 1 || ix.counts[i] > std::numeric_limits<std::uint32_t>::max())
       bad("count", std::to_string(ix.counts[i]) + at + " is outside [1, 2^32)");
-    if (ix.last_steps[i] < ix.base_step || ix.last_steps[i] > ix.last_step ||
-        ix.last_steps[i] - ix.base_step > std::numeric_limits<std::uint32_t>::max()) {
+    if (ix.last_steps[i] < ix.clock.base || ix.last_steps[i] > ix.clock.last ||
+        ix.last_steps[i] - ix.clock.base > std::numeric_limits<std::uint32_t>::max()) {
       bad("last_step",
           std::to_string(ix.last_steps[i]) + at + " is outside [base_step, last_step]");
     }
@@ -379,27 +378,27 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   if (s.log_keys.size() != s.log_steps.size()) bad("log_steps", "differs in length from log_keys");
   // The optimizer.
   if (f.metadata().count(p + "optimizer") != 0) {
-    s.has_optimizer = true;
-    s.optimizer = text("optimizer");
-    s.optimizer_steps = integer("optimizer.steps");
-    s.planes = integer("optimizer.planes");
-    s.width = integer("optimizer.width");
+    s.optimizer.present = true;
+    s.optimizer.name = text("optimizer");
+    s.optimizer.steps = integer("optimizer.steps");
+    s.optimizer.planes = integer("optimizer.planes");
+    s.optimizer.width = integer("optimizer.width");
     const std::string& rs = text("optimizer.row_steps");
     if (rs != "0" && rs != "1") bad("optimizer.row_steps", "is not 0 or 1");
-    s.with_steps = rs == "1";
-    if (s.optimizer_steps < 0 || s.planes < 0 || s.planes > 8 || s.width < 0 ||
-        s.width > s.d_model) {
+    s.optimizer.with_steps = rs == "1";
+    if (s.optimizer.steps < 0 || s.optimizer.planes < 0 || s.optimizer.planes > 8 ||
+        s.optimizer.width < 0 || s.optimizer.width > s.d_model) {
       bad("optimizer.steps", "steps, planes or width out of range");
     }
     s.state_rows = array("optimizer.rows", std::int64_t{});
     if (!f.contains(p + "optimizer.state")) bad("optimizer.state", "no such tensor");
     s.state = f.template load<T>(p + "optimizer.state", {.allow_non_finite = true});
     if (s.state.rows() != static_cast<Index>(s.state_rows.size()) ||
-        s.state.cols() != s.planes * s.width) {
+        s.state.cols() != s.optimizer.planes * s.optimizer.width) {
       bad("optimizer.state", "is not rows x planes · width");
     }
     s.row_steps = array("optimizer.row_steps", std::int64_t{});
-    if (s.row_steps.size() != (s.with_steps ? s.state_rows.size() : 0))
+    if (s.row_steps.size() != (s.optimizer.with_steps ? s.state_rows.size() : 0))
       bad("optimizer.row_steps", "has the wrong length");
     std::set<std::int64_t> seen;
     for (const std::int64_t r : s.state_rows) {
@@ -424,22 +423,23 @@ void rebuild(const SavedKeyedTable<T>& s, KeyedState<T>& state, Embedding<T>& ta
   optim::detail::RowState<T>* rs = nullptr;
   if constexpr (!std::is_same_v<Opt, std::nullptr_t>) {
     if (opt != nullptr) {
-      if (!s.has_optimizer) {
+      if (!s.optimizer.present) {
         io::detail::fail_at_byte(path, 8,
                                  "keyed checkpoint: no optimizer state was saved, but a " +
                                      std::string(Opt::name) + " asks for it");
       }
       auto& st = RowOptimizerAccess::state(*opt);
       const Index width = RowOptimizerAccess::state_width(*opt, s.d_model);
-      if (s.optimizer != Opt::name || s.planes != st.planes() || s.width != width ||
-          s.with_steps != st.with_steps()) {
+      if (s.optimizer.name != Opt::name || s.optimizer.planes != st.planes() ||
+          s.optimizer.width != width || s.optimizer.with_steps != st.with_steps()) {
         io::detail::fail_at_byte(path, 8,
-                                 "keyed checkpoint: the saved optimizer is " + s.optimizer + " (" +
-                                     std::to_string(s.planes) + " planes of " +
-                                     std::to_string(s.width) + "), not this " + Opt::name);
+                                 "keyed checkpoint: the saved optimizer is " + s.optimizer.name +
+                                     " (" + std::to_string(s.optimizer.planes) + " planes of " +
+                                     std::to_string(s.optimizer.width) + "), not this " +
+                                     Opt::name);
       }
       opt->reset();
-      RowOptimizerAccess::set_steps(*opt, s.optimizer_steps);
+      RowOptimizerAccess::set_steps(*opt, s.optimizer.steps);
       if (width > 0) {
         st.follow_table(s.index.capacity + 1, width);
         for (std::size_t k = 0; k < s.state_rows.size(); ++k) {
@@ -447,7 +447,7 @@ void rebuild(const SavedKeyedTable<T>& s, KeyedState<T>& state, Embedding<T>& ta
           for (int p = 0; p < st.planes(); ++p)
             for (Index c = 0; c < width; ++c)
               st.data(p, slot)[c] = s.state(static_cast<Index>(k), p * width + c);
-          if (s.with_steps) st.steps(slot) = s.row_steps[k];
+          if (s.optimizer.with_steps) st.steps(slot) = s.row_steps[k];
         }
       }
       rs = &st;
@@ -496,6 +496,28 @@ inline void stamp_keyed(io::SafetensorsWriter& w, const char* layer) {
   w.metadata("ember.keyed.layer", layer).metadata("ember.keyed.format", "1");
 }
 
+/// Writes one keyed table (its state, table and optimizer) as a file of layer `layer`, with the
+/// extra __metadata__ entries `meta`, atomically.
+template <class T, class Opt>
+void save_one(const std::string& path, const char* layer, const KeyedState<T>& state,
+              const Embedding<T>& table, const Opt* opt,
+              const std::vector<std::pair<std::string, std::string>>& meta) {
+  const auto s = gather(state, table, opt);
+  io::SafetensorsWriter w;
+  stamp_keyed(w, layer);
+  for (const auto& [k, v] : meta) w.metadata(k, v);
+  add_to(w, "", s);
+  w.save(path);
+}
+
+/// The pooling mode a checkpoint names ("sum", "mean", "max"), or std::nullopt.
+inline std::optional<BagMode> parse_mode(const std::string& mode) {
+  if (mode == "sum") return BagMode::sum;
+  if (mode == "mean") return BagMode::mean;
+  if (mode == "max") return BagMode::max;
+  return std::nullopt;
+}
+
 }  // namespace detail
 
 /// Options of the keyed checkpoint loaders.
@@ -512,12 +534,8 @@ struct KeyedLoadOptions {
 /// Throws: FormatError on I/O failure.
 template <class T, class Opt = std::nullptr_t>
 void save_keyed(const std::string& path, const KeyedEmbedding<T>& emb, const Opt* opt = nullptr) {
-  const auto s = detail::gather(detail::KeyedAccess::state(emb), emb.table(), opt);
-  io::SafetensorsWriter w;
-  detail::stamp_keyed(w, "KeyedEmbedding");
-  w.metadata("scale", detail::exact(static_cast<double>(emb.scale())));
-  detail::add_to(w, "", s);
-  w.save(path);
+  detail::save_one(path, "KeyedEmbedding", detail::KeyedAccess::state(emb), emb.table(), opt,
+                   {{"scale", detail::exact(static_cast<double>(emb.scale()))}});
 }
 
 /// Loads a KeyedEmbedding saved by save_keyed, and with `opt` its optimizer state (the optimizer
@@ -550,12 +568,8 @@ template <class T, class Opt = std::nullptr_t>
 template <class T, class Opt = std::nullptr_t>
 void save_keyed(const std::string& path, const KeyedEmbeddingBag<T>& bag,
                 const Opt* opt = nullptr) {
-  const auto s = detail::gather(detail::KeyedAccess::state(bag), bag.table(), opt);
-  io::SafetensorsWriter w;
-  detail::stamp_keyed(w, "KeyedEmbeddingBag");
-  w.metadata("mode", to_string(bag.mode()));
-  detail::add_to(w, "", s);
-  w.save(path);
+  detail::save_one(path, "KeyedEmbeddingBag", detail::KeyedAccess::state(bag), bag.table(), opt,
+                   {{"mode", to_string(bag.mode())}});
 }
 
 /// load_keyed for a KeyedEmbeddingBag. Throws: as load_keyed.
@@ -565,16 +579,13 @@ template <class T, class Opt = std::nullptr_t>
   const io::SafetensorsFile f = detail::open_keyed(path, "KeyedEmbeddingBag");
   const auto s = detail::read_table<T>(f, "");
   const auto it = f.metadata().find("mode");
-  const std::string mode = it == f.metadata().end() ? std::string() : it->second;
-  if (mode != "sum" && mode != "mean" && mode != "max") {
+  const std::string text = it == f.metadata().end() ? std::string() : it->second;
+  const std::optional<BagMode> mode = detail::parse_mode(text);
+  if (!mode) {
     io::detail::fail_at_byte(
-        path, 8, "keyed checkpoint field 'mode': '" + mode + "' is not sum, mean or max");
+        path, 8, "keyed checkpoint field 'mode': '" + text + "' is not sum, mean or max");
   }
-  KeyedEmbeddingBag<T> bag(s.index.capacity, s.d_model,
-                           mode == "sum"    ? BagMode::sum
-                           : mode == "mean" ? BagMode::mean
-                                            : BagMode::max,
-                           s.options);
+  KeyedEmbeddingBag<T> bag(s.index.capacity, s.d_model, *mode, s.options);
   detail::rebuild_into(s, bag, opt, options.capacity, path);
   return bag;
 }
@@ -640,14 +651,13 @@ template <class T, class Opt = optim::SGD<T>>
     BagFeature feat;
     char* e = nullptr;
     feat.table = std::strtoll(item.c_str(), &e, 10);
-    const std::string mode = item.substr(c1 + 1, c2 - c1 - 1);
+    const std::optional<BagMode> mode = detail::parse_mode(item.substr(c1 + 1, c2 - c1 - 1));
     const std::string weighted = item.substr(c2 + 1);
-    if (e != item.c_str() + c1 || feat.table < 0 || feat.table >= nt ||
-        (mode != "sum" && mode != "mean" && mode != "max") ||
+    if (e != item.c_str() + c1 || feat.table < 0 || feat.table >= nt || !mode ||
         (weighted != "0" && weighted != "1")) {
       bad("features': '" + item + "' is not table:mode:weighted");
     }
-    feat.mode = mode == "sum" ? BagMode::sum : mode == "mean" ? BagMode::mean : BagMode::max;
+    feat.mode = *mode;
     feat.weighted = weighted == "1";
     features.push_back(feat);
     at = comma + 1;
