@@ -274,7 +274,8 @@ class ShardedKeyedEmbedding {
         MPI_Alltoall(counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm()),
         "MPI_Alltoall");
     const std::vector<int> recv_displs = exclusive_sum(recv_counts);
-    const auto total = static_cast<std::size_t>(recv_displs.back() + recv_counts.back());
+    const auto total =
+        static_cast<std::size_t>(recv_displs.back()) + static_cast<std::size_t>(recv_counts.back());
     recv_keys_.resize(total);
     recv_counts64_.resize(total);
     recv_scores_.resize(scored ? total : 0);

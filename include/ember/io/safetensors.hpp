@@ -287,7 +287,7 @@ class SafetensorsFile {
                                         std::string(to_string(ti.dtype)) + ", expected " +
                                         std::string(to_string(dtype_of<V>())));
     }
-    const std::size_t n = static_cast<std::size_t>((ti.end - ti.begin) / sizeof(V));
+    const auto n = static_cast<std::size_t>((ti.end - ti.begin) / sizeof(V));
     std::vector<V> out(n);
     const unsigned char* p = file_->data() + data_offset_ + ti.begin;
     for (std::size_t i = 0; i < n; ++i) out[i] = detail::load_value<V>(p + i * sizeof(V), true);

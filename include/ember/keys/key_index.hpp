@@ -618,7 +618,7 @@ class KeyIndex {
       case EvictionPolicy::lfu:
         return decayed() ? std::bit_cast<std::uint32_t>(decay_[u]) : meta_[u].count;
       case EvictionPolicy::score: {
-        const std::uint64_t b = std::bit_cast<std::uint64_t>(scores_[u] + 0.0);  // -0 -> +0
+        const auto b = std::bit_cast<std::uint64_t>(scores_[u] + 0.0);  // -0 -> +0
         return (b >> 63) != 0 ? ~b : (b | (std::uint64_t{1} << 63));
       }
       default:
@@ -829,7 +829,7 @@ class KeyIndex {
       if (w >= 0) continue;
       const std::uint64_t key = keys[static_cast<std::size_t>(i)];
       const std::uint64_t h = hashes_[static_cast<std::size_t>(i)];
-      std::size_t p = static_cast<std::size_t>(h & mask);
+      auto p = static_cast<std::size_t>(h & mask);
       Index u = -1;
       while (group_stamp_[p] == stamp_) {
         const auto cand = static_cast<Index>(group_slots_[p]);
@@ -871,7 +871,7 @@ class KeyIndex {
                       std::span<const std::int64_t> counts, bool evicts) {
     advance_clock(step);
     const auto n = static_cast<Index>(keys.size());
-    const std::uint32_t now = static_cast<std::uint32_t>(step - clock_.base);
+    const auto now = static_cast<std::uint32_t>(step - clock_.base);
     const bool has_decay = decayed();
     const float weight =
         has_decay ? std::ldexp(1.0f, static_cast<int>(epoch(step) - clock_.decay_base)) : 0.0f;
