@@ -218,6 +218,15 @@ void add_to(io::SafetensorsWriter& w, const std::string& p, const SavedKeyedTabl
   }
 }
 
+/// The one-dimensional tensor p + field of dtype V; `bad(field, what)` reports a problem.
+template <class V, class Bad>
+std::vector<V> array_field(const io::SafetensorsFile& f, const std::string& p,
+                           const std::string& field, const Bad& bad) {
+  if (!f.contains(p + field)) bad(field, "no such tensor");
+  if (f.info(p + field).shape.size() != 1) bad(field, "is not one-dimensional");
+  return f.load_array<V>(p + field);
+}
+
 /// Reads and validates everything of one keyed table under `prefix` (FormatError naming the file
 /// and the field for anything missing, malformed or inconsistent).
 template <class T>
@@ -248,11 +257,7 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
       bad(field, "'" + v + "' is not a finite number");
     return x;
   };
-  const auto array = [&]<class V>(const std::string& field, V) {
-    if (!f.contains(p + field)) bad(field, "no such tensor");
-    if (f.info(p + field).shape.size() != 1) bad(field, "is not one-dimensional");
-    return f.template load_array<V>(p + field);
-  };
+
   SavedKeyedTable<T> s;
   KeyIndexSnapshot& ix = s.index;
   KeyIndexOptions& io = s.options.index;
@@ -331,12 +336,12 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
     bad("weight", "the zero fallback row is not zero");
   }
   // The index.
-  ix.keys = array("keys", std::uint64_t{});
-  ix.rows = array("rows", std::int64_t{});
-  ix.last_steps = array("last_step", std::int64_t{});
-  ix.counts = array("count", std::int64_t{});
-  ix.scores = array("score", double{});
-  ix.sketch = array("sketch", std::uint16_t{});
+  ix.keys = array_field<std::uint64_t>(f, p, "keys", bad);
+  ix.rows = array_field<std::int64_t>(f, p, "rows", bad);
+  ix.last_steps = array_field<std::int64_t>(f, p, "last_step", bad);
+  ix.counts = array_field<std::int64_t>(f, p, "count", bad);
+  ix.scores = array_field<double>(f, p, "score", bad);
+  ix.sketch = array_field<std::uint16_t>(f, p, "sketch", bad);
   const std::size_t n = ix.keys.size();
   if (ix.rows.size() != n || ix.last_steps.size() != n || ix.counts.size() != n ||
       ix.scores.size() != n) {
@@ -369,12 +374,12 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
     if (!decayed && io.policy != EvictionPolicy::score && sc != 0.0)
       bad("score", "must be 0 for this policy" + at);
   }
-  s.pending = array("pending", std::int64_t{});
+  s.pending = array_field<std::int64_t>(f, p, "pending", bad);
   for (const std::int64_t r : s.pending)
     if (r < 0 || r > ix.capacity)
       bad("pending", "row " + std::to_string(r) + " is outside the table");
-  s.log_keys = array("log_keys", std::uint64_t{});
-  s.log_steps = array("log_steps", std::int64_t{});
+  s.log_keys = array_field<std::uint64_t>(f, p, "log_keys", bad);
+  s.log_steps = array_field<std::int64_t>(f, p, "log_steps", bad);
   if (s.log_keys.size() != s.log_steps.size()) bad("log_steps", "differs in length from log_keys");
   // The optimizer.
   if (f.metadata().count(p + "optimizer") != 0) {
@@ -390,14 +395,14 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
         s.optimizer.width < 0 || s.optimizer.width > s.d_model) {
       bad("optimizer.steps", "steps, planes or width out of range");
     }
-    s.state_rows = array("optimizer.rows", std::int64_t{});
+    s.state_rows = array_field<std::int64_t>(f, p, "optimizer.rows", bad);
     if (!f.contains(p + "optimizer.state")) bad("optimizer.state", "no such tensor");
     s.state = f.template load<T>(p + "optimizer.state", {.allow_non_finite = true});
     if (s.state.rows() != static_cast<Index>(s.state_rows.size()) ||
         s.state.cols() != s.optimizer.planes * s.optimizer.width) {
       bad("optimizer.state", "is not rows x planes · width");
     }
-    s.row_steps = array("optimizer.row_steps", std::int64_t{});
+    s.row_steps = array_field<std::int64_t>(f, p, "optimizer.row_steps", bad);
     if (s.row_steps.size() != (s.optimizer.with_steps ? s.state_rows.size() : 0))
       bad("optimizer.row_steps", "has the wrong length");
     std::set<std::int64_t> seen;
