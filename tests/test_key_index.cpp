@@ -133,6 +133,50 @@ TEST_CASE("every 64-bit value is a key, and two keys never share a row", "[key_i
   CHECK(index.contains(std::numeric_limits<std::uint64_t>::max()));
 }
 
+/// The inverse of ember::detail::mix_key: the key whose hash is h.
+std::uint64_t key_with_hash(std::uint64_t h) {
+  const auto inverse = [](std::uint64_t m) {  // of an odd m, modulo 2^64 (Newton's iteration)
+    std::uint64_t x = m;
+    for (int i = 0; i < 5; ++i) x *= 2 - m * x;
+    return x;
+  };
+  const auto unshift = [](std::uint64_t y, int s) {  // undoes y ^= y >> s
+    std::uint64_t x = y;
+    for (int k = s; k < 64; k += s) x = y ^ (x >> s);
+    return x;
+  };
+  std::uint64_t x = unshift(h, 31);
+  x *= inverse(0x94d049bb133111ebULL);
+  x = unshift(x, 27);
+  x *= inverse(0xbf58476d1ce4e5b9ULL);
+  return unshift(x, 30);
+}
+
+TEST_CASE("keys whose hashes agree on the first slot and the tag are told apart", "[key_index]") {
+  // Hashes differing only in bit 40 share the tag (low bits) and, in a small index, the first
+  // slot (high bits): each probe meets the other key's slot first.
+  const std::uint64_t h = 0x0123456789ABCDEFULL;
+  const std::vector<std::uint64_t> keys{key_with_hash(h),
+                                        key_with_hash(h ^ (std::uint64_t{1} << 40)),
+                                        key_with_hash(h ^ (std::uint64_t{1} << 41))};
+  CHECK(ember::detail::mix_key(keys[1]) == (h ^ (std::uint64_t{1} << 40)));
+  for (const EvictionPolicy policy : {EvictionPolicy::none, EvictionPolicy::lru}) {
+    KeyIndex index(4, {.policy = policy});
+    std::vector<TokenId> rows(2);
+    index.find_or_insert(std::vector<std::uint64_t>{keys[0], keys[1]}, rows, 0);
+    CHECK(rows == std::vector<TokenId>{0, 1});
+    CHECK(index.find(keys) == std::vector<TokenId>{0, 1, KeyIndex::no_row});
+    CHECK(index.find(keys[1]) == 1);
+    CHECK(!index.contains(keys[2]));
+    std::vector<TokenId> three(3);
+    const auto result = index.find_or_insert(keys, three, 1);
+    CHECK(three == std::vector<TokenId>{0, 1, 2});
+    CHECK(result.hits == 2);
+    index.erase(keys[0]);
+    CHECK(index.find(keys) == std::vector<TokenId>{KeyIndex::no_row, 1, 2});
+  }
+}
+
 TEST_CASE("find is read-only and gives the fallback to keys without a row", "[key_index]") {
   KeyIndex index(4, {.fallback_row = 9});
   std::vector<std::uint64_t> keys{10, 11};

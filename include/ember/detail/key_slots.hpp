@@ -85,8 +85,19 @@ class KeySlots {
 #endif
   }
 
-  /// The slot word at h's first slot (0 when empty): a hint for prefetching the row it names.
-  [[nodiscard]] std::uint32_t first(std::uint64_t h) const noexcept { return slots_[home(h)]; }
+  /// The row of the first slot on h's probe whose tag is h's, or -1 when an empty slot comes
+  /// first: the only row a key of hash h can have unless that row's key is another one (then
+  /// find() walks on). Reads the slots only, so it can run ahead of the rows' loads.
+  [[nodiscard]] Index candidate(std::uint64_t h) const noexcept {
+    const std::uint32_t tag = tag_of(h);
+    std::size_t p = home(h);
+    for (;;) {
+      const std::uint32_t w = slots_[p];
+      if (w == 0) return -1;
+      if (w >= 2 && (w >> row_bits_) == tag) return row_of(w);
+      if (++p == count_) p = 0;
+    }
+  }
 
   /// The row a slot word names (precondition: w >= 2).
   [[nodiscard]] Index row_of(std::uint32_t w) const noexcept {

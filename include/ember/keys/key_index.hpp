@@ -455,7 +455,7 @@ class KeyIndex {
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
     return bytes(work_) + bytes(hashes_) + bytes(touched_) + bytes(touch_first_) + bytes(saved_) +
            bytes(new_) + bytes(victims_) + bytes(evicted_) + bytes(added_) + bytes(sample_) +
-           bytes(group_slots_) + bytes(group_stamp_);
+           bytes(group_) + bytes(miss_at_);
   }
 
  private:
@@ -680,43 +680,40 @@ class KeyIndex {
 
   // ---- the lookup pass ------------------------------------------------------------------------
 
-  /// Calls f(i, hash, row) for each key in order (row -1 when it has none). Keys go in groups
-  /// through a three-stage pipeline (group prefetching, Chen et al. 2004): while group g is
-  /// probed, the rows named by the first slots of group g + 1 and the first slots of group g + 2
-  /// are being fetched, so every load of a probe finds its line on the way or in cache.
+  /// Calls f(i, hash, row) for each key in order (row -1 when it has none), through a software
+  /// pipeline (prefetching, as in Chen et al. 2004's group prefetching): key i + kSlotLead is
+  /// hashed and its first slot asked for; at key i + kRowLead, whose slots have arrived by then,
+  /// the slots alone name its candidate row (the first with its tag) and that row is asked for;
+  /// key i is then settled by comparing its key with the candidate's, so a hit waits on no load
+  /// that was not asked for ahead (tags that agree on another key, 1 in 2^(32 - row bits) a slot,
+  /// fall back to the full probe).
   template <class F>
   void probe_all(std::span<const std::uint64_t> keys, F&& f) const {
-    constexpr Index kGroup = 16;
+    constexpr Index kSlotLead = 32, kRowLead = 16, kRing = 64;
+    static_assert(kSlotLead < kRing && kRowLead < kSlotLead);
     const auto n = static_cast<Index>(keys.size());
-    std::uint64_t h[3][kGroup];
-    const auto hash_and_fetch_slots = [&](Index g) {
-      std::uint64_t* hg = h[(g / kGroup) % 3];
-      const Index m = std::min(kGroup, n - g);
-      for (Index j = 0; j < m; ++j) {
-        hg[j] = detail::mix_key(keys[static_cast<std::size_t>(g + j)]);
-        slots_.prefetch(hg[j]);
-      }
+    std::uint64_t h[kRing];
+    Index cand[kRing];
+    const auto hash = [&](Index i) {
+      const std::uint64_t x = detail::mix_key(keys[static_cast<std::size_t>(i)]);
+      h[i & (kRing - 1)] = x;
+      slots_.prefetch(x);
     };
-    const auto fetch_rows = [&](Index g) {
-      const std::uint64_t* hg = h[(g / kGroup) % 3];
-      const Index m = std::min(kGroup, n - g);
-      for (Index j = 0; j < m; ++j) {
-        const std::uint32_t w = slots_.first(hg[j]);
-        if (w >= 2) prefetch_row(slots_.row_of(w));
-      }
+    const auto fetch_row = [&](Index i) {
+      const Index r = slots_.candidate(h[i & (kRing - 1)]);
+      cand[i & (kRing - 1)] = r;
+      if (r >= 0) prefetch_row(r);
     };
-    if (n > 0) hash_and_fetch_slots(0);
-    if (n > kGroup) hash_and_fetch_slots(kGroup);
-    if (n > 0) fetch_rows(0);
-    for (Index g = 0; g < n; g += kGroup) {
-      if (g + 2 * kGroup < n) hash_and_fetch_slots(g + 2 * kGroup);
-      if (g + kGroup < n) fetch_rows(g + kGroup);
-      const std::uint64_t* hg = h[(g / kGroup) % 3];
-      const Index m = std::min(kGroup, n - g);
-      for (Index j = 0; j < m; ++j) {
-        const std::uint64_t key = keys[static_cast<std::size_t>(g + j)];
-        f(g + j, hg[j], slot_find(key, hg[j]));
-      }
+    for (Index i = 0; i < std::min(n, kSlotLead); ++i) hash(i);
+    for (Index i = 0; i < std::min(n, kRowLead); ++i) fetch_row(i);
+    for (Index i = 0; i < n; ++i) {
+      if (i + kSlotLead < n) hash(i + kSlotLead);
+      if (i + kRowLead < n) fetch_row(i + kRowLead);
+      const std::uint64_t key = keys[static_cast<std::size_t>(i)];
+      const std::uint64_t x = h[i & (kRing - 1)];
+      Index r = cand[i & (kRing - 1)];
+      if (r >= 0 && meta_[static_cast<std::size_t>(r)].key != key) r = slot_find(key, x);
+      f(i, x, r);
     }
   }
 
@@ -750,6 +747,7 @@ class KeyIndex {
     saved_.clear();
     victims_.clear();
     new_.clear();
+    miss_at_.clear();
     // The hits' sightings and step are written in the lookup pass itself, while their rows are
     // in cache; saved_ keeps what they were, restored if the batch is refused (MarkGuard). When
     // the step would rebase the clock, commit writes them instead.
@@ -763,6 +761,7 @@ class KeyIndex {
       work_[static_cast<std::size_t>(i)] = r;
       if (r < 0) {
         ++misses;
+        miss_at_.push_back(i);
         return;
       }
       Stat& st = meta_[static_cast<std::size_t>(r)];
@@ -811,30 +810,34 @@ class KeyIndex {
   /// sightings and largest score; work_[i] = -(their index + 2) at their positions.
   void group_new_keys(std::span<const std::uint64_t> keys, std::span<const double> scores,
                       std::span<const std::int64_t> counts) {
-    const auto n = static_cast<Index>(keys.size());
     if (misses_ == 0) return;
     const auto want = std::bit_ceil(static_cast<std::uint64_t>(misses_) * 2);
-    if (group_slots_.size() < want) {
-      group_slots_.assign(static_cast<std::size_t>(want), 0);
-      group_stamp_.assign(static_cast<std::size_t>(want), 0);
+    if (group_.size() < want) {
+      group_.assign(static_cast<std::size_t>(want), GroupSlot{0, 0, 0});
       stamp_ = 0;
     }
     if (++stamp_ == 0) {
-      std::fill(group_stamp_.begin(), group_stamp_.end(), 0U);
+      for (GroupSlot& g : group_) g.stamp = 0;
       stamp_ = 1;
     }
-    const std::uint64_t mask = group_slots_.size() - 1;
-    for (Index i = 0; i < n; ++i) {
+    const std::uint64_t mask = group_.size() - 1;
+    constexpr std::size_t ahead = 8;  // slots asked for before they are probed
+    for (std::size_t j = 0; j < miss_at_.size(); ++j) {
+#if defined(__GNUC__) || defined(__clang__)
+      if (j + ahead < miss_at_.size()) {
+        const std::uint64_t next = hashes_[static_cast<std::size_t>(miss_at_[j + ahead])];
+        __builtin_prefetch(group_.data() + (next & mask), 1, 3);
+      }
+#endif
+      const Index i = miss_at_[j];
       auto& w = work_[static_cast<std::size_t>(i)];
-      if (w >= 0) continue;
       const std::uint64_t key = keys[static_cast<std::size_t>(i)];
       const std::uint64_t h = hashes_[static_cast<std::size_t>(i)];
       auto p = static_cast<std::size_t>(h & mask);
       Index u = -1;
-      while (group_stamp_[p] == stamp_) {
-        const auto cand = static_cast<Index>(group_slots_[p]);
-        if (new_[static_cast<std::size_t>(cand)].key == key) {
-          u = cand;
+      while (group_[p].stamp == stamp_) {
+        if (group_[p].key == key) {
+          u = static_cast<Index>(group_[p].index);
           break;
         }
         p = (p + 1) & mask;
@@ -844,8 +847,7 @@ class KeyIndex {
       const double s = scores.empty() ? 0.0 : scores[static_cast<std::size_t>(i)];
       if (u < 0) {
         u = static_cast<Index>(new_.size());
-        group_stamp_[p] = stamp_;
-        group_slots_[p] = static_cast<std::uint32_t>(u);
+        group_[p] = GroupSlot{key, stamp_, static_cast<std::uint32_t>(u)};
         new_.push_back({key, h, c, s, i, -1, false});
       } else {
         NewKey& k = new_[static_cast<std::size_t>(u)];
@@ -935,7 +937,6 @@ class KeyIndex {
         evicted_.push_back(v);
       }
       const auto at = static_cast<std::size_t>(r);
-      meta_[at].key = k.key;
       meta_[at] = Stat{k.key, now, saturating_add(0, k.sightings)};
       if (has_decay) decay_[at] = static_cast<float>(k.sightings) * weight;
       if (options_.policy == EvictionPolicy::score) scores_[at] = k.score;
@@ -1252,8 +1253,15 @@ class KeyIndex {
   std::vector<KeyRow> evicted_;
   std::vector<KeyRow> added_;
   std::vector<Candidate> sample_;
-  std::vector<std::uint32_t> group_slots_;
-  std::vector<std::uint32_t> group_stamp_;
+  /// One slot of the batch's table of new keys: the key beside its stamp, so a probe reads one
+  /// line (stamp != stamp_ is an empty slot; bumping stamp_ empties the table).
+  struct GroupSlot {
+    std::uint64_t key;
+    std::uint32_t stamp;
+    std::uint32_t index;
+  };
+  std::vector<GroupSlot> group_;
+  std::vector<Index> miss_at_;  // the batch's positions without a row, ascending
   std::uint32_t stamp_ = 0;
 };
 
