@@ -153,12 +153,16 @@ TEST_CASE("a reused row starts fresh: values and optimizer state, for every opti
       CHECK(reused == fresh);
     }
   };
+  SECTION("plain SGD") { check(ember::optim::SGD<float>({.lr = 0.1})); }
   SECTION("SGD with momentum") { check(ember::optim::SGD<float>({.lr = 0.1, .momentum = 0.9})); }
   SECTION("SGD, Nesterov and weight decay") {
     check(ember::optim::SGD<float>(
         {.lr = 0.1, .momentum = 0.5, .weight_decay = 0.01, .nesterov = true}));
   }
   SECTION("Adam") { check(ember::optim::Adam<float>({.lr = 0.05})); }
+  SECTION("Adam with L2 weight decay") {
+    check(ember::optim::Adam<float>({.lr = 0.05, .weight_decay = 0.01}));
+  }
   SECTION("AdamW with per-row steps") {
     check(ember::optim::Adam<float>(
         {.lr = 0.05, .weight_decay = 0.1, .decoupled = true, .per_row_steps = true}));
