@@ -35,6 +35,7 @@
 #endif
 
 #include <ember/embedding.hpp>
+#include <ember/ggml/encode.hpp>
 #include <ember/ggml_embedding.hpp>
 #include <ember/io/ggml_type.hpp>
 
@@ -77,10 +78,9 @@ const Encoded& encoded(GgmlType type) {
     const ember::codec::Ggml codec(type);
     const auto rb = static_cast<std::size_t>(codec.units_per_row(kDim));
     e.bytes.resize(rb * static_cast<std::size_t>(kVocab));
-    const auto kt = ember::io::detail::kernel_type(type);
     const RowMatrix<float>& w = float_table().weight();
     for (Index r = 0; r < kDistinctRows; ++r) {
-      ember::detail::ggml::quantize(kt, w.row(r).data(), kDim,
+      ember::detail::ggml::quantize(type, w.row(r).data(), kDim,
                                     e.bytes.data() + static_cast<std::size_t>(r) * rb);
     }
     for (Index r = kDistinctRows; r < kVocab; ++r) {

@@ -22,7 +22,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/ensure_packages.sh
 ensure_packages cmake g++ make libeigen3-dev catch2 libbenchmark-dev nlohmann-json3-dev \
   libcli11-dev libopenblas-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev clang-tidy cppcheck \
-  qemu-user
+  qemu-user fasttext python3-fasttext
 
 checks=" ${EMBER_CHECKS-asan tsan fuzz static} "
 export EMBER_FUZZ_SECONDS="${EMBER_FUZZ_SECONDS:-20}"

@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "fuzz/fasttext_harness.hpp"
 #include "fuzz/harness.hpp"
 #include "support/io_files.hpp"
 
@@ -76,6 +77,9 @@ TEST_CASE("fuzz inputs replay: GloVe", "[reliability][fuzz]") {
 TEST_CASE("fuzz inputs replay: vocabulary", "[reliability][fuzz]") {
   CHECK(replay("vocabulary", ember_fuzz::fuzz_vocabulary) >= 2);
 }
+TEST_CASE("fuzz inputs replay: fastText", "[reliability][fuzz]") {
+  CHECK(replay("fasttext", ember_fuzz::fuzz_fasttext) >= 3);
+}
 TEST_CASE("fuzz inputs replay: the id path", "[reliability][fuzz]") {
   CHECK(replay("ids", ember_fuzz::fuzz_ids) >= 4);
 }
@@ -92,6 +96,7 @@ TEST_CASE("the harnesses accept pseudo-random inputs of every length up to 300 b
       {"glove", ember_fuzz::fuzz_glove},
       {"vocabulary", ember_fuzz::fuzz_vocabulary},
       {"ids", ember_fuzz::fuzz_ids},
+      {"fasttext", ember_fuzz::fuzz_fasttext},
   };
 #if defined(EMBER_FUZZ_HAVE_IO)
   all.emplace_back("safetensors", ember_fuzz::fuzz_safetensors);

@@ -1,13 +1,12 @@
-// ggml's block formats (detail/ggml_blocks.hpp) and io::GgmlType (io/ggml_type.hpp): quantization
+// ggml's block formats (ember/ggml/) and io::GgmlType (io/ggml_type.hpp): quantization
 // byte for byte and dequantization bit for bit against ggml's own reference code (the golden files
 // of tests/data/ggml/, see the README there), the fp16/bf16 conversions against Eigen, the fused
 // row dot product against its documented order, round-trip error bounds and the preconditions.
-#include "ember/detail/ggml_blocks.hpp"
+#include "ember/ggml/decode.hpp"
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -15,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "ember/ggml/encode.hpp"
 #include "ember/io/ggml_type.hpp"
 #include "ember/random.hpp"
 #include "support/ggml_inputs.hpp"
@@ -24,7 +24,7 @@ namespace {
 
 namespace gg = ember::detail::ggml;
 using ember::io::GgmlType;
-using Type = gg::Type;
+using Type = ember::GgmlType;
 using ember::Index;
 
 /// One golden file of tests/data/ggml/ (layout in its README).
@@ -153,7 +153,7 @@ TEST_CASE("ggml: GgmlType carries ggml's ids, names, block sizes and block bytes
     CHECK(ember::io::ggml_block_size(r.t) == r.block);
     CHECK(ember::io::ggml_type_size(r.t) == r.bytes);
     CHECK(ember::io::ggml_row_size(r.t, 4 * r.block) == 4 * r.bytes);
-    const gg::Traits tr = gg::traits(ember::io::detail::kernel_type(r.t));
+    const gg::Traits tr = gg::traits(r.t);
     CHECK(tr.block_size == r.block);
     CHECK(tr.block_bytes == r.bytes);
     CHECK(tr.name == r.name);
@@ -175,7 +175,7 @@ TEST_CASE("ggml: ember decodes exactly the 13 types of the codec table", "[ggml]
   for (const GgmlType t : {GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::IQ2_XXS, GgmlType::IQ4_NL,
                            GgmlType::I8, GgmlType::I32, GgmlType::F64, GgmlType::TQ1_0,
                            GgmlType::MXFP4, GgmlType::NVFP4, GgmlType::Q1_0, GgmlType::Q2_0}) {
-    CHECK_FALSE(gg::traits(ember::io::detail::kernel_type(t)).decodes);
+    CHECK_FALSE(gg::traits(t).decodes);
     CHECK_FALSE(ember::io::ggml_type_decodes(t));
   }
 }
@@ -332,7 +332,7 @@ TEST_CASE("ggml: dot_row fuses decoding with the documented summation order", "[
 
 TEST_CASE("ggml: round trips of N(0, 1) data stay within each type's error bound", "[ggml]") {
   // Bounds a little above the maxima measured on 64 x 4096 N(0, 1) values (docs/gguf.md lists
-  // them; `ember_tests "[ggml_errors]"` prints them).
+  // them; examples/ggml_errors.cpp prints them).
   struct Bound {
     Type t;
     double max_abs;
@@ -361,31 +361,6 @@ TEST_CASE("ggml: round trips of N(0, 1) data stay within each type's error bound
   }
 }
 
-TEST_CASE("ggml: error of each type on N(0, 1) data, for docs/gguf.md", "[.][ggml_errors]") {
-  ember::Random rng(11);
-  const Index d = 4096;
-  std::vector<float> x(static_cast<std::size_t>(d) * 64);
-  for (auto& v : x) v = static_cast<float>(rng.normal());
-  for (const Type t : gg::codec_types) {
-    const Index n = static_cast<Index>(x.size());
-    std::vector<std::uint8_t> q(static_cast<std::size_t>(gg::row_bytes(t, n)));
-    gg::quantize(t, x.data(), n, q.data());
-    std::vector<float> y(x.size());
-    gg::decode_row(t, q.data(), n, y.data());
-    double worst = 0;
-    double sq = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      const double e = std::fabs(double{y[i]} - double{x[i]});
-      worst = std::max(worst, e);
-      sq += e * e;
-    }
-    // A docs/gguf.md table row: type, block size, bytes per row at d = 4096, max and rms error.
-    std::printf("| %-4s | %3d | %5d | %.4f | %.4f |\n", gg::traits(t).name.data(),
-                static_cast<int>(gg::traits(t).block_size), static_cast<int>(gg::row_bytes(t, d)),
-                worst, std::sqrt(sq / static_cast<double>(x.size())));
-  }
-}
-
 TEST_CASE("ggml: the kernels' preconditions are checked by EMBER_ASSERT in test builds", "[ggml]") {
   std::vector<std::uint8_t> q(1024);
   std::vector<float> y(1024);
@@ -394,10 +369,6 @@ TEST_CASE("ggml: the kernels' preconditions are checked by EMBER_ASSERT in test 
   CHECK_THROWS_AS(gg::quantize(Type::Q4_0, y.data(), 33, q.data()), std::logic_error);
   CHECK_THROWS_AS(gg::dot_row(Type::Q8_0, q.data(), y.data(), 40), std::logic_error);
   // A type ember does not decode.
-  CHECK_THROWS_AS(
-      gg::decode_row(ember::io::detail::kernel_type(GgmlType::IQ2_XXS), q.data(), 256, y.data()),
-      std::logic_error);
-  CHECK_THROWS_AS(
-      gg::quantize(ember::io::detail::kernel_type(GgmlType::Q8_K), y.data(), 256, q.data()),
-      std::logic_error);
+  CHECK_THROWS_AS(gg::decode_row(GgmlType::IQ2_XXS, q.data(), 256, y.data()), std::logic_error);
+  CHECK_THROWS_AS(gg::quantize(GgmlType::Q8_K, y.data(), 256, q.data()), std::logic_error);
 }

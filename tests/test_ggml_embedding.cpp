@@ -283,8 +283,8 @@ TEST_CASE("ggml view: rows in caller memory, with a row stride", "[ggml_embeddin
   RowMatrix<float> ref(v, d);
   for (Index r = 0; r < v; ++r) {
     std::uint8_t* row = bytes.data() + r * stride;
-    ember::detail::ggml::quantize(ember::detail::ggml::Type::Q8_0, table.row(r).data(), d, row);
-    ember::detail::ggml::decode_row(ember::detail::ggml::Type::Q8_0, row, d, ref.row(r).data());
+    ember::detail::ggml::quantize(ember::GgmlType::Q8_0, table.row(r).data(), d, row);
+    ember::detail::ggml::decode_row(ember::GgmlType::Q8_0, row, d, ref.row(r).data());
   }
   const GgmlEmbeddingView view(codec, bytes.data(), v, d, stride, {},
                                ember::LookupScale::constant(2.0));

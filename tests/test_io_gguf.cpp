@@ -18,7 +18,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "ember/detail/ggml_blocks.hpp"
+#include "ember/ggml/decode.hpp"
+#include "ember/ggml/encode.hpp"
 #include "ember/io/ggml_type.hpp"
 #include "ember/random.hpp"
 #include "support/ggml_inputs.hpp"
@@ -148,7 +149,7 @@ TEST_CASE("gguf: every type ember encodes round-trips through a GGUF file, as gg
   const Index d = 512;
   const Index V = 5;
   const RowMatrix<float> table = ember_test::gguf_normal_table(V, d, 1);
-  for (const gg::Type kt : gg::codec_types) {
+  for (const GgmlType kt : gg::codec_types) {
     const auto t = static_cast<GgmlType>(kt);
     INFO(to_string(t));
     const std::string path = dir.file(std::string(to_string(t)) + ".gguf");
@@ -193,7 +194,7 @@ TEST_CASE("gguf: a written file holds ggml's quantization of the golden inputs",
   const std::vector<float> x = ember_test::ggml_common_rows();
   const Index rows = static_cast<Index>(x.size() / ember_test::ggml_row_len);
   const Eigen::Map<const RowMatrix<float>> table(x.data(), rows, 256);
-  for (const gg::Type kt : gg::codec_types) {
+  for (const GgmlType kt : gg::codec_types) {
     const auto t = static_cast<GgmlType>(kt);
     INFO(to_string(t));
     const std::string path = dir.file("golden.gguf");
@@ -408,6 +409,46 @@ TEST_CASE("gguf: GgufWriter refuses what it cannot write and writes nothing then
     CHECK(e.offset() == fn.info("bad").offset + 2 * 128);
   }
   CHECK(std::isnan(fn.load<float>("bad", {.allow_non_finite = true})(2, 17)));
+}
+
+TEST_CASE("gguf: GgufWriter refuses a double beyond float's range before writing anything",
+          "[io][gguf]") {
+  ScratchDir dir;
+  RowMatrix<double> t = ember_test::gguf_normal_table(3, 64, 8).cast<double>();
+  t(0, 5) = static_cast<double>(std::numeric_limits<float>::max());  // the largest float: fine
+  t(1, 6) = -std::numeric_limits<double>::infinity();                // stored as it is (F32 ...)
+  const std::string path = dir.file("wide.gguf");
+  {
+    std::ofstream old(path, std::ios::binary);
+    old << "previous contents";
+  }
+  for (const double big : {1e39, -1e300, std::numeric_limits<double>::max()}) {
+    t(2, 17) = big;
+    for (const GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0}) {
+      INFO(to_string(type) << " " << big);
+      GgufWriter w;
+      w.add("wide", t, type);
+      try {
+        w.save(path);
+        FAIL("stored " << big << " as " << to_string(type));
+      } catch (const ember::ValueError& e) {
+        CHECK_THAT(e.what(),
+                   Catch::Contains("GgufWriter::save: tensor 'wide' has value") &&
+                       Catch::Contains("at row 2, column 17, which overflows float (largest"));
+        CHECK(e.value() == big);
+      }
+      CHECK(ember_test::read_bytes(path).size() == std::string("previous contents").size());
+      CHECK(dir.entries() == 1);  // no temporary left either
+    }
+  }
+  // The float table's own values and the non-finite ones of F32 are written as before.
+  t(2, 17) = 1.0;
+  GgufWriter w;
+  w.add("wide", t, GgmlType::F32);
+  w.save(path);
+  const RowMatrix<float> back = GgufFile(path).load<float>("wide", {.allow_non_finite = true});
+  CHECK(back(0, 5) == std::numeric_limits<float>::max());
+  CHECK(std::isinf(back(1, 6)));
 }
 
 TEST_CASE("gguf: a tensor of a type ember does not decode leaves the file readable", "[io][gguf]") {

@@ -3,6 +3,9 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <span>
+#include <type_traits>
+
 #define EMBER_VERSION_MAJOR 0
 #define EMBER_VERSION_MINOR 1
 #define EMBER_VERSION_PATCH 0
@@ -113,18 +116,39 @@ namespace ember::inline EMBER_ISA {
 
 namespace detail {
 
-/// Returns x as computed, rounded to its type, through a register the compiler cannot see into:
-/// a product passed through it is never contracted with a later add into a fused multiply-add
-/// (GCC contracts across statements by default, even in ISO mode), so units built with and
-/// without FMA compute the same bits.
+/// The one way ember keeps a product rounded before it is added: pass it through rounded(). GCC
+/// contracts a product and a later add into a fused multiply-add across statements by default
+/// (even in ISO mode), clang within one; either changes the bits, and units built with and without
+/// FMA would disagree. rounded(x) returns x as computed, through a register the compiler cannot
+/// see into (a scalar or a SIMD vector) or through memory (an Eigen tile of products);
+/// rounded(buffer) does the same in place for products stored in a buffer (a local array or a
+/// row: the loops before and after it still vectorise; detail/simd.hpp adds it for the AVX
+/// vectors of its target-attributed kernels). Kernels with a rounding contract (ggml's
+/// reference arithmetic, the fused lookups, bags and backward) use this and nothing else; a product
+/// that is only stored needs nothing, and explicit FMA intrinsics say what they fuse.
 template <class T>
 [[nodiscard]] EMBER_ALWAYS_INLINE T rounded(T x) noexcept {
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
-  asm("" : "+x"(x));
+  if constexpr (std::is_class_v<T>) {
+    asm volatile("" : "+m"(x));
+  } else {
+    asm("" : "+x"(x));
+  }
 #elif defined(__GNUC__) || defined(__clang__)
-  asm("" : "+m"(x));
+  asm volatile("" : "+m"(x));
 #endif
   return x;
+}
+
+/// rounded() for the values of a buffer, in place: they are in memory, as computed, before any
+/// later read of them.
+template <class T>
+EMBER_ALWAYS_INLINE void rounded(std::span<T> buffer) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  asm volatile("" : : "r"(buffer.data()) : "memory");
+#else
+  static_cast<void>(buffer);
+#endif
 }
 
 }  // namespace detail

@@ -68,9 +68,10 @@ struct BagFeature {
 /// tables.emplace_back(50, 8, 2);                         // categories
 /// ember::TableBatchedBags<float> tbe(std::move(tables),
 ///     {{.table = 0}, {.table = 1, .mode = ember::BagMode::mean}, {.table = 0}});
-/// std::vector<int> indices{3, 7, 1, 2, 2, 9, 12, 40};   // feature 0: {3}, {7}; 1: {1, 2}, {2}; 2:
-/// {9, 12}, {40} std::vector<int> offsets{0, 1, 2, 4, 5, 7, 8}; ember::RowMatrix<float> out =
-/// tbe.forward(indices, offsets);   // 2 x (16 + 8 + 16)
+/// // Bags: feature 0 {3}, {7}; feature 1 {1, 2}, {2}; feature 2 {9, 12}, {40}.
+/// std::vector<int> indices{3, 7, 1, 2, 2, 9, 12, 40};
+/// std::vector<int> offsets{0, 1, 2, 4, 5, 7, 8};
+/// ember::RowMatrix<float> out = tbe.forward(indices, offsets);  // 2 x (16 + 8 + 16)
 /// ```
 template <class X = float>
 class TableBatchedBags {
@@ -319,6 +320,7 @@ class TableBatchedBags {
   Layout from_offsets(const R& indices, const O& offsets, const char* where) const {
     const auto n = static_cast<Index>(std::size(indices));
     return detail::with_ids(offsets, [&](auto off) {
+      detail::check_int64_range(off, where, "offsets");
       const auto m = static_cast<Index>(off.size());
       if (m == 0) {
         throw ShapeError(std::string(where) + ": offsets is empty; it needs F·B + 1 entries", 0, 1,
@@ -352,6 +354,7 @@ class TableBatchedBags {
   Layout from_lengths(const R& indices, const L& lengths, const char* where) const {
     const auto n = static_cast<Index>(std::size(indices));
     return detail::with_ids(lengths, [&](auto len) {
+      detail::check_int64_range(len, where, "lengths");
       const auto m = static_cast<Index>(len.size());
       Layout layout;
       layout.batch = batch_of(m, "lengths", where);
@@ -406,12 +409,11 @@ class TableBatchedBags {
       for (Index i = begin; i < end; ++i) {
         const Id id = ids[static_cast<std::size_t>(i)];
         if (std::cmp_less(id, 0) || std::cmp_greater_equal(id, vocab)) [[unlikely]] {
-          const auto value = static_cast<std::int64_t>(id);
-          throw IndexError(std::string(where) + ": id " + std::to_string(value) + " at position " +
+          throw IndexError(std::string(where) + ": id " + detail::int_text(id) + " at position " +
                                std::to_string(i) + " (feature " + std::to_string(f) + ", table " +
                                std::to_string(feature(f).table) + ") is outside [0, " +
                                std::to_string(vocab) + ")",
-                           i, value, vocab);
+                           i, detail::int64_field(id), vocab);
         }
       }
     }

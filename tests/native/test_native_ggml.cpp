@@ -1,5 +1,5 @@
 // ggml row kernels built with -march=native (binary ember_native_tests): the AVX2 block decoders
-// and dot products of detail/ggml_rows.hpp exist only when the target has AVX2, which the portable
+// and dot products of ember/ggml/rows.hpp exist only when the target has AVX2, which the portable
 // ember_tests build does not assume. Checked here against ggml's reference decoders as the
 // benchmarks run them: decoded values bit for bit (any block bytes, streaming stores or not), dot
 // products within float rounding.
@@ -11,8 +11,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "ember/detail/ggml_blocks.hpp"
-#include "ember/detail/ggml_rows.hpp"
+#include "ember/ggml/decode.hpp"
+#include "ember/ggml/encode.hpp"
+#include "ember/ggml/rows.hpp"
 #include "ember/random.hpp"
 
 namespace gg = ember::detail::ggml;
@@ -42,7 +43,7 @@ bool native_same_bits(const float* a, const float* b, Index n) {
 
 TEST_CASE("the ggml row decoders built for this machine give the reference decoders' bits",
           "[ggml][kernels][native]") {
-  for (const gg::Type t : gg::codec_types) {
+  for (const ember::GgmlType t : gg::codec_types) {
     const Index block = gg::traits(t).block_size;
     for (const Index blocks : {Index{1}, Index{3}, Index{16}}) {
       // Plain types: widths off the 32-value vector step too.
@@ -72,8 +73,10 @@ TEST_CASE("the ggml row decoders built for this machine give the reference decod
 TEST_CASE("the ggml dot products built for this machine are within float rounding of exact",
           "[ggml][kernels][native]") {
   ember::Random rng(77);
-  for (const gg::Type t : gg::codec_types) {
-    const Index d = t == gg::Type::F32 || t == gg::Type::F16 || t == gg::Type::BF16 ? 519 : 512;
+  for (const ember::GgmlType t : gg::codec_types) {
+    const Index d =
+        t == ember::GgmlType::F32 || t == ember::GgmlType::F16 || t == ember::GgmlType::BF16 ? 519
+                                                                                             : 512;
     const Index rows = 5;
     const Index rb = gg::row_bytes(t, d);
     std::vector<float> x(static_cast<std::size_t>(rows * d));

@@ -8,10 +8,9 @@
 #include <string>
 
 #include "ember/config.hpp"
-#include "ember/detail/ggml_blocks.hpp"
-#include "ember/detail/ggml_rows.hpp"
 #include "ember/errors.hpp"
-#include "ember/io/ggml_type.hpp"
+#include "ember/ggml/rows.hpp"
+#include "ember/ggml/type.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::codec {
@@ -22,7 +21,7 @@ namespace ember::inline EMBER_ISA::codec {
 /// bytes, so a table of this codec is a view of row bytes (element_rows is false).
 ///
 /// Decoding at lookup scale s gives float(ggml's dequantized value) · s: the value is exactly
-/// ggml's dequantize_row_* output (detail/ggml_blocks.hpp, tested against ggml's own bytes and
+/// ggml's dequantize_row_* output (ggml/decode.hpp, tested against ggml's own bytes and
 /// floats), and s is applied to it in one more rounding, never folded into a block's scale.
 ///
 /// Tied logits of up to 8 hidden rows read each encoded row once and dot it with the hidden rows
@@ -39,12 +38,12 @@ class Ggml {
   static constexpr const char* view_family = "GgmlEmbeddingView";
 
   /// The codec of `type`.
-  /// Throws: ValueError naming the type unless ember decodes it (io::ggml_type_decodes: F32, F16,
+  /// Throws: ValueError naming the type unless ember decodes it (ggml_type_decodes: F32, F16,
   ///         BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K ... Q6_K).
-  explicit Ggml(io::GgmlType type) : type_(checked(type)) {}
+  explicit Ggml(GgmlType type) : type_(checked(type)) {}
 
   /// The ggml type of the rows.
-  [[nodiscard]] io::GgmlType type() const noexcept { return static_cast<io::GgmlType>(type_); }
+  [[nodiscard]] GgmlType type() const noexcept { return type_; }
   /// ggml's name of the type ("q4_K", "f16", ...).
   [[nodiscard]] const char* name() const noexcept {
     return detail::ggml::traits(type_).name.data();
@@ -63,13 +62,15 @@ class Ggml {
     detail::ggml::decode_row_scaled<false>(type_, row, d, s, dst);
   }
 
-  /// decode_row with non-temporal stores where the build has AVX2, for outputs too large to stay
-  /// in cache; dst must be 32-byte aligned, and the caller issues an sfence before the output is
-  /// read by another thread.
+#if EMBER_DETAIL_GGML_AVX2
+  /// decode_row with non-temporal stores (builds with AVX2 only: without, a lookup has nothing
+  /// to stream), for outputs too large to stay in cache; dst must be 32-byte aligned, and the
+  /// caller issues an sfence before the output is read by another thread.
   EMBER_ALWAYS_INLINE void decode_row_streaming(const std::uint8_t* row, Index d, float s,
                                                 float* dst) const {
     detail::ggml::decode_row_scaled<true>(type_, row, d, s, dst);
   }
+#endif
 
   /// out[j·out_stride + r] = Σ_c decoded(row r)[c] · h[j·h_stride + c] for `count` rows starting
   /// at `rows` (row_stride bytes apart) and n vectors h: detail::ggml::dot_rows, which documents
@@ -80,17 +81,17 @@ class Ggml {
   }
 
  private:
-  static detail::ggml::Type checked(io::GgmlType type) {
-    if (!io::ggml_type_decodes(type)) {
+  static GgmlType checked(GgmlType type) {
+    if (!ggml_type_decodes(type)) {
       throw ValueError("codec::Ggml: ember does not decode ggml type " +
-                           std::string(io::to_string(type)) + " (id " +
+                           std::string(to_string(type)) + " (id " +
                            std::to_string(static_cast<std::uint32_t>(type)) + ")",
                        static_cast<double>(static_cast<std::uint32_t>(type)));
     }
-    return io::detail::kernel_type(type);
+    return type;
   }
 
-  detail::ggml::Type type_;
+  GgmlType type_;
 };
 
 }  // namespace ember::inline EMBER_ISA::codec

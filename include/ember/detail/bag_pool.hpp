@@ -52,9 +52,8 @@ Index bag_sum_columns(ConstTableRef<T> table, std::span<const Id> ids, Index beg
     if (id == skip_row) continue;
     const Eigen::Map<const Tile> row(table.row(static_cast<Index>(id)) + c0, width);
     if (weights != nullptr) {
-      Tile product = weights[i] * row;
-      round_in_memory(product);
-      acc += product;
+      const Tile product = weights[i] * row;
+      acc += rounded(product);
     } else {
       acc += row;
     }

@@ -180,10 +180,10 @@ struct GatheredRows {
   [[nodiscard]] const T* contribution(Index p, T* scratch) const noexcept {
     const T* row = source_row(p);
     if (coef == nullptr) return row;
-    // Its own pass through memory: summed in another, the product cannot be contracted into an
-    // FMA with the sum (which would round once where a materialised row rounds twice).
+    // Rounded before it is summed, as a materialised row is.
     Eigen::Map<RowVector<T>>(scratch, src.cols) =
         coef[p] * Eigen::Map<const RowVector<T>>(row, src.cols);
+    rounded(std::span<T>(scratch, static_cast<std::size_t>(src.cols)));
     return scratch;
   }
   [[nodiscard]] const T* source_row(Index p) const noexcept {
@@ -237,10 +237,10 @@ void add_row_sum(const Rows& rows, Index d, std::span<const Index> positions, T 
     out = row_scale * acc;
     return;
   }
-  // Scale in its own pass through memory, then add: GCC contracts a*b + c into an FMA by default
-  // in C++ (even at -std=c++20), and its single rounding would make the running value depend on
-  // the order of backward calls. Two separate loops cannot be contracted.
+  // Scaled and rounded, then added: a fused multiply-add would make the running value depend on
+  // the order of backward calls.
   acc *= row_scale;
+  rounded(std::span<T>(sum, static_cast<std::size_t>(d)));
   out += acc;
 }
 

@@ -1,17 +1,20 @@
-/// The one way ember keeps a product rounded before an add: the row kernels out = w · s + p used
-/// by every fused path, in portable, AVX and AVX-512 forms with cached or streaming stores. Each
-/// form rounds w · s before adding p, so every fused path gives the bits of a lookup followed by
-/// a separate add, whatever the compiler may contract into a fused multiply-add.
+/// The row kernels out = w · s + p used by every fused path, in portable, AVX and AVX-512 forms
+/// with cached or streaming stores. Each form rounds w · s before adding p (detail::rounded), so
+/// every fused path gives the bits of a lookup followed by a separate add.
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include <Eigen/Core>
 
 #include "ember/config.hpp"
 #include "ember/types.hpp"
 
+// 1 where the AVX and AVX-512 row kernels below are compiled (x86 GCC and clang, with target
+// attributes, whatever the build targets); with_row_policy picks one only where the build targets
+// that instruction set.
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 #define EMBER_DETAIL_HAVE_AVX_ROWS 1
@@ -27,19 +30,28 @@ namespace ember::inline EMBER_ISA::detail {
 /// that is evicted anyway.
 inline constexpr Index kStreamMinBytes = Index{2} << 20;
 
-/// Row policy: the portable loop: one Eigen expression on x86 without AVX (no FMA to contract
-/// into), else the product stored in a first pass and p added in a second, which nothing fuses.
+/// o[c] = rounded(x(c) · a) + b(c) for c in [0, d): chunks of 16 products rounded together, so
+/// both loops of a chunk vectorise (the portable form of a product rounded before its add).
+template <class T, class X, class B>
+EMBER_ALWAYS_INLINE void times_plus(Index d, X x, T a, B b, T* o) noexcept {
+  constexpr Index chunk = 16;
+  Index c = 0;
+  for (; c + chunk <= d; c += chunk) {
+    T prod[chunk];
+    for (Index k = 0; k < chunk; ++k) prod[k] = x(c + k) * a;
+    rounded(std::span<T>(prod));
+    for (Index k = 0; k < chunk; ++k) o[c + k] = prod[k] + b(c + k);
+  }
+  for (; c < d; ++c) o[c] = rounded(x(c) * a) + b(c);
+}
+
+/// Row policy: the portable loop (times_plus).
 struct PlainRows {};
 
 template <class T>
 inline void scaled_add_row(PlainRows, const T* w, const T* p, T s, T* o, Index d) noexcept {
-  Eigen::Map<RowVector<T>> out(o, d);
-#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || defined(_M_IX86)
-  out = Eigen::Map<const RowVector<T>>(w, d) * s + Eigen::Map<const RowVector<T>>(p, d);
-#else
-  out = Eigen::Map<const RowVector<T>>(w, d) * s;
-  out += Eigen::Map<const RowVector<T>>(p, d);
-#endif
+  times_plus(
+      d, [w](Index c) { return w[c]; }, s, [p](Index c) { return p[c]; }, o);
 }
 
 #if EMBER_DETAIL_HAVE_AVX_ROWS
@@ -61,6 +73,25 @@ struct Avx512RowsT {};
 using Avx512Rows = Avx512RowsT<false>;
 using Avx512StreamRows = Avx512RowsT<true>;
 
+/// rounded() for the vectors of the kernels below, which a unit built without AVX compiles under
+/// target attributes only (the template would pass them by value without AVX).
+EMBER_DETAIL_TARGET_AVX inline __m256 rounded(__m256 x) noexcept {
+  asm("" : "+x"(x));
+  return x;
+}
+EMBER_DETAIL_TARGET_AVX inline __m256d rounded(__m256d x) noexcept {
+  asm("" : "+x"(x));
+  return x;
+}
+EMBER_DETAIL_TARGET_AVX512 inline __m512 rounded(__m512 x) noexcept {
+  asm("" : "+v"(x));
+  return x;
+}
+EMBER_DETAIL_TARGET_AVX512 inline __m512d rounded(__m512d x) noexcept {
+  asm("" : "+v"(x));
+  return x;
+}
+
 /// Orders this thread's non-temporal stores before anything it does next (e.g. leaving the
 /// parallel region whose join publishes the output).
 EMBER_DETAIL_TARGET_AVX inline void stream_fence() noexcept { _mm_sfence(); }
@@ -68,22 +99,17 @@ EMBER_DETAIL_TARGET_AVX inline void stream_fence() noexcept { _mm_sfence(); }
 template <class T>
 EMBER_DETAIL_TARGET_AVX inline void scaled_add_scalars(const T* w, const T* p, T s, T* o,
                                                        Index begin, Index end) noexcept {
-  // The vector paths below spell detail::rounded's empty asm on their 256/512-bit products.
   for (Index c = begin; c < end; ++c) o[c] = rounded(w[c] * s) + p[c];
 }
 
 EMBER_DETAIL_TARGET_AVX inline __m256 scaled_add8(const float* w, const float* p,
                                                   __m256 s) noexcept {
-  __m256 prod = _mm256_mul_ps(_mm256_loadu_ps(w), s);
-  asm("" : "+x"(prod));
-  return _mm256_add_ps(prod, _mm256_loadu_ps(p));
+  return _mm256_add_ps(rounded(_mm256_mul_ps(_mm256_loadu_ps(w), s)), _mm256_loadu_ps(p));
 }
 
 EMBER_DETAIL_TARGET_AVX inline __m256d scaled_add8(const double* w, const double* p,
                                                    __m256d s) noexcept {
-  __m256d prod = _mm256_mul_pd(_mm256_loadu_pd(w), s);
-  asm("" : "+x"(prod));
-  return _mm256_add_pd(prod, _mm256_loadu_pd(p));
+  return _mm256_add_pd(rounded(_mm256_mul_pd(_mm256_loadu_pd(w), s)), _mm256_loadu_pd(p));
 }
 
 EMBER_DETAIL_TARGET_AVX inline __m256 broadcast(float s) noexcept { return _mm256_set1_ps(s); }
@@ -125,16 +151,12 @@ EMBER_DETAIL_TARGET_AVX inline void scaled_add_row(AvxRowsT<Stream>, const T* w,
 
 EMBER_DETAIL_TARGET_AVX512 inline __m512 scaled_add16(const float* w, const float* p,
                                                       __m512 s) noexcept {
-  __m512 prod = _mm512_mul_ps(_mm512_loadu_ps(w), s);
-  asm("" : "+v"(prod));
-  return _mm512_add_ps(prod, _mm512_loadu_ps(p));
+  return _mm512_add_ps(rounded(_mm512_mul_ps(_mm512_loadu_ps(w), s)), _mm512_loadu_ps(p));
 }
 
 EMBER_DETAIL_TARGET_AVX512 inline __m512d scaled_add16(const double* w, const double* p,
                                                        __m512d s) noexcept {
-  __m512d prod = _mm512_mul_pd(_mm512_loadu_pd(w), s);
-  asm("" : "+v"(prod));
-  return _mm512_add_pd(prod, _mm512_loadu_pd(p));
+  return _mm512_add_pd(rounded(_mm512_mul_pd(_mm512_loadu_pd(w), s)), _mm512_loadu_pd(p));
 }
 
 EMBER_DETAIL_TARGET_AVX512 inline __m512 broadcast512(float s) noexcept {
@@ -176,8 +198,7 @@ EMBER_DETAIL_TARGET_AVX512 inline void scaled_add_row(Avx512RowsT<Stream>, const
 #endif
 
 /// dst[c] = float(q[c]) · a + b for c < d, the product rounded before the add in every build: one
-/// pass in the widest vectors (the product through an empty asm), else, where the target may
-/// fuse, the products stored in one pass and b added in another.
+/// pass in the widest vectors, the rest by times_plus.
 inline void codes_times_plus(const std::uint8_t* q, Index d, float a, float b,
                              float* dst) noexcept {
   Index c = 0;
@@ -190,38 +211,21 @@ inline void codes_times_plus(const std::uint8_t* q, Index d, float a, float b,
     // intrinsics start from _mm512_undefined_*(), which GCC 12 reports as maybe-uninitialized
     // once inlined (a false positive, fatal for users building with -Werror).
     const __m512i ints = _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, codes);
-    __m512 prod = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, ints), va);
-    asm("" : "+v"(prod));
-    _mm512_storeu_ps(dst + c, _mm512_add_ps(prod, vb));
+    const __m512 prod = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, ints), va);
+    _mm512_storeu_ps(dst + c, _mm512_add_ps(rounded(prod), vb));
   }
 #elif EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX2__)
   const __m256 va = _mm256_set1_ps(a);
   const __m256 vb = _mm256_set1_ps(b);
   for (; c + 8 <= d; c += 8) {
     const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c));
-    __m256 prod = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes)), va);
-    asm("" : "+x"(prod));
-    _mm256_storeu_ps(dst + c, _mm256_add_ps(prod, vb));
+    const __m256 prod = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes)), va);
+    _mm256_storeu_ps(dst + c, _mm256_add_ps(rounded(prod), vb));
   }
-#elif (defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || defined(_M_IX86)) && \
-    !defined(__FMA__)
-  for (; c < d; ++c) dst[c] = static_cast<float>(q[c]) * a + b;  // no FMA: nothing to fuse
-#else
-  for (Index k = c; k < d; ++k) dst[k] = static_cast<float>(q[k]) * a;
-  for (; c < d; ++c) dst[c] += b;
 #endif
-  for (; c < d; ++c) dst[c] = rounded(static_cast<float>(q[c]) * a) + b;
-}
-
-/// Makes the compiler keep `x` as computed, in memory, before its next use: a product passed
-/// through it is never contracted with a later add into an FMA (which would change the bits).
-template <class X>
-EMBER_ALWAYS_INLINE void round_in_memory(X& x) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-  asm volatile("" : "+m"(x));
-#else
-  static_cast<void>(x);
-#endif
+  times_plus(
+      d - c, [codes = q + c](Index k) { return static_cast<float>(codes[k]); }, a,
+      [b](Index) { return b; }, dst + c);
 }
 
 /// True for the row policies whose stores are non-temporal (a chunk ends with stream_fence()).

@@ -26,8 +26,9 @@
 
 #include <Eigen/Core>
 
-#include "ember/detail/ggml_blocks.hpp"
 #include "ember/errors.hpp"
+#include "ember/ggml/decode.hpp"
+#include "ember/ggml/encode.hpp"
 #include "ember/ggml_embedding.hpp"
 #include "ember/io/detail/atomic_write.hpp"
 #include "ember/io/detail/byteorder.hpp"
@@ -290,10 +291,9 @@ class GgufFile {
     for (Index r = 0; r < rows; ++r) {
       const std::uint8_t* src = p + static_cast<std::size_t>(r) * rb;
       if constexpr (std::is_same_v<T, float>) {
-        ember::detail::ggml::decode_row(detail::kernel_type(t.type), src, cols,
-                                        out.data() + r * cols);
+        ember::detail::ggml::decode_row(t.type, src, cols, out.data() + r * cols);
       } else {
-        ember::detail::ggml::decode_row(detail::kernel_type(t.type), src, cols, buf.data());
+        ember::detail::ggml::decode_row(t.type, src, cols, buf.data());
         for (Index c = 0; c < cols; ++c)
           out(r, c) = static_cast<double>(buf[static_cast<std::size_t>(c)]);
       }
@@ -777,6 +777,12 @@ class GgufWriter {
     static_assert(Scalar<S>, "GgufWriter::add: the table must hold float or double");
     static_assert(static_cast<bool>(Derived::IsRowMajor) || Derived::ColsAtCompileTime == 1,
                   "GgufWriter::add: the table must be row-major");
+    constexpr bool direct = static_cast<bool>(Derived::Flags & Eigen::DirectAccessBit);
+    static_assert(direct,
+                  "GgufWriter::add: pass a matrix that owns or maps its data (a RowMatrix, a Map, "
+                  "a block of one), not an expression such as RowMatrix<float>::Zero(V, d): the "
+                  "writer reads the rows at save(), so evaluate the expression into a RowMatrix "
+                  "that lives until then");
     if (name.empty() || name.size() > gguf_max_name) {
       throw ValueError("GgufWriter::add: tensor name '" + name + "' is empty or longer than " +
                            std::to_string(gguf_max_name) + " bytes",
@@ -802,7 +808,7 @@ class GgufWriter {
                            "'s block of " + std::to_string(block) + " elements",
                        1, block, d);
     }
-    entries_.push_back({name, type, ember::detail::const_table(table)});
+    if constexpr (direct) entries_.push_back({name, type, ember::detail::const_table(table)});
     return *this;
   }
 
@@ -878,10 +884,12 @@ class GgufWriter {
   }
 
   /// Writes the file (temporary in the same directory, fsync, rename).
-  /// Throws: ValueError naming the tensor, row and column of a NaN or infinite value in a table
-  /// stored as a block type (ggml's quantizers have no defined result for them; F32, F16 and BF16
-  /// store them as they are), found while the rows are written; FormatError on I/O failure.
-  /// `path` is untouched when it throws (the temporary is removed).
+  /// Throws: ValueError naming the tensor, row, column and value of a finite value of a double
+  /// table beyond float's range (it would become an infinity; as from_float, checked before
+  /// anything is written), or of a NaN or infinite value in a table stored as a block type
+  /// (ggml's quantizers have no defined result for them; F32, F16 and BF16 store them as they
+  /// are), found while the rows are written; FormatError on I/O failure. `path` is untouched when
+  /// it throws (the temporary is removed).
   /// Complexity: O(total elements) quantization, streamed through a buffer of about 1 MB.
   void save(const std::string& path) const {
     const std::uint64_t align = alignment();
@@ -911,6 +919,7 @@ class GgufWriter {
     }
     head.resize(static_cast<std::size_t>(padded(head.size(), align)), 0);
 
+    for (const Entry& e : entries_) check_float_range(e);
     detail::AtomicFile out(path);
     out.write(head.data(), head.size());
     std::vector<float> row;
@@ -930,7 +939,7 @@ class GgufWriter {
         for (Index r = r0; r < r1; ++r) {
           const float* src = row_as_float(e, r, row);
           if (blocks) check_finite_row(e, r, src);
-          ember::detail::ggml::quantize(detail::kernel_type(e.type), src, cols,
+          ember::detail::ggml::quantize(e.type, src, cols,
                                         buf.data() + static_cast<std::size_t>(r - r0) * rb);
         }
         out.write(buf.data(), static_cast<std::size_t>(r1 - r0) * rb);
@@ -1031,6 +1040,24 @@ class GgufWriter {
     const double* src = std::get<ember::detail::ConstTableRef<double>>(e.table).row(r);
     for (std::size_t c = 0; c < buf.size(); ++c) buf[c] = static_cast<float>(src[c]);
     return buf.data();
+  }
+
+  /// Throws the ValueError of save() when a double table holds a finite value beyond float's range.
+  static void check_float_range(const Entry& e) {
+    const auto* t = std::get_if<ember::detail::ConstTableRef<double>>(&e.table);
+    if (t == nullptr) return;
+    constexpr auto limit = static_cast<double>(std::numeric_limits<float>::max());
+    for (Index r = 0; r < t->rows; ++r) {
+      for (Index c = 0; c < t->cols; ++c) {
+        const double x = t->row(r)[c];
+        if (!std::isfinite(x) || std::abs(x) <= limit) continue;
+        throw ValueError("GgufWriter::save: tensor '" + e.name + "' has value " +
+                             std::to_string(x) + " at row " + std::to_string(r) + ", column " +
+                             std::to_string(c) + ", which overflows float (largest " +
+                             std::to_string(limit) + ")",
+                         x);
+      }
+    }
   }
 
   /// Throws the ValueError of save() when row r (in float) of a block-type tensor holds a NaN or

@@ -1,19 +1,23 @@
 /// Row kernels over ggml's block formats for lookups and tied logits: a row decoded and scaled
 /// straight into its output (cached or streaming stores), and dot products of encoded rows with up
 /// to four float vectors at a time, reading each encoded row once. AVX2 where the build has it,
-/// ggml's reference decoders (detail/ggml_blocks.hpp) otherwise; the decoded values are those of
-/// the reference decoders bit for bit in every build.
+/// ggml's reference decoders (ggml/decode.hpp) otherwise; the decoded values are those of the
+/// reference decoders bit for bit in every build.
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "ember/config.hpp"
-#include "ember/detail/ggml_blocks.hpp"
+#include "ember/ggml/blocks.hpp"
+#include "ember/ggml/decode.hpp"
+#include "ember/ggml/type.hpp"
 #include "ember/types.hpp"
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__) && defined(__F16C__)
@@ -21,15 +25,6 @@
 #define EMBER_DETAIL_GGML_AVX2 1
 #else
 #define EMBER_DETAIL_GGML_AVX2 0
-#endif
-
-// The helpers of ggml_blocks.hpp these kernels call per block (scale_min_k4, q3_k_scales, load_u32,
-// ...) are compiled with contraction off; GCC inlines only functions built with the same options,
-// so the kernels here use the same setting (they need nothing else: their products are kept rounded
-// by detail::rounded's empty asm, and the dot products ask for fused multiply-adds explicitly).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=off")
 #endif
 
 namespace ember::inline EMBER_ISA::detail::ggml {
@@ -54,9 +49,7 @@ EMBER_ALWAYS_INLINE __m256 times(__m256i q, __m256 a) noexcept {
 
 /// float(q) · a + b for 8 integer codes, the product rounded before the add.
 EMBER_ALWAYS_INLINE __m256 times_plus(__m256i q, __m256 a, __m256 b) noexcept {
-  __m256 p = times(q, a);
-  asm("" : "+x"(p));
-  return _mm256_add_ps(p, b);
+  return _mm256_add_ps(rounded(times(q, a)), b);
 }
 
 EMBER_ALWAYS_INLINE __m128i load16(const std::uint8_t* p) noexcept {
@@ -134,55 +127,68 @@ EMBER_ALWAYS_INLINE void fifth_bits(std::uint32_t qh, __m128i& first, __m128i& s
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void q4_0(const std::uint8_t* b, Index c, Sink& sink) {
-  const __m128i qs = load16(b + 2);
-  const float d = half_at(b);
+EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ4_0>, const std::uint8_t* b, Index c,
+                              Sink& sink) {
+  using B = BlockQ4_0;
+  const __m128i qs = load16(b + offsetof(B, qs));
+  const float d = half_at(b + offsetof(B, d));
   put_bytes<false, true>(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), 8, d, 0.0f, d, 0.0f);
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void q4_1(const std::uint8_t* b, Index c, Sink& sink) {
-  const float d = half_at(b);
-  const float m = half_at(b + 2);
-  const __m128i qs = load16(b + 4);
+EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ4_1>, const std::uint8_t* b, Index c,
+                              Sink& sink) {
+  using B = BlockQ4_1;
+  const float d = half_at(b + offsetof(B, d));
+  const float m = half_at(b + offsetof(B, m));
+  const __m128i qs = load16(b + offsetof(B, qs));
   put_bytes<true, true>(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), 0, d, m, d, m);
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void q5_0(const std::uint8_t* b, Index c, Sink& sink) {
+EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ5_0>, const std::uint8_t* b, Index c,
+                              Sink& sink) {
+  using B = BlockQ5_0;
   __m128i h0, h1;
-  fifth_bits(load_u32(b + 2), h0, h1);
-  const __m128i qs = load16(b + 6);
-  const float d = half_at(b);
+  fifth_bits(load_u32(b + offsetof(B, qh)), h0, h1);
+  const __m128i qs = load16(b + offsetof(B, qs));
+  const float d = half_at(b + offsetof(B, d));
   put_bytes<false, true>(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0),
                          _mm_or_si128(bits(qs, 4, 0x0F), h1), 16, d, 0.0f, d, 0.0f);
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void q5_1(const std::uint8_t* b, Index c, Sink& sink) {
-  const float d = half_at(b);
-  const float m = half_at(b + 2);
+EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ5_1>, const std::uint8_t* b, Index c,
+                              Sink& sink) {
+  using B = BlockQ5_1;
+  const float d = half_at(b + offsetof(B, d));
+  const float m = half_at(b + offsetof(B, m));
   __m128i h0, h1;
-  fifth_bits(load_u32(b + 4), h0, h1);
-  const __m128i qs = load16(b + 8);
+  fifth_bits(load_u32(b + offsetof(B, qh)), h0, h1);
+  const __m128i qs = load16(b + offsetof(B, qs));
   put_bytes<true, true>(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0),
                         _mm_or_si128(bits(qs, 4, 0x0F), h1), 0, d, m, d, m);
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void q8_0(const std::uint8_t* b, Index c, Sink& sink) {
-  const float d = half_at(b);
-  sink.codes(c, Codes32<false, true, true>{{load16(b + 2), load16(b + 18)}, 0, d, 0.0f, d, 0.0f});
+EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ8_0>, const std::uint8_t* b, Index c,
+                              Sink& sink) {
+  using B = BlockQ8_0;
+  const float d = half_at(b + offsetof(B, d));
+  const std::uint8_t* qs = b + offsetof(B, qs);
+  sink.codes(c, Codes32<false, true, true>{{load16(qs), load16(qs + 16)}, 0, d, 0.0f, d, 0.0f});
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void q2_k(const std::uint8_t* b, Index c, Sink& sink) {
-  const std::uint8_t* scales = b;
-  const float d = half_at(b + 80);
-  const float min = half_at(b + 82);
+EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ2_K>, const std::uint8_t* b, Index c,
+                              Sink& sink) {
+  using B = BlockQ2_K;
+  const std::uint8_t* scales = b + offsetof(B, scales);
+  const float d = half_at(b + offsetof(B, d));
+  const float min = half_at(b + offsetof(B, dmin));
   int is = 0;
   for (int n = 0; n < 2; ++n) {
-    const std::uint8_t* q = b + 16 + 32 * n;
+    const std::uint8_t* q = b + offsetof(B, qs) + 32 * n;
     const __m128i q0 = load16(q);
     const __m128i q1 = load16(q + 16);
     for (int j = 0; j < 4; ++j) {
@@ -201,16 +207,18 @@ EMBER_ALWAYS_INLINE void q2_k(const std::uint8_t* b, Index c, Sink& sink) {
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void q3_k(const std::uint8_t* b, Index c, Sink& sink) {
-  const float d_all = half_at(b + 108);
+EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ3_K>, const std::uint8_t* b, Index c,
+                              Sink& sink) {
+  using B = BlockQ3_K;
+  const float d_all = half_at(b + offsetof(B, d));
   int sc[16];
-  q3_k_scales(b + 96, sc);
-  const __m128i h0 = load16(b);
-  const __m128i h1 = load16(b + 16);
+  q3_k_scales(b + offsetof(B, scales), sc);
+  const __m128i h0 = load16(b + offsetof(B, hmask));
+  const __m128i h1 = load16(b + offsetof(B, hmask) + 16);
   int is = 0;
   int bit = 0;
   for (int n = 0; n < 2; ++n) {
-    const std::uint8_t* q = b + 32 + 32 * n;
+    const std::uint8_t* q = b + offsetof(B, qs) + 32 * n;
     const __m128i q0 = load16(q);
     const __m128i q1 = load16(q + 16);
     for (int j = 0; j < 4; ++j) {
@@ -229,26 +237,28 @@ EMBER_ALWAYS_INLINE void q3_k(const std::uint8_t* b, Index c, Sink& sink) {
 
 /// The scales and offsets of sub-blocks 2j and 2j + 1 of a Q4_K/Q5_K block (super-block scale d
 /// and min scale `min`), as the reference computes them.
-EMBER_ALWAYS_INLINE void k4_pair(const std::uint8_t* b, float d, float min, int j, float& d1,
+EMBER_ALWAYS_INLINE void k4_pair(const std::uint8_t* scales, float d, float min, int j, float& d1,
                                  float& m1, float& d2, float& m2) noexcept {
   int sc = 0;
   int m = 0;
-  scale_min_k4(2 * j, b + 4, sc, m);
+  scale_min_k4(2 * j, scales, sc, m);
   d1 = d * static_cast<float>(sc);
   m1 = min * static_cast<float>(m);
-  scale_min_k4(2 * j + 1, b + 4, sc, m);
+  scale_min_k4(2 * j + 1, scales, sc, m);
   d2 = d * static_cast<float>(sc);
   m2 = min * static_cast<float>(m);
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void q4_k(const std::uint8_t* b, Index c, Sink& sink) {
-  const float d = half_at(b);
-  const float min = half_at(b + 2);
-  const std::uint8_t* q = b + 16;
+EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ4_K>, const std::uint8_t* b, Index c,
+                              Sink& sink) {
+  using B = BlockQ4_K;
+  const float d = half_at(b + offsetof(B, d));
+  const float min = half_at(b + offsetof(B, dmin));
+  const std::uint8_t* q = b + offsetof(B, qs);
   for (int j = 0; j < 4; ++j) {
     float d1, m1, d2, m2;
-    k4_pair(b, d, min, j, d1, m1, d2, m2);
+    k4_pair(b + offsetof(B, scales), d, min, j, d1, m1, d2, m2);
     const __m128i r0 = load16(q);
     const __m128i r1 = load16(q + 16);
     put_bytes<true, true>(sink, c, bits(r0, 0, 0x0F), bits(r1, 0, 0x0F), 0, d1, -m1, d1, -m1);
@@ -259,15 +269,17 @@ EMBER_ALWAYS_INLINE void q4_k(const std::uint8_t* b, Index c, Sink& sink) {
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void q5_k(const std::uint8_t* b, Index c, Sink& sink) {
-  const __m128i h0 = load16(b + 16);
-  const __m128i h1 = load16(b + 32);
-  const std::uint8_t* ql = b + 48;
-  const float d = half_at(b);
-  const float min = half_at(b + 2);
+EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ5_K>, const std::uint8_t* b, Index c,
+                              Sink& sink) {
+  using B = BlockQ5_K;
+  const __m128i h0 = load16(b + offsetof(B, qh));
+  const __m128i h1 = load16(b + offsetof(B, qh) + 16);
+  const std::uint8_t* ql = b + offsetof(B, qs);
+  const float d = half_at(b + offsetof(B, d));
+  const float min = half_at(b + offsetof(B, dmin));
   for (int j = 0; j < 4; ++j) {
     float d1, m1, d2, m2;
-    k4_pair(b, d, min, j, d1, m1, d2, m2);
+    k4_pair(b + offsetof(B, scales), d, min, j, d1, m1, d2, m2);
     const __m128i r0 = load16(ql);
     const __m128i r1 = load16(ql + 16);
     const int b1 = 2 * j;
@@ -283,12 +295,14 @@ EMBER_ALWAYS_INLINE void q5_k(const std::uint8_t* b, Index c, Sink& sink) {
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void q6_k(const std::uint8_t* b, Index c, Sink& sink) {
-  const float d = half_at(b + 208);
+EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ6_K>, const std::uint8_t* b, Index c,
+                              Sink& sink) {
+  using B = BlockQ6_K;
+  const float d = half_at(b + offsetof(B, d));
   for (int n = 0; n < 2; ++n) {
-    const std::uint8_t* ql = b + 64 * n;
-    const std::uint8_t* qh = b + 128 + 32 * n;
-    const std::uint8_t* sc = b + 192 + 8 * n;
+    const std::uint8_t* ql = b + offsetof(B, ql) + 64 * n;
+    const std::uint8_t* qh = b + offsetof(B, qh) + 32 * n;
+    const std::uint8_t* sc = b + offsetof(B, scales) + 8 * n;
     float ds[8];
     for (int k = 0; k < 8; ++k) ds[k] = d * static_cast<float>(static_cast<std::int8_t>(sc[k]));
     const __m128i l0 = load16(ql);
@@ -347,56 +361,24 @@ EMBER_ALWAYS_INLINE void bf16_row(const std::uint8_t* row, Index d, Sink& sink) 
       [&](Index k) { return bf16_to_fp32(load_u16(row + 2 * k)); });
 }
 
-/// Feeds the d / size blocks of `bytes` bytes at `row` to `sink` through Block.
-template <class Sink, void (*Block)(const std::uint8_t*, Index, Sink&)>
-EMBER_ALWAYS_INLINE void feed_blocks(const std::uint8_t* row, Index d, Index size, Index bytes,
-                                     Sink& sink) {
-  const Index nb = d / size;
-  for (Index i = 0; i < nb; ++i) Block(row + i * bytes, i * size, sink);
-}
-
 /// Feeds row `row` (d values of `type`) to `sink`, block after block.
 template <class Sink>
-EMBER_ALWAYS_INLINE void feed_row(Type type, const std::uint8_t* row, Index d, Sink& sink) {
+EMBER_ALWAYS_INLINE void feed_row(GgmlType type, const std::uint8_t* row, Index d, Sink& sink) {
+  const bool blocks = visit_block(type, [&](auto block) {
+    using B = typename decltype(block)::type;
+    for (Index i = 0; i < d / B::elements; ++i)
+      feed(block, row + i * Index{sizeof(B)}, i * B::elements, sink);
+  });
+  if (blocks) return;
   switch (type) {
-    case Type::F32:
+    case GgmlType::F32:
       f32_row(row, d, sink);
       break;
-    case Type::F16:
+    case GgmlType::F16:
       f16_row(row, d, sink);
       break;
-    case Type::BF16:
+    default:  // BF16
       bf16_row(row, d, sink);
-      break;
-    case Type::Q4_0:
-      feed_blocks<Sink, q4_0<Sink>>(row, d, 32, 18, sink);
-      break;
-    case Type::Q4_1:
-      feed_blocks<Sink, q4_1<Sink>>(row, d, 32, 20, sink);
-      break;
-    case Type::Q5_0:
-      feed_blocks<Sink, q5_0<Sink>>(row, d, 32, 22, sink);
-      break;
-    case Type::Q5_1:
-      feed_blocks<Sink, q5_1<Sink>>(row, d, 32, 24, sink);
-      break;
-    case Type::Q8_0:
-      feed_blocks<Sink, q8_0<Sink>>(row, d, 32, 34, sink);
-      break;
-    case Type::Q2_K:
-      feed_blocks<Sink, q2_k<Sink>>(row, d, 256, 84, sink);
-      break;
-    case Type::Q3_K:
-      feed_blocks<Sink, q3_k<Sink>>(row, d, 256, 110, sink);
-      break;
-    case Type::Q4_K:
-      feed_blocks<Sink, q4_k<Sink>>(row, d, 256, 144, sink);
-      break;
-    case Type::Q5_K:
-      feed_blocks<Sink, q5_k<Sink>>(row, d, 256, 176, sink);
-      break;
-    case Type::Q6_K:
-      feed_blocks<Sink, q6_k<Sink>>(row, d, 256, 210, sink);
       break;
   }
 }
@@ -566,7 +548,7 @@ struct Dots {
     }
   }
   EMBER_ALWAYS_INLINE void put1(Index c, float y) noexcept {
-    for (std::size_t j = 0; j < N; ++j) tail[j] += y * *x(j, c);
+    for (std::size_t j = 0; j < N; ++j) tail[j] += rounded(y * *x(j, c));
   }
   /// The dot product with vector j: its accumulators, then the offsets' Σ coef · hsum (codes),
   /// then the tail (plain types).
@@ -582,7 +564,7 @@ struct Dots {
         o = multiply_add(_mm256_loadu_ps(coef + g), _mm256_loadu_ps(hs + g), o);
       }
       float rest = 0.0f;
-      for (; g < groups; ++g) rest += coef[g] * hs[g];
+      for (; g < groups; ++g) rest += rounded(coef[g] * hs[g]);
       r += lane_sum(o) + rest;
     }
     return r + tail[j];
@@ -590,7 +572,7 @@ struct Dots {
 };
 
 template <std::size_t N>
-void dot_rows_n(Type type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
+void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
                 const float* h, Index h_stride, float* out, Index out_stride) {
   const bool coded = traits(type).block_size > 1;
   const Index groups = coded ? d / 16 : 0;
@@ -623,7 +605,7 @@ void dot_rows_n(Type type, const std::uint8_t* rows, Index row_stride, Index cou
 /// published), ordinary otherwise.
 /// Preconditions: as decode_row.
 template <bool Stream = false>
-void decode_row_scaled(Type type, const std::uint8_t* row, Index d, float s, float* dst) {
+void decode_row_scaled(GgmlType type, const std::uint8_t* row, Index d, float s, float* dst) {
   EMBER_ASSERT(decodes(type) && d % traits(type).block_size == 0);
 #if EMBER_DETAIL_GGML_AVX2
   EMBER_ASSERT(!Stream || reinterpret_cast<std::uintptr_t>(dst) % 32 == 0);
@@ -646,8 +628,9 @@ void decode_row_scaled(Type type, const std::uint8_t* row, Index d, float s, flo
 /// Against the dot product of the decoded row computed in double the error is that of a float sum
 /// of d products: at most about d · 2⁻²⁴ · Σ_c |decoded[c] · h[c]|.
 /// Preconditions: as decode_row; h holds n rows of d floats, out n rows of `count`.
-inline void dot_rows(Type type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
-                     const float* h, Index h_stride, Index n, float* out, Index out_stride) {
+inline void dot_rows(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count,
+                     Index d, const float* h, Index h_stride, Index n, float* out,
+                     Index out_stride) {
   EMBER_ASSERT(decodes(type) && d % traits(type).block_size == 0);
   for (Index j0 = 0; j0 < n; j0 += dot_group) {
     const Index g = std::min(dot_group, n - j0);
@@ -679,7 +662,3 @@ inline void dot_rows(Type type, const std::uint8_t* rows, Index row_stride, Inde
 }
 
 }  // namespace ember::inline EMBER_ISA::detail::ggml
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
