@@ -9,7 +9,10 @@
 //                iteration's keyed batch: the step with its keys already mapped to rows
 // Both run in every iteration on the same tables; times are the thread's CPU time; the
 // iteration time is the keyed step's, the counter x_premapped = keyed / pre-mapped (the
-// overhead of keys, 1 = none) and map_share = the map's part of the keyed step.
+// overhead of keys, 1 = none) and map_share = the map's part of the keyed step. find_ms times
+// each table's read-only KeyIndex::find over the same keys after the step (every key resident):
+// x_find_floor = (pre-mapped + find) / pre-mapped, what a step that only looked its keys up would
+// cost against the pre-mapped one.
 // SPDX-License-Identifier: MIT
 #include <time.h>
 
@@ -110,6 +113,7 @@ void BM_KeyedDlrmStep(benchmark::State& state) {
   const RowMatrix<float> grad_out = 1e-3F * ember_bench::fast_table(kBatch, model.width());
   std::int64_t step = 1;
   std::vector<TokenId> previous;
+  std::vector<TokenId> found(static_cast<std::size_t>(offsets.back()));
   std::size_t next = 0;
   const auto round = [&](double* t) {
     const std::vector<std::uint64_t>& keys = batches[next++ % batches.size()];
@@ -128,16 +132,27 @@ void BM_KeyedDlrmStep(benchmark::State& state) {
     t[0] += t2 - t0;
     t[1] += t1 - t0;
     previous.assign(batch.rows().begin(), batch.rows().end());
+    // The lookups alone: each table's KeyIndex::find (read-only) over its feature's keys.
+    const double t3 = cpu_now();
+    for (std::size_t f = 0; f < 26; ++f) {
+      const auto b = static_cast<std::size_t>(offsets[f * static_cast<std::size_t>(kBatch)]);
+      const auto e = static_cast<std::size_t>(offsets[(f + 1) * static_cast<std::size_t>(kBatch)]);
+      model.index(static_cast<Index>(f))
+          .find(std::span<const std::uint64_t>(keys).subspan(b, e - b),
+                std::span<TokenId>(found).subspan(b, e - b));
+    }
+    t[3] += cpu_now() - t3;
+    benchmark::DoNotOptimize(found.data());
     benchmark::ClobberMemory();
   };
-  double warm[3] = {0, 0, 0};
+  double warm[4] = {0, 0, 0, 0};
   for (int k = 0; k < 4; ++k) round(warm);
-  double total[3] = {0, 0, 0};
+  double total[4] = {0, 0, 0, 0};
   for (auto _ : state) {
-    double t[3] = {0, 0, 0};
+    double t[4] = {0, 0, 0, 0};
     round(t);
     state.SetIterationTime(t[0]);
-    for (int k = 0; k < 3; ++k) total[k] += t[k];
+    for (int k = 0; k < 4; ++k) total[k] += t[k];
   }
   const double n = static_cast<double>(state.iterations());
   state.counters["keyed_ms"] = 1e3 * total[0] / n;
@@ -145,6 +160,8 @@ void BM_KeyedDlrmStep(benchmark::State& state) {
   state.counters["premapped_ms"] = 1e3 * total[2] / n;
   state.counters["x_premapped"] = total[0] / total[2];
   state.counters["map_share"] = total[1] / total[0];
+  state.counters["find_ms"] = 1e3 * total[3] / n;
+  state.counters["x_find_floor"] = (total[2] + total[3]) / total[2];
   state.counters["keys"] = static_cast<double>(offsets.back());
 }
 

@@ -10,6 +10,8 @@
 
 #include <ember/optim.hpp>
 
+#include "support/sparse_optimizers.hpp"
+
 namespace {
 
 using ember::BagMode;
@@ -197,18 +199,5 @@ TEST_CASE("a reused row of a keyed bag starts fresh, for every optimizer", "[key
       CHECK(train_second_bag_key(1, opt, how) == train_second_bag_key(2, opt, how));
     }
   };
-  SECTION("plain SGD") { check(ember::optim::SGD<float>({.lr = 0.1})); }
-  SECTION("SGD with momentum and weight decay") {
-    check(ember::optim::SGD<float>({.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01}));
-  }
-  SECTION("Adam with L2 weight decay") {
-    check(ember::optim::Adam<float>({.lr = 0.05, .weight_decay = 0.01}));
-  }
-  SECTION("AdamW with per-row steps") {
-    check(ember::optim::Adam<float>(
-        {.lr = 0.05, .weight_decay = 0.1, .decoupled = true, .per_row_steps = true}));
-  }
-  SECTION("row-wise Adagrad") {
-    check(ember::optim::RowwiseAdagrad<float>({.lr = 0.1, .initial_accumulator_value = 0.1}));
-  }
+  ember_test::for_each_sparse_optimizer(check);
 }

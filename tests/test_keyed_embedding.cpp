@@ -12,6 +12,7 @@
 #include <ember/optim.hpp>
 
 #include "support/error_checks.hpp"
+#include "support/sparse_optimizers.hpp"
 
 namespace {
 
@@ -153,23 +154,7 @@ TEST_CASE("a reused row starts fresh: values and optimizer state, for every opti
       CHECK(reused == fresh);
     }
   };
-  SECTION("plain SGD") { check(ember::optim::SGD<float>({.lr = 0.1})); }
-  SECTION("SGD with momentum") { check(ember::optim::SGD<float>({.lr = 0.1, .momentum = 0.9})); }
-  SECTION("SGD, Nesterov and weight decay") {
-    check(ember::optim::SGD<float>(
-        {.lr = 0.1, .momentum = 0.5, .weight_decay = 0.01, .nesterov = true}));
-  }
-  SECTION("Adam") { check(ember::optim::Adam<float>({.lr = 0.05})); }
-  SECTION("Adam with L2 weight decay") {
-    check(ember::optim::Adam<float>({.lr = 0.05, .weight_decay = 0.01}));
-  }
-  SECTION("AdamW with per-row steps") {
-    check(ember::optim::Adam<float>(
-        {.lr = 0.05, .weight_decay = 0.1, .decoupled = true, .per_row_steps = true}));
-  }
-  SECTION("row-wise Adagrad") {
-    check(ember::optim::RowwiseAdagrad<float>({.lr = 0.1, .initial_accumulator_value = 0.1}));
-  }
+  ember_test::for_each_sparse_optimizer(check);
 }
 
 TEST_CASE("without the reset a reused row would carry the old key's state", "[keyed_embedding]") {

@@ -611,19 +611,32 @@ class KeyIndex {
     return r;
   }
 
-  /// The policy's primary order value of row r (ascending = evicted first).
-  [[nodiscard]] std::uint64_t primary(Index r) const noexcept {
-    const auto u = static_cast<std::size_t>(r);
+  /// f(primary_of), primary_of(r) being the policy's primary() without the policy's switch, for
+  /// loops over every row.
+  template <class F>
+  decltype(auto) with_primary(F&& f) const {
     switch (options_.policy) {
       case EvictionPolicy::lfu:
-        return decayed() ? std::bit_cast<std::uint32_t>(decay_[u]) : meta_[u].count;
-      case EvictionPolicy::score: {
-        const auto b = std::bit_cast<std::uint64_t>(scores_[u] + 0.0);  // -0 -> +0
-        return (b >> 63) != 0 ? ~b : (b | (std::uint64_t{1} << 63));
-      }
+        if (decayed()) {
+          return f([this](Index r) -> std::uint64_t {
+            return std::bit_cast<std::uint32_t>(decay_[static_cast<std::size_t>(r)]);
+          });
+        }
+        return f([this](Index r) -> std::uint64_t {
+          return meta_[static_cast<std::size_t>(r)].count;
+        });
+      case EvictionPolicy::score:
+        return f([this](Index r) -> std::uint64_t {
+          const auto b = std::bit_cast<std::uint64_t>(scores_[static_cast<std::size_t>(r)] + 0.0);
+          return (b >> 63) != 0 ? ~b : (b | (std::uint64_t{1} << 63));  // -0 -> +0 above
+        });
       default:
-        return 0;
+        return f([](Index) -> std::uint64_t { return 0; });
     }
+  }
+  /// The policy's primary order value of row r (ascending = evicted first).
+  [[nodiscard]] std::uint64_t primary(Index r) const noexcept {
+    return with_primary([r](auto primary_of) { return primary_of(r); });
   }
   [[nodiscard]] Candidate candidate(Index r) const noexcept {
     const auto u = static_cast<std::size_t>(r);
@@ -756,10 +769,12 @@ class KeyIndex {
     const auto now = static_cast<std::uint32_t>(fused_ ? step - base : 0);
     restore_ = true;
     Index misses = 0;
+    // touch_first_ serves the scores only; hashes_ the keys without a row only.
+    const bool scored = options_.policy == EvictionPolicy::score && !scores.empty();
     probe_all(keys, [&](Index i, std::uint64_t h, Index r) {
-      hashes_[static_cast<std::size_t>(i)] = h;
       work_[static_cast<std::size_t>(i)] = r;
       if (r < 0) {
+        hashes_[static_cast<std::size_t>(i)] = h;
         ++misses;
         miss_at_.push_back(i);
         return;
@@ -768,7 +783,7 @@ class KeyIndex {
       if (!marked(r)) {
         mark(r);
         touched_.push_back(r);
-        touch_first_.push_back(i);
+        if (scored) touch_first_.push_back(i);
         saved_.push_back(st);
         if (fused_) st.last = now;
       }
@@ -1038,10 +1053,25 @@ class KeyIndex {
     --size_;
   }
 
+  /// Rewrites the slots from the live rows (purging the tombstones), each row's first slot asked
+  /// for kLead rows ahead: the inserts land all over the table.
   void rebuild_slots() {
     slots_.clear();
-    for (Index r = 0; r < capacity_; ++r)
-      if (resident(r)) slots_.insert(detail::mix_key(meta_[static_cast<std::size_t>(r)].key), r);
+    constexpr Index kLead = 16;
+    std::uint64_t h[kLead];
+    for (Index r = 0; r < std::min(kLead, capacity_); ++r) {
+      h[r] = detail::mix_key(meta_[static_cast<std::size_t>(r)].key);
+      slots_.prefetch(h[r]);
+    }
+    for (Index r = 0; r < capacity_; ++r) {
+      const std::uint64_t x = h[r % kLead];
+      if (r + kLead < capacity_) {
+        std::uint64_t& ahead = h[r % kLead];
+        ahead = detail::mix_key(meta_[static_cast<std::size_t>(r + kLead)].key);
+        slots_.prefetch(ahead);
+      }
+      if (resident(r)) slots_.insert(x, r);
+    }
   }
 
   // ---- eviction candidates --------------------------------------------------------------------
@@ -1161,17 +1191,19 @@ class KeyIndex {
       }
     }
     pool_.clear();
-    for (Index r = 0; r < capacity_; ++r) {
-      if (!resident(r) || marked(r)) continue;
-      if (!everything) {
+    with_primary([&](auto primary_of) {
+      for (Index r = 0; r < capacity_; ++r) {
+        const Stat& st = meta_[static_cast<std::size_t>(r)];
+        if (st.count == 0) continue;  // not resident
+        const std::uint64_t p = primary_of(r);
         // Cheap rejections on the primary value and the last step first.
-        const std::uint64_t p = primary(r);
-        if (p > guess.primary) continue;
-        if (p == guess.primary && meta_[static_cast<std::size_t>(r)].last > guess.last) continue;
+        if (!everything && (p > guess.primary || (p == guess.primary && st.last > guess.last)))
+          continue;
+        if (marked(r)) continue;
+        const Candidate c{p, st.last, static_cast<std::uint32_t>(r), st.key};
+        if (everything || !less(guess, c)) pool_.push_back(c);
       }
-      const Candidate c = candidate(r);
-      if (everything || !less(guess, c)) pool_.push_back(c);
-    }
+    });
     if (static_cast<Index>(pool_.size()) < need) {
       // The sample guessed too low: take every evictable key.
       pool_.clear();
@@ -1184,10 +1216,50 @@ class KeyIndex {
       pool_.resize(target);
     }
     if (pool_.capacity() > pool_.size() + pool_.size() / 4 + 64) pool_.shrink_to_fit();
-    std::sort(pool_.begin(), pool_.end(), Less{});
+    sort_pool();
     tau_ = pool_.back();
     pool_next_ = 0;
     pool_valid_ = true;
+  }
+
+  /// Sorts pool_ by less(): a least-significant-digit radix sort over the 20 bytes of (primary,
+  /// last, key), skipping the bytes all candidates share (under lru the primary is 0 and the
+  /// steps and keys' high bytes mostly agree), through a buffer freed on return. The candidates
+  /// are distinct rows, so the order is total and the result is std::sort's.
+  void sort_pool() {
+    const std::size_t n = pool_.size();
+    if (n < 1024) {
+      std::sort(pool_.begin(), pool_.end(), Less{});
+      return;
+    }
+    const Candidate& f = pool_.front();
+    std::uint64_t vary_key = 0, vary_primary = 0;
+    std::uint32_t vary_last = 0;
+    for (const Candidate& c : pool_) {
+      vary_key |= c.key ^ f.key;
+      vary_last |= c.last ^ f.last;
+      vary_primary |= c.primary ^ f.primary;
+    }
+    std::vector<Candidate> buffer(n);
+    Candidate* from = pool_.data();
+    Candidate* to = buffer.data();
+    std::size_t start[256];
+    const auto pass = [&](auto field, std::uint64_t vary, int bytes) {
+      for (int b = 0; b < bytes; ++b) {
+        const int shift = 8 * b;
+        if (((vary >> shift) & 0xFF) == 0) continue;
+        std::fill(std::begin(start), std::end(start), std::size_t{0});
+        for (std::size_t i = 0; i < n; ++i) ++start[(field(from[i]) >> shift) & 0xFF];
+        std::size_t sum = 0;
+        for (std::size_t& c : start) sum += std::exchange(c, sum);
+        for (std::size_t i = 0; i < n; ++i) to[start[(field(from[i]) >> shift) & 0xFF]++] = from[i];
+        std::swap(from, to);
+      }
+    };
+    pass([](const Candidate& c) { return c.key; }, vary_key, 8);
+    pass([](const Candidate& c) -> std::uint64_t { return c.last; }, vary_last, 4);
+    pass([](const Candidate& c) { return c.primary; }, vary_primary, 8);
+    if (from != pool_.data()) std::copy(from, from + n, pool_.data());
   }
 
   // ---- resize and restore helpers -------------------------------------------------------------
