@@ -143,6 +143,12 @@ TEST_CASE("a keyed multi-table map that cannot fit changes no table", "[keyed_ba
   CHECK(b.rows()[1] == 0);
   CHECK_THROWS_AS(kbb.map_lengths(Keys{1, 2}, lengths, 2), ember::ValueError);  // step went back
   CHECK(kbb.index(0).size() == 1);
+  CHECK_THROWS_AS(kbb.index(2), ember::IndexError);
+  CHECK_THROWS_WITH(
+      kbb.export_delta(-1, 0),
+      Catch::Contains("KeyedTableBatchedBags::export_delta: table -1 is outside [0, 2)"));
+  CHECK_THROWS_AS(kbb.erase(2, Keys{1}), ember::IndexError);
+  CHECK(kbb.index(0).size() == 1);
 }
 
 namespace {

@@ -28,8 +28,9 @@ template <class Codec>
 }
 
 /// The table W of the tied logits: a plain table (used as stored), a float master, or the rows
-/// of `table` decoded (master null, codec not plain).
-template <class Codec>
+/// of `table` decoded (master null, codec not plain). DotRows: the codec has dot_rows
+/// (codec::StreamingDot), which the logits of a few hidden rows use.
+template <class Codec, bool DotRows = false>
 struct LogitsTable {
   CodecRows<Codec> table;
   const RowMatrix<float>* master = nullptr;
@@ -43,27 +44,18 @@ void decode_block(const CodecRows<Codec>& table, Index r0, Index len,
     table.decode(r0 + r, typename Codec::Value(1), block.row(r).data());
 }
 
-/// Hidden rows up to which a codec with its own dot product (StreamingDot) reads the encoded table
+/// Hidden rows up to which a codec with its own dot product (dot_rows) reads the encoded table
 /// once, row by row, instead of decoding blocks of rows for a GEMM: the decode-time case, where
 /// a GEMM of a few rows is bound by reading W anyway.
 inline constexpr Index logits_stream_max_rows = 8;
 
-/// Codecs that dot encoded rows with float vectors without storing them decoded (codec::Ggml):
-/// dot_rows(rows, row_stride, count, d, h, h_stride, n, out, out_stride) writes
-/// out[j·out_stride + r] = Σ_c decoded(row r)[c] · h[j·h_stride + c].
-template <class Codec>
-concept StreamingDot = requires(const Codec& c, const typename Codec::Unit* rows, Index i,
-                                const float* h, float* out) {
-  c.dot_rows(rows, i, i, i, h, i, i, out, i);
-};
-
 /// hidden[n, d], W[V, d] -> out[n, V] = hidden · Wᵀ: one GEMM over a plain table or the master,
-/// the codec's dot_rows over the encoded rows for n <= logits_stream_max_rows (StreamingDot
-/// codecs; chunks of rows split across threads, each logit computed alike whatever the split),
+/// the codec's dot_rows over the encoded rows for n <= logits_stream_max_rows (DotRows; chunks of
+/// rows split across threads, each logit computed alike whatever the split),
 /// else one GEMM per block of logits_block_rows decoded rows.
 /// Validated by the public logits() callers (hidden n x d, out n x V, out overlapping neither).
-template <class Codec>
-void logits(const LogitsTable<Codec>& w,
+template <class Codec, bool DotRows>
+void logits(const LogitsTable<Codec, DotRows>& w,
             const Eigen::Ref<const RowMatrix<typename Codec::Value>>& hidden,
             Eigen::Ref<RowMatrix<typename Codec::Value>> out) {
   using V = typename Codec::Value;
@@ -77,7 +69,7 @@ void logits(const LogitsTable<Codec>& w,
       return;
     }
     const Index v = table.rows;
-    if constexpr (StreamingDot<Codec>) {
+    if constexpr (DotRows) {
       if (hidden.rows() <= logits_stream_max_rows) {
         parallel_rows(v, v * table.d * hidden.rows(), [&](Index begin, Index end, int /*worker*/) {
           table.codec.dot_rows(table.row(begin), table.stride, end - begin, table.d, hidden.data(),
@@ -99,8 +91,8 @@ void logits(const LogitsTable<Codec>& w,
 /// Backward of logits: grad_hidden[n, d] = grad_logits[n, V] · W (assigned) and
 /// grad_weight[V, d] += grad_logitsᵀ · hidden (accumulated). W as in logits(); validated by the
 /// public logits_backward() callers.
-template <class Codec>
-void logits_backward(const LogitsTable<Codec>& w,
+template <class Codec, bool DotRows>
+void logits_backward(const LogitsTable<Codec, DotRows>& w,
                      const Eigen::Ref<const RowMatrix<typename Codec::Value>>& hidden,
                      const Eigen::Ref<const RowMatrix<typename Codec::Value>>& grad_logits,
                      Eigen::Ref<RowMatrix<typename Codec::Value>> grad_hidden,

@@ -212,13 +212,17 @@ class KeyedTableBatchedBags {
   /// Output columns.
   [[nodiscard]] Index width() const noexcept { return bags_.width(); }
   /// Feature f.
-  [[nodiscard]] const BagFeature& feature(Index f) const noexcept { return bags_.feature(f); }
+  /// Throws: IndexError unless 0 <= f < num_features().
+  [[nodiscard]] const BagFeature& feature(Index f) const { return bags_.feature(f); }
   /// The index of table t.
-  [[nodiscard]] const KeyIndex& index(Index t) const noexcept { return state(t).index(); }
+  /// Throws: IndexError unless 0 <= t < num_tables() (so do every per-table call below).
+  [[nodiscard]] const KeyIndex& index(Index t) const { return checked(t, "index").index(); }
   /// Table t (capacity + 1 rows, the last its fallback row; read-only).
-  [[nodiscard]] const Embedding<T>& table(Index t) const noexcept { return bags_.table(t); }
+  [[nodiscard]] const Embedding<T>& table(Index t) const { return bags_.table(t); }
   /// The fallback row of table t: its capacity.
-  [[nodiscard]] TokenId fallback_row(Index t) const noexcept { return state(t).fallback_row(); }
+  [[nodiscard]] TokenId fallback_row(Index t) const {
+    return checked(t, "fallback_row").fallback_row();
+  }
   /// The bags over the tables (read-only).
   [[nodiscard]] const TableBatchedBags<T>& bags() const noexcept { return bags_; }
 
@@ -357,21 +361,23 @@ class KeyedTableBatchedBags {
 
   /// export_delta of table t (KeyedEmbedding::export_delta).
   [[nodiscard]] KeyedDelta<T> export_delta(Index t, std::int64_t since_step) const {
-    return state(t).export_delta(since_step, bags_.table(t));
+    return checked(t, "export_delta").export_delta(since_step, bags_.table(t));
   }
   /// apply_delta on table t (KeyedEmbedding::apply_delta).
   void apply_delta(Index t, const KeyedDelta<T>& delta) {
-    state(t).apply_delta(delta, bags_.table(t), "KeyedTableBatchedBags::apply_delta");
+    checked(t, "apply_delta")
+        .apply_delta(delta, bags_.table(t), "KeyedTableBatchedBags::apply_delta");
     ++generation_;
   }
   /// Removes keys from table t (logged); returns the pairs removed.
   std::vector<KeyRow> erase(Index t, std::span<const std::uint64_t> keys) {
+    State& s = checked(t, "erase");
     ++generation_;
-    return state(t).erase(keys);
+    return s.erase(keys);
   }
   /// The eviction log of table t.
-  [[nodiscard]] std::span<const KeyLogEntry> eviction_log(Index t) const noexcept {
-    return state(t).log();
+  [[nodiscard]] std::span<const KeyLogEntry> eviction_log(Index t) const {
+    return checked(t, "eviction_log").log();
   }
 
  private:
@@ -397,6 +403,15 @@ class KeyedTableBatchedBags {
     return states_[static_cast<std::size_t>(t)];
   }
   [[nodiscard]] State& state(Index t) noexcept { return states_[static_cast<std::size_t>(t)]; }
+  /// state(t) after the door's check of t.
+  [[nodiscard]] const State& checked(Index t, const char* call) const {
+    detail::check_index({"KeyedTableBatchedBags", call}, "table", t, num_tables());
+    return state(t);
+  }
+  [[nodiscard]] State& checked(Index t, const char* call) {
+    detail::check_index({"KeyedTableBatchedBags", call}, "table", t, num_tables());
+    return state(t);
+  }
 
   /// The first position of each feature (F + 1 entries, the last n) from offsets[F·B + 1] or
   /// lengths[F·B], checked as TableBatchedBags checks them (so map refuses what forward would).

@@ -80,15 +80,16 @@ struct ErrorRecord {
     value = 3,
     format = 4,
     other = 5,
-    capacity = 6,
-    state = 7
+    file = 6,
+    capacity = 7,
+    state = 8
   };
   std::int32_t kind = none;
   std::int32_t dimension = 0;  // ShapeError::dimension(); FormatError: is_line()
   std::int64_t a = 0;          // IndexError position / ShapeError expected / FormatError offset /
                                // CapacityError capacity
   std::int64_t b = 0;          // IndexError value / ShapeError actual / CapacityError needed
-  std::int64_t c = 0;          // IndexError bound
+  std::int64_t c = 0;          // IndexError bound / FileError code().value()
   double real = 0.0;           // ValueError value
   char message[512] = {};
   char path[256] = {};  // FormatError path
@@ -127,6 +128,10 @@ template <class F>
       rec.real = z->value();
     } else if (const auto* f = dynamic_cast<const FormatError*>(&e)) {
       rec.kind = ErrorRecord::format;
+      if (const auto* file = dynamic_cast<const FileError*>(f)) {
+        rec.kind = ErrorRecord::file;
+        rec.c = file->code().value();  // errno, generic category (or 0: none)
+      }
       rec.dimension = f->is_line() ? 1 : 0;
       rec.a = static_cast<std::int64_t>(f->offset());
       copy_text(rec.path, f->path());
@@ -157,6 +162,11 @@ template <class F>
     case ErrorRecord::format:
       throw FormatError(msg, std::string(rec.path), static_cast<std::uint64_t>(rec.a),
                         rec.dimension != 0);
+    case ErrorRecord::file:
+      throw FileError(msg, std::string(rec.path), static_cast<std::uint64_t>(rec.a),
+                      rec.c == 0
+                          ? std::error_code()
+                          : std::error_code(static_cast<int>(rec.c), std::generic_category()));
     case ErrorRecord::capacity:
       throw CapacityError(msg, rec.a, rec.b);
     case ErrorRecord::state:
