@@ -622,9 +622,8 @@ class KeyIndex {
             return std::bit_cast<std::uint32_t>(decay_[static_cast<std::size_t>(r)]);
           });
         }
-        return f([this](Index r) -> std::uint64_t {
-          return meta_[static_cast<std::size_t>(r)].count;
-        });
+        return f(
+            [this](Index r) -> std::uint64_t { return meta_[static_cast<std::size_t>(r)].count; });
       case EvictionPolicy::score:
         return f([this](Index r) -> std::uint64_t {
           const auto b = std::bit_cast<std::uint64_t>(scores_[static_cast<std::size_t>(r)] + 0.0);
