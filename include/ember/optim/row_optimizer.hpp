@@ -20,9 +20,8 @@
 #include "ember/detail/table_ref.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
-#include "ember/optim/detail/fused_access.hpp"
+#include "ember/fused_step.hpp"
 #include "ember/optim/detail/row_state.hpp"
-#include "ember/optim/fused_options.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
