@@ -23,9 +23,9 @@
 #include "ember/distributed/sharded_embedding.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
+#include "ember/fused_step.hpp"
 #include "ember/keys/key_index.hpp"
 #include "ember/keys/keyed_embedding.hpp"
-#include "ember/optim/fused_options.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
