@@ -25,9 +25,9 @@
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
-namespace ember::inline EMBER_ISA::optim {}  // namespace ember::inline EMBER_ISA::optim
-
 namespace ember::inline EMBER_ISA::detail {
+
+struct RowOptimizerAccess;
 
 /// The gradient arguments of one step() call, validated.
 template <class T>
@@ -231,6 +231,13 @@ class RowOptimizer {
     state_.clear();
     steps_ = 0;
   }
+  /// Forgets the per-row state of `rows` (rows without state, or outside the table, are
+  /// ignored): each starts over as a row never updated, while the step count and every other
+  /// row keep theirs. For tables whose rows change owner (a KeyedEmbedding reusing the row of an
+  /// evicted key). Complexity: O(rows.size() · state per row).
+  void reset_rows(std::span<const TokenId> rows) {
+    for (const TokenId r : rows) state_.erase(static_cast<Index>(r));
+  }
 
  protected:
   RowOptimizer(const Options& options, int planes, bool per_row_steps)
@@ -242,6 +249,10 @@ class RowOptimizer {
 
  private:
   friend struct detail::FusedStepAccess;
+  friend struct detail::RowOptimizerAccess;
+
+  // Values of state per row and plane for a table of width d (for RowOptimizerAccess).
+  [[nodiscard]] Index state_width_of(Index d) const noexcept { return self().state_width(d); }
 
   // Both backward_step overloads: checks ids and grad_out at the door, then the fused pass
   // (dense: the tied logits' gradient, or null).
