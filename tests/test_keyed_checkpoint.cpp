@@ -140,7 +140,8 @@ TEST_CASE("a checkpoint loads into another capacity as resize would", "[keyed_ch
     CHECK(big.forward(Keys{e.key}) == emb.forward(Keys{e.key}));
   }
   ember::optim::Adam<float> small_opt({.lr = 0.05});
-  const KeyedEmbedding<float> small = ember::io::load_keyed<float>(path, &small_opt, {.capacity = 5});
+  const KeyedEmbedding<float> small =
+      ember::io::load_keyed<float>(path, &small_opt, {.capacity = 5});
   KeyedEmbedding<float> resized = emb;
   ember::optim::Adam<float> resized_opt = adam;
   resized.resize(5, resized_opt);
@@ -264,10 +265,9 @@ TEST_CASE("a failed keyed save leaves the old file", "[keyed_checkpoint]") {
   ember::io::save_keyed(path, emb);
   const auto before = ember_test::read_bytes(path);
   train(emb, sgd, 3, 6);
-  for (const ember::detail::WriteFault fault :
-       {ember::detail::WriteFault{.fail_after_bytes = 100},
-        ember::detail::WriteFault{.fail_fsync = true},
-        ember::detail::WriteFault{.fail_rename = true}}) {
+  for (const ember::detail::WriteFault fault : {ember::detail::WriteFault{.fail_after_bytes = 100},
+                                                ember::detail::WriteFault{.fail_fsync = true},
+                                                ember::detail::WriteFault{.fail_rename = true}}) {
     ember::detail::ScopedWriteFault scoped(fault);
     CHECK_THROWS_AS(ember::io::save_keyed(path, emb), ember::FormatError);
   }

@@ -39,8 +39,8 @@
 #include "ember/sparse_grad.hpp"
 #include "ember/tied_logits.hpp"
 #if defined(EMBER_FUZZ_HAVE_IO)
-#include "ember/io/safetensors.hpp"
 #include "ember/io/keyed_checkpoint.hpp"
+#include "ember/io/safetensors.hpp"
 #include "ember/optim/adam.hpp"
 #endif
 

@@ -22,8 +22,8 @@
 #include "ember/distributed/detail/mpi.hpp"
 #include "ember/distributed/sharded_keyed_embedding.hpp"
 #include "ember/errors.hpp"
-#include "ember/io/safetensors.hpp"
 #include "ember/io/keyed_checkpoint.hpp"
+#include "ember/io/safetensors.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::detail {
@@ -150,9 +150,9 @@ void check_agree(const std::vector<SavedKeyedTable<T>>& files,
         x.clock == y.clock && a.optimizer == b.optimizer;
     if (!same) {
       detail::fail_at_byte(paths[f], 8,
-                               "keyed checkpoint: the options, sizes, steps or optimizer of this "
-                               "shard differ from those of " +
-                                   paths.front());
+                           "keyed checkpoint: the options, sizes, steps or optimizer of this "
+                           "shard differ from those of " +
+                               paths.front());
     }
   }
 }
@@ -170,12 +170,11 @@ template <class T, class Opt = std::nullptr_t>
 void save_keyed_shards(const ShardedKeyedEmbedding<T>& emb, const std::string& prefix,
                        const Opt* opt = nullptr) {
   detail::validate_collectively(emb.comm(), [&] {
-    detail::save_one(
-        shard_path(prefix, emb.rank(), emb.world_size()), "ShardedKeyedEmbedding",
-        detail::ShardedKeyedAccess::state(emb), emb.shard(), opt,
-        {{"scale", detail::exact(static_cast<double>(emb.shard().scale()))},
-         {"ember.rank", std::to_string(emb.rank())},
-         {"ember.world_size", std::to_string(emb.world_size())}});
+    detail::save_one(shard_path(prefix, emb.rank(), emb.world_size()), "ShardedKeyedEmbedding",
+                     detail::ShardedKeyedAccess::state(emb), emb.shard(), opt,
+                     {{"scale", detail::exact(static_cast<double>(emb.shard().scale()))},
+                      {"ember.rank", std::to_string(emb.rank())},
+                      {"ember.world_size", std::to_string(emb.world_size())}});
   });
 }
 
@@ -218,19 +217,18 @@ template <class T, class Opt = std::nullptr_t>
     std::vector<std::string> paths;
     for (int q = 0; q < saved; ++q) {
       paths.push_back(shard_path(prefix, q, saved));
-      const io::SafetensorsFile f =
-          detail::open_keyed(paths.back(), "ShardedKeyedEmbedding");
+      const io::SafetensorsFile f = detail::open_keyed(paths.back(), "ShardedKeyedEmbedding");
       for (const char* key : {"ember.rank", "ember.world_size", "scale"}) {
         if (f.metadata().count(key) == 0) {
           detail::fail_at_byte(paths.back(), 8,
-                                   std::string("keyed checkpoint field '") + key + "': missing");
+                               std::string("keyed checkpoint field '") + key + "': missing");
         }
       }
       if (f.metadata().at("ember.rank") != std::to_string(q) ||
           f.metadata().at("ember.world_size") != std::to_string(saved)) {
         detail::fail_at_byte(paths.back(), 8,
-                                 "keyed checkpoint field 'ember.rank': not rank " +
-                                     std::to_string(q) + " of " + std::to_string(saved));
+                             "keyed checkpoint field 'ember.rank': not rank " + std::to_string(q) +
+                                 " of " + std::to_string(saved));
       }
       const double s = std::strtod(f.metadata().at("scale").c_str(), nullptr);
       if (!std::isfinite(s) || (q > 0 && s != scale)) {
@@ -244,8 +242,8 @@ template <class T, class Opt = std::nullptr_t>
       for (const std::uint64_t k : files.back().index.keys) {
         if (key_owner(k, saved) != q) {
           detail::fail_at_byte(paths.back(), 8,
-                                   "keyed checkpoint field 'keys': key " + std::to_string(k) +
-                                       " does not belong to rank " + std::to_string(q));
+                               "keyed checkpoint field 'keys': key " + std::to_string(k) +
+                                   " does not belong to rank " + std::to_string(q));
         }
       }
     }

@@ -234,8 +234,7 @@ class ShardedKeyedEmbedding {
                          n);
       }
       detail::check_extent(w.c_str(), "scores", 0, scored ? n : 0,
-                                  static_cast<Index>(scores.size()),
-                                  scored ? "the number of keys" : "0");
+                           static_cast<Index>(scores.size()), scored ? "the number of keys" : "0");
       for (std::size_t i = 0; i < scores.size(); ++i) {
         if (!std::isfinite(scores[i])) {
           throw ValueError(w + ": score " + std::to_string(scores[i]) + " at position " +
@@ -326,8 +325,7 @@ class ShardedKeyedEmbedding {
       stats = last_;
       stats.evicted = last_evicted_;
     }
-    detail::KeyedBatchAccess::stamp(batch, stats, train ? step : -1, state_.generation(),
-                                           this);
+    detail::KeyedBatchAccess::stamp(batch, stats, train ? step : -1, state_.generation(), this);
     return batch;
   }
 

@@ -430,18 +430,17 @@ void rebuild(const SavedKeyedTable<T>& s, KeyedState<T>& state, Embedding<T>& ta
     if (opt != nullptr) {
       if (!s.optimizer.present) {
         detail::fail_at_byte(path, 8,
-                                 "keyed checkpoint: no optimizer state was saved, but a " +
-                                     std::string(Opt::name) + " asks for it");
+                             "keyed checkpoint: no optimizer state was saved, but a " +
+                                 std::string(Opt::name) + " asks for it");
       }
       auto& st = RowOptimizerAccess::state(*opt);
       const Index width = RowOptimizerAccess::state_width(*opt, s.d_model);
       if (s.optimizer.name != Opt::name || s.optimizer.planes != st.planes() ||
           s.optimizer.width != width || s.optimizer.with_steps != st.with_steps()) {
         detail::fail_at_byte(path, 8,
-                                 "keyed checkpoint: the saved optimizer is " + s.optimizer.name +
-                                     " (" + std::to_string(s.optimizer.planes) + " planes of " +
-                                     std::to_string(s.optimizer.width) + "), not this " +
-                                     Opt::name);
+                             "keyed checkpoint: the saved optimizer is " + s.optimizer.name + " (" +
+                                 std::to_string(s.optimizer.planes) + " planes of " +
+                                 std::to_string(s.optimizer.width) + "), not this " + Opt::name);
       }
       opt->reset();
       RowOptimizerAccess::set_steps(*opt, s.optimizer.steps);
@@ -589,8 +588,8 @@ template <class T, class Opt = std::nullptr_t>
   const std::string text = it == f.metadata().end() ? std::string() : it->second;
   const std::optional<BagMode> mode = detail::parse_mode(text);
   if (!mode) {
-    detail::fail_at_byte(
-        path, 8, "keyed checkpoint field 'mode': '" + text + "' is not sum, mean or max");
+    detail::fail_at_byte(path, 8,
+                         "keyed checkpoint field 'mode': '" + text + "' is not sum, mean or max");
   }
   KeyedEmbeddingBag<T> bag(s.index.capacity, s.d_model, *mode, s.options);
   detail::rebuild_into(s, bag, opt, options.capacity, path);
@@ -606,7 +605,7 @@ void save_keyed(const std::string& path, const KeyedTableBatchedBags<T>& bags,
   using O = std::remove_const_t<Opt>;
   if (!optimizers.empty()) {
     detail::check_extent("save_keyed", "optimizers", 0, bags.num_tables(),
-                                static_cast<Index>(optimizers.size()), "num_tables()");
+                         static_cast<Index>(optimizers.size()), "num_tables()");
   }
   std::vector<detail::SavedKeyedTable<T>> saved;
   for (Index t = 0; t < bags.num_tables(); ++t) {
@@ -671,7 +670,7 @@ template <class T, class Opt = optim::SGD<T>>
   }
   if (!optimizers.empty()) {
     detail::check_extent("load_keyed_bags", "optimizers", 0, static_cast<Index>(nt),
-                                static_cast<Index>(optimizers.size()), "the saved tables");
+                         static_cast<Index>(optimizers.size()), "the saved tables");
   }
   std::vector<detail::SavedKeyedTable<T>> saved;
   std::vector<KeyedTableConfig> configs;
@@ -684,7 +683,7 @@ template <class T, class Opt = optim::SGD<T>>
       return KeyedTableBatchedBags<T>(configs, features);
     } catch (const Error& e) {
       detail::fail_at_byte(path, 8,
-                               std::string("keyed checkpoint field 'features': ") + e.message());
+                           std::string("keyed checkpoint field 'features': ") + e.message());
     }
   }();
   std::vector<Opt> copies(optimizers.begin(), optimizers.end());

@@ -636,9 +636,7 @@ class SafetensorsWriter {
     std::size_t item;
   };
   struct Entry {
-    std::variant<detail::ConstTableRef<float>, detail::ConstTableRef<double>,
-                 RawArray>
-        table;
+    std::variant<detail::ConstTableRef<float>, detail::ConstTableRef<double>, RawArray> table;
     SafetensorsDtype dtype;
     std::uint64_t rows;
     std::uint64_t cols;

@@ -163,8 +163,7 @@ struct RowOptimizerAccess {
     return opt.state_;
   }
   template <class D, class T, class O>
-  [[nodiscard]] static detail::RowState<T>& state(
-      optim::RowOptimizer<D, T, O>& opt) noexcept {
+  [[nodiscard]] static detail::RowState<T>& state(optim::RowOptimizer<D, T, O>& opt) noexcept {
     return opt.state_;
   }
   /// Values of state per row and plane for a table of width d (0: the rule keeps none).
