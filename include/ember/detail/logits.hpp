@@ -1,16 +1,26 @@
 /// The tied-logits kernels of every table kind: out = hidden · Wᵀ and its backward, with W a plain
 /// table used as stored, a float master copy, or a table of any codec decoded block by block
-/// (never the whole table at once). Inputs were validated by the public caller.
+/// (never the whole table at once) or dotted with the hidden rows as stored, exactly or with the
+/// hidden rows rounded to the codec's dot type (LogitsMode). Inputs were validated by the public
+/// caller.
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <type_traits>
 
 #include <Eigen/Core>
 
 #include "ember/config.hpp"
+#include "ember/detail/float_dots.hpp"
 #include "ember/detail/parallel.hpp"
+#include "ember/detail/qdot.hpp"
 #include "ember/detail/table_ref.hpp"
+#include "ember/errors.hpp"
+#include "ember/logits_mode.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::detail {
@@ -57,32 +67,140 @@ concept StreamingDot = requires(const Codec& c, const typename Codec::Unit* rows
   c.dot_rows(rows, i, i, i, h, i, i, out, i);
 };
 
-/// hidden[n, d], W[V, d] -> out[n, V] = hidden · Wᵀ: one GEMM over a plain table or the master,
-/// the codec's dot_rows over the encoded rows for n <= logits_stream_max_rows (StreamingDot
-/// codecs; chunks of rows split across threads, each logit computed alike whatever the split),
-/// else one GEMM per block of logits_block_rows decoded rows.
-/// Validated by the public logits() callers (hidden n x d, out n x V, out overlapping neither).
+/// Throws ValueError naming the value unless `mode` is one of LogitsMode's enumerators (`where`:
+/// a detail::Where, named only when it throws).
+template <class Where>
+void check_logits_mode(const Where& where, LogitsMode mode) {
+  if (mode == LogitsMode::exact || mode == LogitsMode::quantized_hidden) [[likely]] {
+    return;
+  }
+  const auto v = static_cast<unsigned>(mode);
+  throw ValueError(where.str() + ": mode " + std::to_string(v) +
+                       " is not a LogitsMode (exact = 0, quantized_hidden = 1)",
+                   static_cast<double>(v));
+}
+
+/// Codecs that round hidden rows to a dot type and dot encoded rows with them (codec::Ggml, the
+/// 16-bit and int8 codecs): quantizes_hidden() (false: quantized_hidden computes as exact),
+/// quantize_hidden(h, h_stride, n, d) and dot_rows_quantized(rows, row_stride, count, d, qh, j0,
+/// nj, out, out_stride), which writes out[(j - j0)·out_stride + r] for nj <= 8 hidden rows.
+template <class Codec>
+concept QuantizedDot = requires(const Codec& c, const typename Codec::Unit* rows, Index i,
+                                const float* h, const QuantizedHidden& qh, float* out) {
+  { c.quantizes_hidden() } -> std::convertible_to<bool>;
+  { c.quantize_hidden(h, i, i, i) } -> std::same_as<QuantizedHidden>;
+  c.dot_rows_quantized(rows, i, i, i, qh, i, i, out, i);
+};
+
+/// Table rows per chunk of the quantized and streaming logits: about 256 KB of encoded rows, so
+/// that a chunk stays in L2 while every tile of 8 hidden rows passes over it.
+[[nodiscard]] inline Index logits_chunk_rows(Index row_bytes) noexcept {
+  return std::max<Index>(16, (Index{256} << 10) / std::max<Index>(row_bytes, 1));
+}
+
+/// out = hidden · tableᵀ over a plain table or a float master (rows `stride` values apart): up to
+/// dots_max_rows float hidden rows stream the table once (float_row_dots, chunks of rows split
+/// across threads: each logit computed alike whatever the split), more go to one GEMM.
+template <class T>
+void plain_logits(const T* data, Index rows, Index d, Index stride,
+                  const Eigen::Ref<const RowMatrix<T>>& hidden, Eigen::Ref<RowMatrix<T>> out) {
+  const Index n = hidden.rows();
+  if constexpr (std::is_same_v<T, float>) {
+    if (n <= dots_max_rows) {
+      const auto* bytes = reinterpret_cast<const std::uint8_t*>(data);
+      const Index row_bytes = stride * Index{sizeof(float)};
+      parallel_rows(rows, rows * d * n, [&](Index begin, Index end, int /*worker*/) {
+        float_row_dots(F32Element{}, bytes + begin * row_bytes, row_bytes, end - begin, d,
+                       hidden.data(), hidden.outerStride(), n, out.data() + begin,
+                       out.outerStride());
+      });
+      return;
+    }
+  }
+  using Map = Eigen::Map<const RowMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+  out.noalias() = hidden * Map(data, rows, d, Eigen::OuterStride<>(stride)).transpose();
+}
+
+/// hidden[n, d], W[V, d] -> out[n, V] = hidden · Wᵀ:
+/// - a plain table or the master: plain_logits;
+/// - quantized_hidden on a QuantizedDot codec that quantizes: the hidden rows rounded once, then
+///   chunks of rows (split across threads) dotted with tiles of 8 of them;
+/// - the codec's dot_rows over the encoded rows for n <= logits_stream_max_rows (StreamingDot
+///   codecs; chunks of rows split across threads, each logit computed alike whatever the split);
+///   float_row_dots over the decoded rows for the other float codecs (the bits of plain_logits
+///   over the decoded table);
+/// - else one GEMM per block of logits_block_rows decoded rows.
+/// Validated by the public logits() callers (hidden n x d, finite for quantized_hidden; out n x V,
+/// overlapping neither; mode an enumerator).
 template <class Codec>
 void logits(const LogitsTable<Codec>& w,
             const Eigen::Ref<const RowMatrix<typename Codec::Value>>& hidden,
-            Eigen::Ref<RowMatrix<typename Codec::Value>> out) {
+            Eigen::Ref<RowMatrix<typename Codec::Value>> out, LogitsMode mode = LogitsMode::exact) {
   using V = typename Codec::Value;
   const CodecRows<Codec>& table = w.table;
   EMBER_ASSERT(hidden.cols() == table.d && out.rows() == hidden.rows() && out.cols() == table.rows);
+  static_cast<void>(mode);  // plain tables compute quantized_hidden as exact
+  if (hidden.rows() == 0) return;
   if constexpr (Codec::is_plain) {
-    out.noalias() = hidden * as_matrix(table).transpose();
+    plain_logits<V>(table.data, table.rows, table.d, table.stride, hidden, out);
   } else {
     if (w.master != nullptr) {
-      out.noalias() = hidden * w.master->transpose();
+      plain_logits<float>(w.master->data(), w.master->rows(), w.master->cols(),
+                          w.master->outerStride(), hidden, out);
       return;
     }
     const Index v = table.rows;
+    if constexpr (QuantizedDot<Codec>) {
+      if (mode == LogitsMode::quantized_hidden && table.codec.quantizes_hidden()) {
+        const Index n = hidden.rows();
+        const QuantizedHidden qh =
+            table.codec.quantize_hidden(hidden.data(), hidden.outerStride(), n, table.d);
+        const Index chunk = logits_chunk_rows(table.row_bytes());
+        parallel_rows(v, v * table.d * n, [&](Index begin, Index end, int /*worker*/) {
+          for (Index r0 = begin; r0 < end; r0 += chunk) {
+            const Index len = std::min(chunk, end - r0);
+            for (Index j0 = 0; j0 < n; j0 += dots_max_rows) {
+              table.codec.dot_rows_quantized(table.row(r0), table.stride, len, table.d, qh, j0,
+                                             std::min(dots_max_rows, n - j0),
+                                             out.data() + j0 * out.outerStride() + r0,
+                                             out.outerStride());
+            }
+          }
+        });
+        return;
+      }
+    }
     if constexpr (StreamingDot<Codec>) {
       if (hidden.rows() <= logits_stream_max_rows) {
         parallel_rows(v, v * table.d * hidden.rows(), [&](Index begin, Index end, int /*worker*/) {
           table.codec.dot_rows(table.row(begin), table.stride, end - begin, table.d, hidden.data(),
                                hidden.outerStride(), hidden.rows(), out.data() + begin,
                                out.outerStride());
+        });
+        return;
+      }
+    } else if constexpr (std::is_same_v<V, float>) {
+      // The plain kernel over the decoded rows (the bits of a plain table holding them): read
+      // through the codec's element type where it has one, else decoded a chunk at a time.
+      if (hidden.rows() <= dots_max_rows) {
+        const Index n = hidden.rows();
+        parallel_rows(v, v * table.d * n, [&](Index begin, Index end, int /*worker*/) {
+          if constexpr (requires { Codec::dot_element(); }) {
+            float_row_dots(
+                Codec::dot_element(), reinterpret_cast<const std::uint8_t*>(table.row(begin)),
+                table.stride * Index{sizeof(typename Codec::Unit)}, end - begin, table.d,
+                hidden.data(), hidden.outerStride(), n, out.data() + begin, out.outerStride());
+          } else {
+            constexpr Index chunk = 16;
+            RowMatrix<float> rows(std::min(chunk, end - begin), table.d);
+            for (Index r0 = begin; r0 < end; r0 += chunk) {
+              const Index len = std::min(chunk, end - r0);
+              for (Index r = 0; r < len; ++r) table.decode(r0 + r, 1.0f, rows.row(r).data());
+              float_row_dots(F32Element{}, reinterpret_cast<const std::uint8_t*>(rows.data()),
+                             table.d * Index{sizeof(float)}, len, table.d, hidden.data(),
+                             hidden.outerStride(), n, out.data() + r0, out.outerStride());
+            }
+          }
         });
         return;
       }
