@@ -33,7 +33,7 @@ static_assert(!ember::Scalar<long double>);
 static_assert(!ember::Scalar<int>);
 static_assert(!ember::Scalar<Eigen::half>);
 
-// ---- TokenIdType: integers whose every value fits in int64_t, minus bool and characters --------
+// ---- TokenIdType: every integer type, minus bool and characters ---------------------------------
 
 static_assert(ember::TokenIdType<std::int64_t>);
 static_assert(ember::TokenIdType<std::int32_t>);
@@ -45,7 +45,9 @@ static_assert(ember::TokenIdType<std::uint8_t>);
 static_assert(ember::TokenIdType<long long>);
 static_assert(ember::TokenIdType<const int>);
 
-static_assert(!ember::TokenIdType<std::uint64_t>);  // values >= 2^63 have no id
+static_assert(ember::TokenIdType<std::uint64_t>);  // values >= 2^63: out of range at the door
+static_assert(ember::TokenIdType<std::size_t>);
+static_assert(ember::TokenIdType<unsigned long long>);
 static_assert(!ember::TokenIdType<bool>);
 static_assert(!ember::TokenIdType<char>);
 static_assert(!ember::TokenIdType<const char>);
@@ -71,8 +73,9 @@ static_assert(!ember::IdRange<std::vector<double>>);  // floating-point ids
 static_assert(!ember::IdRange<std::vector<float>>);
 static_assert(!ember::IdRange<std::vector<bool>>);  // bool, and not contiguous either
 static_assert(!std::ranges::contiguous_range<std::vector<bool>>);
-static_assert(!ember::IdRange<std::vector<std::uint64_t>>);  // values beyond int64_t
-static_assert(!ember::IdRange<std::vector<char>>);           // characters, not ids
+static_assert(ember::IdRange<std::vector<std::uint64_t>>);  // checked at the door like any ids
+static_assert(ember::IdRange<std::vector<std::size_t>>);
+static_assert(!ember::IdRange<std::vector<char>>);  // characters, not ids
 static_assert(!ember::IdRange<std::string>);
 static_assert(!ember::IdRange<std::list<int>>);   // not contiguous
 static_assert(!ember::IdRange<std::deque<int>>);  // random access, not contiguous

@@ -310,6 +310,7 @@ class EmbeddingBag {
                                                 bool include_last_offset, const char* where) {
     const auto n = static_cast<Index>(std::size(ids));
     return detail::with_ids(offsets, [&](auto off) {
+      detail::check_int64_range(off, where, "offsets");
       const auto m = static_cast<Index>(off.size());
       std::vector<Index> bounds;
       if (include_last_offset && m == 0) {
@@ -365,6 +366,7 @@ class EmbeddingBag {
     }
     const auto n = static_cast<Index>(std::size(ids));
     return detail::with_ids(lengths, [&](auto len) {
+      detail::check_int64_range(len, where, "lengths");
       std::vector<Index> bounds{0};
       for (std::size_t b = 0; b < len.size(); ++b) {
         const auto v = static_cast<std::int64_t>(len[b]);

@@ -30,7 +30,8 @@ class Error {
 
 /// An id or position outside its valid range [0, bound). Fields: position() is the index in the
 /// caller's input where the bad value was found (-1 for a single argument), value() the offending
-/// value, bound() the exclusive upper bound.
+/// value (INT64_MAX for an unsigned 64-bit id above it; the message has the exact value), bound()
+/// the exclusive upper bound.
 /// Example message: `Embedding::forward: id 50257 at position 3 is outside [0, 50257)`.
 class IndexError : public std::out_of_range, public Error {
  public:

@@ -184,11 +184,10 @@ class SparseRowGrad {
     for (Index i = 0; i < n; ++i) {
       const auto r = from[static_cast<std::size_t>(i)];
       if (std::cmp_less(r, 0) || std::cmp_greater_equal(r, src.rows())) [[unlikely]] {
-        const auto value = static_cast<std::int64_t>(r);
         throw IndexError(std::string(where) + ": src_rows[" + std::to_string(i) +
-                             "] = " + std::to_string(value) + " is outside [0, " +
+                             "] = " + detail::int_text(r) + " is outside [0, " +
                              std::to_string(src.rows()) + ")",
-                         i, value, src.rows());
+                         i, detail::int64_field(r), src.rows());
       }
     }
     bind(vocab_size, src.cols());

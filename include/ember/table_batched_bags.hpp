@@ -320,6 +320,7 @@ class TableBatchedBags {
   Layout from_offsets(const R& indices, const O& offsets, const char* where) const {
     const auto n = static_cast<Index>(std::size(indices));
     return detail::with_ids(offsets, [&](auto off) {
+      detail::check_int64_range(off, where, "offsets");
       const auto m = static_cast<Index>(off.size());
       if (m == 0) {
         throw ShapeError(std::string(where) + ": offsets is empty; it needs F·B + 1 entries", 0, 1,
@@ -353,6 +354,7 @@ class TableBatchedBags {
   Layout from_lengths(const R& indices, const L& lengths, const char* where) const {
     const auto n = static_cast<Index>(std::size(indices));
     return detail::with_ids(lengths, [&](auto len) {
+      detail::check_int64_range(len, where, "lengths");
       const auto m = static_cast<Index>(len.size());
       Layout layout;
       layout.batch = batch_of(m, "lengths", where);
@@ -407,12 +409,11 @@ class TableBatchedBags {
       for (Index i = begin; i < end; ++i) {
         const Id id = ids[static_cast<std::size_t>(i)];
         if (std::cmp_less(id, 0) || std::cmp_greater_equal(id, vocab)) [[unlikely]] {
-          const auto value = static_cast<std::int64_t>(id);
-          throw IndexError(std::string(where) + ": id " + std::to_string(value) + " at position " +
+          throw IndexError(std::string(where) + ": id " + detail::int_text(id) + " at position " +
                                std::to_string(i) + " (feature " + std::to_string(f) + ", table " +
                                std::to_string(feature(f).table) + ") is outside [0, " +
                                std::to_string(vocab) + ")",
-                           i, value, vocab);
+                           i, detail::int64_field(id), vocab);
         }
       }
     }

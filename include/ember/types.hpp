@@ -28,18 +28,19 @@ using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMaj
 template <class T>
 using RowVector = Eigen::Matrix<T, 1, Eigen::Dynamic, Eigen::RowMajor>;
 
-/// An integer type usable as a token id: any integral type except bool and character types whose
-/// values all fit in std::int64_t (so std::uint64_t is excluded: its large values have no id).
+/// An integer type usable as a token id: any integral type except bool and the character types.
+/// Unsigned 64-bit ids (std::size_t, std::uint64_t) are ids like any other: a value above
+/// INT64_MAX is out of range for every table, and the door that checks ids says so.
 template <class I>
 concept TokenIdType =
     std::integral<I> && !std::same_as<std::remove_cv_t<I>, bool> &&
     !std::same_as<std::remove_cv_t<I>, char> && !std::same_as<std::remove_cv_t<I>, char8_t> &&
     !std::same_as<std::remove_cv_t<I>, char16_t> && !std::same_as<std::remove_cv_t<I>, char32_t> &&
-    !std::same_as<std::remove_cv_t<I>, wchar_t> &&
-    (std::is_signed_v<I> || sizeof(I) < sizeof(std::int64_t));
+    !std::same_as<std::remove_cv_t<I>, wchar_t>;
 
 /// A contiguous, sized range of token ids: std::vector<int64_t>, std::span<const int32_t>,
-/// std::array<int, N>, ... Ember views it as a std::span internally and never copies it.
+/// std::vector<std::size_t>, std::array<int, N>, ... Ember views it as a std::span internally and
+/// never copies it.
 template <class R>
 concept IdRange = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
     TokenIdType<std::ranges::range_value_t<R>>;
@@ -66,7 +67,7 @@ inline constexpr bool always_false = false;
 /// Message shown when ids of the wrong type are passed to an ember entry point.
 #define EMBER_ID_RANGE_MESSAGE                                                                \
   "ember: token ids must be a contiguous range of integers (e.g. std::vector<std::int64_t>, " \
-  "std::span<const std::int32_t>); floating-point, bool, char and std::uint64_t ids are "     \
-  "rejected"
+  "std::span<const std::int32_t>, std::vector<std::size_t>); floating-point, bool and "       \
+  "character ids are rejected"
 
 }  // namespace ember::inline EMBER_ISA

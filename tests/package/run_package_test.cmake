@@ -1,7 +1,7 @@
 # Packaging test driver, run via `cmake -P` from ctest.
 #
 # Required -D variables:
-#   MODE                 find_package | add_subdirectory
+#   MODE                 find_package | add_subdirectory | fetch_content
 #   CONSUMER_SOURCE_DIR  the consumer project (tests/package/<MODE>)
 #   WORK_DIR             scratch directory (wiped on every run)
 #   EMBER_SOURCE_DIR     ember's source tree
@@ -55,6 +55,24 @@ if(MODE STREQUAL "find_package")
   list(APPEND configure_args "-DCMAKE_PREFIX_PATH=${prefix}")
 elseif(MODE STREQUAL "add_subdirectory")
   list(APPEND configure_args "-DEMBER_SOURCE_DIR=${EMBER_SOURCE_DIR}")
+elseif(MODE STREQUAL "fetch_content")
+  # A release tarball as a user downloads it: one top directory, the source tree inside.
+  set(stage "${WORK_DIR}/stage/ember-src")
+  file(MAKE_DIRECTORY "${stage}")
+  foreach(item CMakeLists.txt CMakePresets.json LICENSE README.md cmake include tests tools examples)
+    if(EXISTS "${EMBER_SOURCE_DIR}/${item}")
+      file(COPY "${EMBER_SOURCE_DIR}/${item}" DESTINATION "${stage}"
+        PATTERN "build" EXCLUDE)
+    endif()
+  endforeach()
+  set(tarball "${WORK_DIR}/ember-src.tar.gz")
+  execute_process(COMMAND "${CMAKE_COMMAND}" -E tar czf "${tarball}" ember-src
+    WORKING_DIRECTORY "${WORK_DIR}/stage" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "[package.${MODE}] could not pack ${tarball}")
+  endif()
+  file(SHA256 "${tarball}" sha)
+  list(APPEND configure_args "-DEMBER_TARBALL=${tarball}" "-DEMBER_TARBALL_SHA256=${sha}")
 else()
   message(FATAL_ERROR "run_package_test.cmake: unknown MODE '${MODE}'")
 endif()

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cmath>
+#include <concepts>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <utility>
@@ -42,17 +44,52 @@ decltype(auto) with_ids(const R& ids, F&& f) {
   }
 }
 
-/// Throws IndexError for the first id outside [0, bound). One comparison pair per id.
+/// The exact decimal text of an integer (an id, offset or length of any integer type).
+template <std::integral I>
+[[nodiscard]] std::string int_text(I v) {
+  if constexpr (std::is_signed_v<I>) {
+    return std::to_string(static_cast<long long>(v));
+  } else {
+    return std::to_string(static_cast<unsigned long long>(v));
+  }
+}
+
+/// v as the int64 value() of an IndexError: v, or INT64_MAX for an unsigned value above it (out
+/// of every bound; the message has the exact value).
+template <std::integral I>
+[[nodiscard]] constexpr std::int64_t int64_field(I v) noexcept {
+  constexpr auto max = std::numeric_limits<std::int64_t>::max();
+  return std::cmp_greater(v, max) ? max : static_cast<std::int64_t>(v);
+}
+
+/// Throws ValueError for the first of `values` above INT64_MAX, which only an unsigned 64-bit
+/// range can hold: no offset or length is that large, and after this check every value reads
+/// exactly as an int64.
+template <std::integral I>
+void check_int64_range(std::span<const I> values, Where where, const char* name) {
+  if constexpr (std::is_unsigned_v<I> && sizeof(I) >= sizeof(std::int64_t)) {
+    constexpr auto max = static_cast<I>(std::numeric_limits<std::int64_t>::max());
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      if (values[k] > max) [[unlikely]] {
+        throw ValueError(where.str() + ": " + name + "[" + std::to_string(k) +
+                             "] = " + int_text(values[k]) + " is above 2^63 - 1, the largest index",
+                         static_cast<double>(values[k]));
+      }
+    }
+  }
+}
+
+/// Throws IndexError for the first id outside [0, bound). One comparison pair per id, for every
+/// id type (an unsigned id above INT64_MAX is outside like any id >= bound).
 template <TokenIdType Id>
 void check_ids(std::span<const Id> ids, Index bound, Where where) {
   const auto n = static_cast<Index>(ids.size());
   for (Index i = 0; i < n; ++i) {
     const Id id = ids[static_cast<std::size_t>(i)];
     if (std::cmp_less(id, 0) || std::cmp_greater_equal(id, bound)) [[unlikely]] {
-      const auto value = static_cast<std::int64_t>(id);
-      throw IndexError(where.str() + ": id " + std::to_string(value) + " at position " +
-                           std::to_string(i) + " is outside [0, " + std::to_string(bound) + ")",
-                       i, value, bound);
+      throw IndexError(where.str() + ": id " + int_text(id) + " at position " + std::to_string(i) +
+                           " is outside [0, " + std::to_string(bound) + ")",
+                       i, int64_field(id), bound);
     }
   }
 }

@@ -777,6 +777,12 @@ class GgufWriter {
     static_assert(Scalar<S>, "GgufWriter::add: the table must hold float or double");
     static_assert(static_cast<bool>(Derived::IsRowMajor) || Derived::ColsAtCompileTime == 1,
                   "GgufWriter::add: the table must be row-major");
+    constexpr bool direct = static_cast<bool>(Derived::Flags & Eigen::DirectAccessBit);
+    static_assert(direct,
+                  "GgufWriter::add: pass a matrix that owns or maps its data (a RowMatrix, a Map, "
+                  "a block of one), not an expression such as RowMatrix<float>::Zero(V, d): the "
+                  "writer reads the rows at save(), so evaluate the expression into a RowMatrix "
+                  "that lives until then");
     if (name.empty() || name.size() > gguf_max_name) {
       throw ValueError("GgufWriter::add: tensor name '" + name + "' is empty or longer than " +
                            std::to_string(gguf_max_name) + " bytes",
@@ -802,7 +808,7 @@ class GgufWriter {
                            "'s block of " + std::to_string(block) + " elements",
                        1, block, d);
     }
-    entries_.push_back({name, type, ember::detail::const_table(table)});
+    if constexpr (direct) entries_.push_back({name, type, ember::detail::const_table(table)});
     return *this;
   }
 

@@ -1,11 +1,14 @@
-// gguf_info FILE: prints a GGUF file's metadata and tensors in the layout of gguf-py's
+// ember-gguf-info FILE: prints a GGUF file's metadata and tensors in the layout of gguf-py's
 // gguf_dump.py (key, type, count, value with arrays cut after 6 items; tensor elements, shape
 // ne[0..3], type, name), plus each tensor's byte size.
+// SPDX-License-Identifier: MIT
 #include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <ember/io/ggml_type.hpp>
@@ -122,11 +125,25 @@ void line(int n, const std::string& type, std::uint64_t count, const std::string
               static_cast<unsigned long long>(count), key.c_str(), value.c_str());
 }
 
+constexpr const char* kUsage =
+    "Prints a GGUF file's metadata and tensors, in the layout of gguf-py's gguf_dump.py.\n"
+    "Usage: ember-gguf-info FILE\n"
+    "\n"
+    "  FILE        a GGUF file (v2 or v3)\n"
+    "  -h,--help   print this help and exit\n"
+    "\n"
+    "Metadata: index, type, count, key = value (strings cut at 60 characters, arrays at 6\n"
+    "items). Tensors: index, elements, ne[0..3], ggml type, bytes, name.\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && (std::string_view(argv[1]) == "-h" || std::string_view(argv[1]) == "--help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: gguf_info FILE\n");
+    std::fputs(kUsage, stderr);
     return 2;
   }
   try {
@@ -168,7 +185,10 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(t.bytes), t.name.c_str());
     }
   } catch (const ember::Error& e) {
-    std::fprintf(stderr, "gguf_info: %s\n", e.message());
+    std::fprintf(stderr, "ember-gguf-info: %s\n", e.message());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ember-gguf-info: %s: %s\n", argv[1], e.what());
     return 1;
   }
   return 0;

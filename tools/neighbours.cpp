@@ -1,16 +1,19 @@
-// neighbours: nearest neighbours and analogies over a word2vec / GloVe file, as gensim answers
-// them, over the token table of a GGUF model (token_embd.weight, named by the file's tokenizer
-// tokens), or over a fastText model (.bin / .ftz) as fastText answers them: any word, seen or
-// not, through its subwords (fastText's nn and analogies; --cosmul ranks the model's unit word
-// vectors as gensim would).
+// ember-neighbours: nearest neighbours and analogies over a word2vec / GloVe file, as gensim
+// answers them, over the token table of a GGUF model (token_embd.weight, named by the file's
+// tokenizer tokens), or over a fastText model (.bin / .ftz) as fastText answers them: any word,
+// seen or not, through its subwords (fastText's nn and analogies; --cosmul ranks the model's unit
+// word vectors as gensim would).
 //
-//   neighbours FILE --format w2v-bin|w2v-text|glove|gguf|fasttext [--topn K] WORD...
-//   neighbours FILE --format ... [--topn K] [--cosmul] --analogy A B C   (B - A + C)
+//   ember-neighbours FILE --format w2v-bin|w2v-text|glove|gguf|fasttext [--topn K] WORD...
+//   ember-neighbours FILE --format ... [--topn K] [--cosmul] --analogy A B C   (B - A + C)
 //
-// Prints `word<TAB>score` lines (score to 6 decimals); exits non-zero on any error.
+// Prints `word<TAB>score` lines (score to 6 decimals); exits non-zero on any error. A new format is
+// an entry of `kFormats` and a branch of the loader in main.
+// SPDX-License-Identifier: MIT
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -20,16 +23,34 @@
 #include <ember/io/word2vec.hpp>
 #include <ember/query/similarity.hpp>
 
+namespace {
+
+// The --format names and what they read (the --help text).
+constexpr std::pair<const char*, const char*> kFormats[] = {
+    {"w2v-bin", "word2vec binary (.bin)"},
+    {"w2v-text", "word2vec text (a header line V d)"},
+    {"glove", "GloVe text (no header line)"},
+    {"gguf", "the token table of a GGUF model, named by its tokenizer tokens"},
+    {"fasttext", "a fastText model (.bin, .ftz): any word, through its subwords"},
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"Nearest neighbours and analogies by cosine similarity (gensim's most_similar)."};
+  CLI::App app{"Nearest neighbours and analogies by cosine similarity (gensim's most_similar).",
+               "ember-neighbours"};
+  std::vector<std::string> format_names;
+  std::string format_help = "file format:";
+  for (const auto& [name, what] : kFormats) {
+    format_names.emplace_back(name);
+    format_help += std::string("\n  ") + name + ": " + what;
+  }
   std::string file, format;
   int topn = 10;
   std::vector<std::string> words, analogy;
   bool cosmul = false;
   app.add_option("FILE", file, "word-vector file")->required();
-  app.add_option("--format", format, "file format")
-      ->required()
-      ->check(CLI::IsMember({"w2v-bin", "w2v-text", "glove", "gguf", "fasttext"}));
+  app.add_option("--format", format, format_help)->required()->check(CLI::IsMember(format_names));
   app.add_option("--topn", topn, "neighbours per query (default 10)")->check(CLI::PositiveNumber);
   auto* a = app.add_option("--analogy", analogy, "A B C: A is to B as C is to ? (B - A + C)")
                 ->expected(3);
@@ -61,7 +82,7 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    const ember::query::Neighbours<float> nn = [&] {
+    const ember::query::Neighbours<float> nn = [&] {  // the table of `format`, named
       if (format == "fasttext") {  // --cosmul: the model's unit word vectors, ranked by ember
         const ember::io::FastTextModel model = ember::io::load_fasttext(file);
         return ember::query::Neighbours<float>(model.normalized_word_vectors(), model.vocabulary());
@@ -90,11 +111,11 @@ int main(int argc, char** argv) {
       for (const auto& w : words) print(nn.nearest(w, topn));
     }
   } catch (const ember::KeyError& e) {
-    std::fprintf(stderr, "neighbours: word '%s' is not in the vocabulary of %s\n", e.key().c_str(),
-                 file.c_str());
+    std::fprintf(stderr, "ember-neighbours: word '%s' is not in the vocabulary of %s\n",
+                 e.key().c_str(), file.c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "neighbours: %s\n", e.what());
+    std::fprintf(stderr, "ember-neighbours: %s\n", e.what());
     return 1;
   }
   return 0;
