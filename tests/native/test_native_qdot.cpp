@@ -98,9 +98,9 @@ TEST_CASE("the quantized-hidden kernels of this build give the portable kernels'
 
 TEST_CASE("the int8-row and 16-bit kernels of this build give the portable bits",
           "[ggml_dot][kernels][native]") {
-  const Index rows = 6;
+  const Index rows = 7;  // odd: the kernels' last row of a pair alone
   const Index n = 9;
-  for (const Index d : {Index{64}, Index{100}, Index{520}}) {
+  for (const Index d : {Index{64}, Index{100}, Index{520}, Index{2080}}) {  // 2080: 3 tiles
     INFO("d = " << d);
     // Int8 rows: codes, then the float scale and bias.
     const Index rb = d + 8;
@@ -156,3 +156,38 @@ TEST_CASE("the int8-row and 16-bit kernels of this build give the portable bits"
     }
   }
 }
+
+#if EMBER_DETAIL_FLOAT_DOTS_AVX  // x86 builds with AVX2 and FMA: products fused
+TEST_CASE("the plain float kernel of this build sums each lane in column order, fused",
+          "[ggml_dot][kernels][native]") {
+  // float_row_dots over float rows (the exact logits of Embedding<float> for up to 8 hidden rows):
+  // lane c mod 32 accumulates fma(w, h) in increasing c, then tree32, for every pass size, odd
+  // row counts and widths of several tiles with a tail.
+  for (const Index d : {Index{40}, Index{544}, Index{2080}}) {
+    for (const Index rows : {Index{1}, Index{7}, Index{18}}) {
+      const std::vector<float> w = qdot_normal(rows * d, 8);
+      const std::vector<float> h = qdot_normal(9 * d, 9);
+      for (Index n = 1; n <= 8; ++n) {
+        INFO("d = " << d << " rows = " << rows << " n = " << n);
+        std::vector<float> got(static_cast<std::size_t>(n * rows), -7.0f);
+        ember::detail::float_row_dots(ember::detail::F32Element{},
+                                      reinterpret_cast<const std::uint8_t*>(w.data()), 4 * d, rows,
+                                      d, h.data(), d, n, got.data(), rows);
+        std::vector<float> want(got.size());
+        for (Index j = 0; j < n; ++j) {
+          for (Index r = 0; r < rows; ++r) {
+            float lanes[32] = {};
+            for (Index c = 0; c < d; ++c) {
+              const std::size_t at = static_cast<std::size_t>(c % 32);
+              lanes[at] = std::fma(w[static_cast<std::size_t>(r * d + c)],
+                                   h[static_cast<std::size_t>(j * d + c)], lanes[at]);
+            }
+            want[static_cast<std::size_t>(j * rows + r)] = ember::detail::tree32(lanes);
+          }
+        }
+        CHECK(qdot_same(got, want));
+      }
+    }
+  }
+}
+#endif

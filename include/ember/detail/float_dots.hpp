@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "ember/config.hpp"
+#include "ember/detail/pass_rows.hpp"
 #include "ember/detail/prefetch.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/ggml/blocks.hpp"
@@ -244,32 +245,7 @@ void float_row_dots(E e, const std::uint8_t* rows, Index row_stride, Index count
     avx::dots_n<decltype(n)::value>(e, rows, row_stride, count, d, v, v_stride, out, out_stride);
 #endif
   };
-  switch (nj) {
-    case 1:
-      run(std::integral_constant<Index, 1>{});
-      break;
-    case 2:
-      run(std::integral_constant<Index, 2>{});
-      break;
-    case 3:
-      run(std::integral_constant<Index, 3>{});
-      break;
-    case 4:
-      run(std::integral_constant<Index, 4>{});
-      break;
-    case 5:
-      run(std::integral_constant<Index, 5>{});
-      break;
-    case 6:
-      run(std::integral_constant<Index, 6>{});
-      break;
-    case 7:
-      run(std::integral_constant<Index, 7>{});
-      break;
-    default:
-      run(std::integral_constant<Index, 8>{});
-      break;
-  }
+  visit_pass_rows(nj, run);
 #else
   static_cast<void>(e);
   for (Index r = 0; r < count; ++r) {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "ember/config.hpp"
+#include "ember/detail/pass_rows.hpp"
 #include "ember/detail/qdot.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/ggml/dot.hpp"
@@ -110,32 +111,7 @@ inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index cou
 #endif
   };
 #if EMBER_DETAIL_QDOT_VNNI || EMBER_DETAIL_QDOT_AVX2
-  switch (nj) {
-    case 1:
-      run(std::integral_constant<Index, 1>{});
-      break;
-    case 2:
-      run(std::integral_constant<Index, 2>{});
-      break;
-    case 3:
-      run(std::integral_constant<Index, 3>{});
-      break;
-    case 4:
-      run(std::integral_constant<Index, 4>{});
-      break;
-    case 5:
-      run(std::integral_constant<Index, 5>{});
-      break;
-    case 6:
-      run(std::integral_constant<Index, 6>{});
-      break;
-    case 7:
-      run(std::integral_constant<Index, 7>{});
-      break;
-    default:
-      run(std::integral_constant<Index, 8>{});
-      break;
-  }
+  visit_pass_rows(nj, run);
 #else
   run(std::integral_constant<Index, 1>{});
 #endif

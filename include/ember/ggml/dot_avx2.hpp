@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "ember/config.hpp"
+#include "ember/detail/pass_rows.hpp"
 #include "ember/detail/prefetch.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/ggml/blocks.hpp"
@@ -399,32 +400,7 @@ void block_rows(const std::uint8_t* rows, Index row_stride, Index count, Index d
                                             out_stride);
     }
   };
-  switch (nj) {
-    case 1:
-      run(std::integral_constant<Index, 1>{});
-      break;
-    case 2:
-      run(std::integral_constant<Index, 2>{});
-      break;
-    case 3:
-      run(std::integral_constant<Index, 3>{});
-      break;
-    case 4:
-      run(std::integral_constant<Index, 4>{});
-      break;
-    case 5:
-      run(std::integral_constant<Index, 5>{});
-      break;
-    case 6:
-      run(std::integral_constant<Index, 6>{});
-      break;
-    case 7:
-      run(std::integral_constant<Index, 7>{});
-      break;
-    default:
-      run(std::integral_constant<Index, 8>{});
-      break;
-  }
+  visit_pass_rows(nj, run);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail::ggml::qdot_avx2
