@@ -7,12 +7,17 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "ember/embedding.hpp"
+#include "ember/optim/adam.hpp"
+#include "ember/optim/sgd.hpp"
+#include "ember/reduced.hpp"
+#include "support/error_checks.hpp"
 
 using Catch::Matchers::Contains;
 
@@ -32,6 +37,8 @@ static_assert(!std::is_base_of_v<ember::ShapeError, ember::ValueError>);
 
 static_assert(std::is_base_of_v<std::runtime_error, ember::FormatError>);
 static_assert(std::is_base_of_v<ember::Error, ember::FormatError>);
+// A file that cannot be opened is a FormatError too, so code catching FormatError still works.
+static_assert(std::is_base_of_v<ember::FormatError, ember::FileError>);
 
 // ember::Error is an abstract mix-in with a virtual destructor; only the concrete types exist.
 static_assert(std::is_abstract_v<ember::Error>);
@@ -168,4 +175,45 @@ TEST_CASE("a real out-of-range id produces the documented message and fields", "
     CHECK(e->value() == 10);
     CHECK(e->bound() == 10);
   }
+}
+
+TEST_CASE("FileError keeps path, offset and the system's error code", "[errors]") {
+  const ember::FileError e("m.gguf: cannot open file (No such file or directory)", "m.gguf", 0,
+                           std::make_error_code(std::errc::no_such_file_or_directory));
+  CHECK(e.path() == "m.gguf");
+  CHECK(e.offset() == 0);
+  CHECK_FALSE(e.is_line());
+  CHECK(e.code() == std::errc::no_such_file_or_directory);
+  CHECK(std::string(e.message()) == e.what());
+  const ember::FormatError& as_format = e;
+  CHECK(as_format.path() == "m.gguf");
+}
+
+TEST_CASE("numbers in messages are printed in the shortest form that reads back", "[errors]") {
+  // std::to_string's "%f" printed -1e-7 as -0.000000.
+  const auto lr = ember_test::catch_as<ember::ValueError>(
+      [] { static_cast<void>(ember::optim::Adam<float>({.lr = -1e-7})); });
+  REQUIRE(lr);
+  CHECK(std::string(lr->what()) == "Adam: lr must be finite and positive, got -1e-07");
+  CHECK(lr->value() == -1e-7);
+  // and every digit a value needs to read back: "%f" printed 1.000000.
+  const auto momentum = ember_test::catch_as<ember::ValueError>(
+      [] { static_cast<void>(ember::optim::SGD<float>({.momentum = 1.000000000001})); });
+  REQUIRE(momentum);
+  CHECK(std::string(momentum->what()) == "SGD: momentum must be in [0, 1), got 1.000000000001");
+  const auto nan = ember_test::catch_as<ember::ValueError>([] {
+    static_cast<void>(ember::LookupScale::constant(std::numeric_limits<double>::quiet_NaN()));
+  });
+  REQUIRE(nan);
+  CHECK(std::string(nan->what()) == "LookupScale::constant: value must be finite, got nan");
+  // half's overflow: the value and half's largest, as they are.
+  ember::RowMatrix<float> big = ember::RowMatrix<float>::Zero(2, 3);
+  big(1, 2) = 70000.5f;
+  const auto half = ember_test::catch_as<ember::ValueError>(
+      [&] { static_cast<void>(ember::HalfEmbedding::from_float(big)); });
+  REQUIRE(half);
+  CHECK(std::string(half->what()) ==
+        "ReducedEmbedding::from_float: value 70000.5 at row 1, column 2 overflows half (largest "
+        "65504)");
+  CHECK(half->value() == 70000.5);
 }

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "support/inputs.hpp"
@@ -222,4 +223,20 @@ TEST_CASE("InputStem rejects bad input without writing or consuming dropout draw
   REQUIRE_THROWS_WITH(stem.set_dropout(-0.1), Catch::Contains("dropout"));
   REQUIRE_THROWS_AS(InputStem<float>(5, 3, {.max_len = 0}), ember::ShapeError);
   REQUIRE_THROWS_AS(InputStem<float>(5, 3, {.init_std = -1}), ember::ValueError);
+}
+
+TEST_CASE("InputStem refuses a negative type_vocab_size and takes 0 as no segment table",
+          "[input_stem]") {
+  try {
+    InputStem<float> stem(5, 4, {.type_vocab_size = -1});
+    FAIL("no throw");
+  } catch (const ember::ShapeError& e) {
+    CHECK(std::string(e.what()) ==
+          "InputStem: type_vocab_size must be >= 0 (0: no segment table), got -1");
+    CHECK(e.dimension() == -1);
+    CHECK(e.expected() == 0);
+    CHECK(e.actual() == -1);
+  }
+  const InputStem<float> stem(5, 4, {.type_vocab_size = 0});
+  CHECK_FALSE(stem.has_segments());
 }

@@ -792,3 +792,23 @@ TEST_CASE("gguf: the committed tests/data/tiny.gguf is what GgufWriter writes", 
   CHECK(f.load<double>("output_norm.weight") == t.norm);
   CHECK((f.load<float>("token_embd.weight") - t.token_embd).cwiseAbs().maxCoeff() < 0.01f);
 }
+
+TEST_CASE("gguf: a missing tensor's KeyError names the file's closest tensors", "[io][gguf]") {
+  ScratchDir dir;
+  const RowMatrix<float> t = ember_test::gguf_normal_table(2, 32, 1);
+  GgufWriter w;
+  w.add("token_embd.weight", t, GgmlType::F32)
+      .add("output_norm.weight", t, GgmlType::F32)
+      .add("blk.0.attn_q.weight", t, GgmlType::F32);
+  w.save(dir.file("names.gguf"));
+  const GgufFile f(dir.file("names.gguf"));
+  try {
+    static_cast<void>(f.info("token_embd.weigth"));
+    FAIL("no throw");
+  } catch (const ember::KeyError& e) {
+    CHECK(e.key() == "token_embd.weigth");
+    CHECK_THAT(e.what(), Catch::StartsWith("GgufFile: no tensor 'token_embd.weigth' in " +
+                                           dir.file("names.gguf") +
+                                           "; the closest it has: 'token_embd.weight', "));
+  }
+}

@@ -223,3 +223,23 @@ TEST_CASE("SafetensorsFile enforces the spec's validation", "[io][safetensors]")
   // A valid empty file (header "{}" padded) has no tensors.
   CHECK(SafetensorsFile(write(st_bytes("{}      ", {}))).names().empty());
 }
+
+TEST_CASE("a missing safetensors tensor's KeyError names the file's closest tensors",
+          "[io][safetensors]") {
+  ScratchDir dir;
+  ember::Embedding<float> emb(4, 2, /*seed=*/1);
+  SafetensorsWriter w;
+  w.add("wte.weight", emb.weight())
+      .add("wpe.weight", emb.weight())
+      .alias("lm_head.weight", "wte.weight");
+  w.save(dir.file("names.safetensors"));
+  const SafetensorsFile f(dir.file("names.safetensors"));
+  try {
+    static_cast<void>(f.info("wte.weights"));
+    FAIL("no throw");
+  } catch (const ember::KeyError& e) {
+    CHECK(e.key() == "wte.weights");
+    CHECK_THAT(e.what(), Catch::EndsWith("; the closest it has: 'wte.weight', 'wpe.weight', "
+                                         "'lm_head.weight'"));
+  }
+}

@@ -11,6 +11,8 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 #include <sys/stat.h>
@@ -432,5 +434,28 @@ TEST_CASE("an unreadable file is a FormatError, or readable only with root's ove
   } else {
     CHECK_THROWS_MATCHES(ember::io::load_vocabulary(p), ember::FormatError,
                          Catch::Matchers::Message(p + ": cannot open file (Permission denied)"));
+  }
+}
+
+TEST_CASE("a path that cannot be read is a FileError with the system's error, still a FormatError",
+          "[reliability][io]") {
+  ScratchDir dir;
+  const std::string sub = dir.file("a_directory");
+  std::filesystem::create_directory(sub);
+  const std::vector<std::pair<std::string, std::error_code>> paths = {
+      {dir.file("missing"), std::make_error_code(std::errc::no_such_file_or_directory)},
+      {sub, std::make_error_code(std::errc::is_a_directory)},
+  };
+  for (const auto& [path, code] : paths) {
+    INFO(path);
+    try {
+      static_cast<void>(ember::io::load_vocabulary(path));
+      FAIL("accepted");
+    } catch (const ember::FileError& e) {
+      CHECK(e.path() == path);
+      CHECK(e.offset() == 0);
+      CHECK(e.code() == code);
+    }
+    CHECK_THROWS_AS(ember::io::load_npy<float>(path), ember::FormatError);
   }
 }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -450,4 +451,28 @@ TEST_CASE("InputStem::backward_step on a frozen token table throws and changes n
   CHECK(same_bits(stem.tokens().weight(), before));
   CHECK(grads.positions.empty());
   CHECK(opt.step_count() == 0);
+}
+
+TEST_CASE("a copy of an optimizer after a fused step shares no scratch with the original",
+          "[optim][fused]") {
+  // The copy used to keep pointers to the original's gradient rows: two tables' optimizers copied
+  // from one wrote into the same rows (from two threads in TableBatchedBags), and a copy outliving
+  // its original wrote into freed memory.
+  const RowMatrix<float> w = random_table<float>(30, 8, 1);
+  const auto ids = ember_test::random_ids(40, 30, 2);
+  const RowMatrix<float> g = random_table<float>(40, 8, 3);
+  ember::Embedding<float> first(w);
+  std::optional<ember::optim::RowwiseAdagrad<float>> original(std::in_place,
+                                                              ember::optim::AdagradOptions{});
+  original->backward_step(first, ids, g);
+  ember::optim::RowwiseAdagrad<float> copy = *original;
+  ember::optim::RowwiseAdagrad<float> reference = *original;
+  original.reset();  // frees the original's scratch
+  ember::Embedding<float> a(w);
+  ember::Embedding<float> b(w);
+  copy.backward_step(a, ids, g);
+  reference.backward_step(b, ids, g);
+  CHECK(same_bits(a.weight(), b.weight()));
+  CHECK(copy.accumulator(static_cast<Index>(ids[0])) ==
+        reference.accumulator(static_cast<Index>(ids[0])));
 }

@@ -3,6 +3,7 @@
 #include "ember/distributed/row_partition.hpp"
 
 #include <stdexcept>
+#include <string>
 
 #include <catch2/catch.hpp>
 
@@ -67,4 +68,34 @@ TEST_CASE("partitions compare equal when they split the same rows over the same 
   CHECK(RowPartition(10, 3) == RowPartition(10, 3));
   CHECK(!(RowPartition(10, 3) == RowPartition(10, 2)));
   CHECK(!(RowPartition(11, 3) == RowPartition(10, 3)));
+}
+
+TEST_CASE("RowPartition's accessors refuse a rank or an id outside the partition",
+          "[row_partition]") {
+  const RowPartition p(10, 4);
+  const auto refused = [](auto&& call, const char* message, Index value, Index bound) {
+    try {
+      static_cast<void>(call());
+      FAIL("no throw");
+    } catch (const ember::IndexError& e) {
+      CHECK(std::string(e.what()) == message);
+      CHECK(e.position() == -1);
+      CHECK(e.value() == value);
+      CHECK(e.bound() == bound);
+    }
+  };
+  refused([&] { return p.row_begin(5); }, "RowPartition::row_begin: rank 5 is outside [0, 5)", 5,
+          5);
+  refused([&] { return p.row_begin(-1); }, "RowPartition::row_begin: rank -1 is outside [0, 5)", -1,
+          5);
+  refused([&] { return p.row_end(4); }, "RowPartition::row_end: rank 4 is outside [0, 4)", 4, 4);
+  refused([&] { return p.rows(4); }, "RowPartition::rows: rank 4 is outside [0, 4)", 4, 4);
+  refused([&] { return p.owner(10); }, "RowPartition::owner: id 10 is outside [0, 10)", 10, 10);
+  refused([&] { return p.local_row(-1); }, "RowPartition::local_row: id -1 is outside [0, 10)", -1,
+          10);
+  // The edges inside the partition are fine: row_begin(P) is V.
+  CHECK(p.row_begin(4) == 10);
+  CHECK(p.row_end(3) == 10);
+  CHECK(p.owner(9) == 3);
+  CHECK(p.local_row(0) == 0);
 }

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -254,4 +255,31 @@ TEST_CASE("saving into a missing directory, under a file or a read-only place is
   }
   CHECK(dir.entries() == 1);
   CHECK(ember_test::read_bytes(file) == ember_test::bytes_of("x"));
+}
+
+TEST_CASE("a failed save is a FileError with the system's error and the bytes written",
+          "[reliability][io][atomic_write]") {
+  ScratchDir dir;
+  for (const Saver& saver : savers()) {
+    INFO(saver.name);
+    const std::string missing = dir.file("missing/model.bin");
+    try {
+      saver.save(missing, 1);
+      FAIL_CHECK("saved");
+    } catch (const ember::FileError& e) {
+      CHECK(e.path() == missing);
+      CHECK(e.offset() == 0);
+      CHECK(e.code() == std::errc::no_such_file_or_directory);
+    }
+    const std::string path = dir.file("model.bin");
+    const ScopedWriteFault fault(WriteFault{.fail_after_bytes = 5});
+    try {
+      saver.save(path, 1);
+      FAIL_CHECK("saved");
+    } catch (const ember::FileError& e) {
+      CHECK(e.path() == path);
+      CHECK(e.offset() == 5);
+      CHECK(e.code() == std::errc::no_space_on_device);
+    }
+  }
 }

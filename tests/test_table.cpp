@@ -82,6 +82,22 @@ void check_against_decoded(const Tab& table) {
   CHECK(ember_test::same_bits(table.logits(h), plain.logits(h)));
 }
 
+// A block format in miniature: rows of whole blocks of 4 floats, stored as they are.
+struct Blocks4 {
+  using Unit = float;
+  using Value = float;
+  static constexpr bool element_rows = false;
+  static constexpr bool is_plain = false;
+  static constexpr const char* family = "Blocks4Embedding";
+  static constexpr const char* view_family = "Blocks4EmbeddingView";
+  [[nodiscard]] static constexpr const char* name() noexcept { return "blocks4"; }
+  [[nodiscard]] static constexpr Index units_per_row(Index d) noexcept { return d; }
+  [[nodiscard]] static constexpr bool holds_width(Index d) noexcept { return d % 4 == 0; }
+  static void decode_row(const float* row, Index d, float s, float* dst) noexcept {
+    for (Index c = 0; c < d; ++c) dst[c] = row[c] * s;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("every codec and holder gives the bits of a plain table holding its decoded rows",
@@ -217,4 +233,19 @@ TEST_CASE("the instruction-set namespace is named after this unit's flags", "[ta
   CHECK(isa == EMBER_ISA_NAME);
   // ember::Embedding is spelled as always: the tag is an inline namespace.
   STATIC_REQUIRE(std::is_same_v<ember::Embedding<float>, ember::EMBER_ISA::Embedding<float>>);
+}
+
+TEST_CASE("a view refuses a width its codec cannot hold, naming the next one it can", "[table]") {
+  const std::vector<float> data(3 * 12, 1.0f);
+  const auto e = ember_test::catch_as<ember::ShapeError>(
+      [&] { static_cast<void>(ember::Table<Blocks4, ember::Borrowed>(data.data(), 3, 10)); });
+  REQUIRE(e);
+  CHECK(std::string(e->what()) ==
+        "Blocks4EmbeddingView: the blocks4 format cannot store rows of 10 values (the next width "
+        "it holds is 12)");
+  CHECK(e->dimension() == 1);
+  CHECK(e->expected() == 12);
+  CHECK(e->actual() == 10);
+  const ember::Table<Blocks4, ember::Borrowed> view(data.data(), 3, 12);
+  CHECK(view.forward(std::vector<int>{2}).sum() == 12.0f * view.scale());
 }

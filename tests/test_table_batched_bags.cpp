@@ -17,6 +17,7 @@
 #include <omp.h>
 #endif
 
+#include "support/error_checks.hpp"
 #include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
 
@@ -463,4 +464,111 @@ TEST_CASE("TableBatchedBags on bad input throws and changes nothing",
   for (Index t = 0; t < 3; ++t)
     CHECK(same_bits(tbe.table(t).weight(), before[static_cast<std::size_t>(t)]));
   for (const auto& o : opts) CHECK(o.step_count() == 0);
+}
+
+TEST_CASE("TableBatchedBags' accessors refuse a feature or a table that does not exist",
+          "[table_batched_bags]") {
+  TableBatchedBags<float> tbe(make_tables(kShapes, 1), kFeatures);
+  const TableBatchedBags<float>& ctbe = tbe;
+  const auto refused = [](auto&& call, const std::string& message, Index value, Index bound) {
+    try {
+      static_cast<void>(call());
+      FAIL("no throw");
+    } catch (const ember::IndexError& e) {
+      CHECK(std::string(e.what()) == message);
+      CHECK(e.position() == -1);
+      CHECK(e.value() == value);
+      CHECK(e.bound() == bound);
+    }
+  };
+  const Index nf = tbe.num_features();
+  const Index nt = tbe.num_tables();
+  const std::string features = " is outside [0, " + std::to_string(nf) + ")";
+  const std::string tables = " is outside [0, " + std::to_string(nt) + ")";
+  refused([&] { return tbe.column(nf); },
+          "TableBatchedBags::column: feature " + std::to_string(nf) + features, nf, nf);
+  refused([&] { return tbe.column(-1); }, "TableBatchedBags::column: feature -1" + features, -1,
+          nf);
+  refused([&] { return tbe.feature(nf); },
+          "TableBatchedBags::feature: feature " + std::to_string(nf) + features, nf, nf);
+  refused([&] { return ctbe.table(nt); },
+          "TableBatchedBags::table: table " + std::to_string(nt) + tables, nt, nt);
+  refused([&] { return tbe.table(-2).vocab_size(); }, "TableBatchedBags::table: table -2" + tables,
+          -2, nt);
+  // The valid ones are what the layout says.
+  CHECK(tbe.column(0) == 0);
+  CHECK(tbe.column(nf - 1) + tbe.table(tbe.feature(nf - 1).table).d_model() == tbe.width());
+}
+
+TEST_CASE("TableBatchedBags names a wrong count of offsets or lengths by the counts that would do",
+          "[table_batched_bags]") {
+  // Two features over two tables: offsets need 2·B + 1 entries, lengths 2·B.
+  TableBatchedBags<float> tbe(make_tables({{10, 4}, {6, 3}}, 1), BagMode::sum);
+  const std::vector<int> ids{1, 2, 3, 4, 5, 6, 7};
+  const auto offsets = ember_test::catch_as<ember::ShapeError>([&] {
+    static_cast<void>(tbe.forward(ids, std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  });
+  REQUIRE(offsets);
+  CHECK(std::string(offsets->what()) ==
+        "TableBatchedBags::forward: offsets has 8 entries, expected F·B + 1 for the 2 features: "
+        "7 (B = 3) or 9 (B = 4)");
+  CHECK(offsets->dimension() == 0);
+  CHECK(offsets->expected() == 7);
+  CHECK(offsets->actual() == 8);
+  const auto none = ember_test::catch_as<ember::ShapeError>(
+      [&] { static_cast<void>(tbe.forward(ids, std::vector<int>{})); });
+  REQUIRE(none);
+  CHECK(std::string(none->what()) ==
+        "TableBatchedBags::forward: offsets has 0 entries, expected F·B + 1 for the 2 features: 1 "
+        "(B = 0)");
+  CHECK(none->expected() == 1);
+  const auto lengths = ember_test::catch_as<ember::ShapeError>([&] {
+    static_cast<void>(tbe.forward_lengths(ids, std::vector<int>{3, 4, 0}));
+  });
+  REQUIRE(lengths);
+  CHECK(std::string(lengths->what()) ==
+        "TableBatchedBags::forward_lengths: lengths has 3 entries, expected F·B for the 2 "
+        "features: 2 (B = 1) or 4 (B = 2)");
+  CHECK(lengths->expected() == 2);
+  CHECK(lengths->actual() == 3);
+}
+
+TEST_CASE("TableBatchedBags words a bag mistake as EmbeddingBag does", "[table_batched_bags]") {
+  // One feature over one table: the same bags through both, the same message after the caller.
+  std::vector<ember::Embedding<float>> one;
+  one.emplace_back(10, 4, 1);
+  TableBatchedBags<float> tbe(std::move(one), BagMode::sum);
+  const ember::EmbeddingBag<float> bag(ember::Embedding<float>(10, 4, 1), BagMode::sum);
+  const std::vector<int> ids{1, 2, 3};
+  const ember::BagOptions<float> csr{.include_last_offset = true};
+  const auto same = [&](const std::vector<int>& offsets, auto error) {
+    using E = decltype(error);
+    const auto a = ember_test::catch_as<E>([&] { static_cast<void>(tbe.forward(ids, offsets)); });
+    const auto b =
+        ember_test::catch_as<E>([&] { static_cast<void>(bag.forward(ids, offsets, csr)); });
+    REQUIRE(a);
+    REQUIRE(b);
+    const std::string ta = a->what();
+    const std::string tb = b->what();
+    CHECK(ta.substr(ta.find(':')) == tb.substr(tb.find(':')));
+    CHECK(ta.rfind("TableBatchedBags::forward: ", 0) == 0);
+    return ta;
+  };
+  CHECK_THAT(same({1, 2, 3}, ember::ValueError{"", 0.0}),
+             Catch::Contains("offsets[0] has to be 0") && Catch::Contains("However, got 1"));
+  CHECK_THAT(same({0, 2, 1, 3}, ember::ValueError{"", 0.0}),
+             Catch::Contains("offsets must be non-decreasing, but offsets[2] = 1"));
+  CHECK_THAT(same({0, 2}, ember::ValueError{"", 0.0}),
+             Catch::Contains("ids [2, 3) lie after the last offset"));
+  CHECK_THAT(same({0, 4}, ember::IndexError{"", 0, 0, 0}),
+             Catch::Contains("offsets[1] = 4 can not be greater than input's length (3)"));
+  // Lists are counted in entries, for optimizers as for weights.
+  std::vector<ember::optim::SGD<float>> opts(1);
+  const auto count = ember_test::catch_as<ember::ShapeError>([&] {
+    tbe.backward_step(ids, std::vector<int>{0, 3}, RowMatrix<float>::Zero(1, 4),
+                      std::span(opts).first(0));
+  });
+  REQUIRE(count);
+  CHECK(std::string(count->what()) ==
+        "TableBatchedBags::backward_step: optimizers has 0 entries, expected num_tables() = 1");
 }

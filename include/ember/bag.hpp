@@ -68,21 +68,92 @@ template <class Tab>
 /// Checks the argmax of a max-mode bag backward: bags x d (`bags_what`, `d_what` name the
 /// expected sizes in messages) and every id in [-1, vocab). `feature` >= 0 names the feature in
 /// the message of a bad id (TableBatchedBags).
-inline void check_argmax_ids(const BagArgmax& argmax, Index bags, Index d, Index vocab,
-                             const char* where, const char* bags_what, const char* d_what,
-                             Index feature = -1) {
+inline void check_argmax_ids(const BagArgmax& argmax, Index bags, Index d, Index vocab, Where where,
+                             const char* bags_what, const char* d_what, Index feature = -1) {
   check_extent(where, "argmax", 0, bags, argmax.rows(), bags_what);
   check_extent(where, "argmax", 1, d, argmax.cols(), d_what);
   for (Index k = 0; k < argmax.size(); ++k) {
     const TokenId a = argmax.data()[k];
     if (a < -1 || a >= vocab) [[unlikely]] {
-      const std::string of = feature >= 0 ? " of feature " + std::to_string(feature) : "";
-      throw IndexError(std::string(where) + ": argmax id " + std::to_string(a) + of +
-                           " at position " + std::to_string(k) + " is outside [-1, " +
-                           std::to_string(vocab) + ")",
-                       k, a, vocab);
+      const std::string of = feature >= 0 ? text(" of feature ", feature) : std::string();
+      throw IndexError(
+          message(where, "argmax id ", a, of, " at position ", k, " is outside [-1, ", vocab, ")"),
+          k, a, vocab);
     }
   }
+}
+
+/// Bag boundaries [B + 1] of n ids from PyTorch's offsets (include_last_offset: offsets[B] is the
+/// end of the last bag, the CSR layout), with PyTorch's checks and wording, the one check of
+/// offsets of every bag call: ValueError for an unsigned offset above INT64_MAX; ShapeError if
+/// include_last_offset and there is no offset; ValueError if offsets[0] != 0, offsets decrease, or
+/// ids lie after the last offset; IndexError if an offset exceeds n.
+template <class Off>
+[[nodiscard]] std::vector<Index> bag_bounds(std::span<const Off> off, Index n,
+                                            bool include_last_offset, Where where) {
+  check_int64_range(off, where, "offsets");
+  const auto m = static_cast<Index>(off.size());
+  std::vector<Index> bounds;
+  bounds.reserve(static_cast<std::size_t>(m) + 1);
+  if (include_last_offset && m == 0) {
+    throw ShapeError(message(where, "include_last_offset: number of offsets should be at least 1"),
+                     0, 1, 0);
+  }
+  if (m > 0 && off[0] != 0) {
+    throw ValueError(message(where,
+                             "offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
+                             "has to start from position 0. However, got ",
+                             static_cast<std::int64_t>(off[0])),
+                     static_cast<double>(off[0]));
+  }
+  for (Index b = 0; b < m; ++b) {
+    const auto v = static_cast<std::int64_t>(off[static_cast<std::size_t>(b)]);
+    if (b > 0 && v < bounds.back()) {
+      throw ValueError(message(where, "offsets must be non-decreasing, but offsets[", b, "] = ", v,
+                               " < offsets[", b - 1, "] = ", bounds.back()),
+                       static_cast<double>(v));
+    }
+    if (v > n) {
+      throw IndexError(message(where, "offsets[", b, "] = ", v,
+                               " can not be greater than input's length (", n, ")"),
+                       b, v, n + 1);
+    }
+    bounds.push_back(static_cast<Index>(v));
+  }
+  if (!include_last_offset) bounds.push_back(n);
+  if (bounds.empty() ? n > 0 : bounds.back() != n) {
+    const Index last = bounds.empty() ? 0 : bounds.back();
+    throw ValueError(message(where, "ids [", last, ", ", n,
+                             ") lie after the last offset and would belong to no bag"),
+                     static_cast<double>(last));
+  }
+  if (bounds.empty()) bounds.push_back(0);
+  return bounds;
+}
+
+/// Bag boundaries [B + 1] of n ids from Caffe2/FBGEMM lengths (bag b has lengths[b] ids), the one
+/// check of lengths of every bag call: ValueError for an unsigned length above INT64_MAX or a
+/// negative length, ShapeError if the lengths do not sum to n.
+template <class Len>
+[[nodiscard]] std::vector<Index> bag_bounds_from_lengths(std::span<const Len> len, Index n,
+                                                         Where where) {
+  check_int64_range(len, where, "lengths");
+  std::vector<Index> bounds{0};
+  bounds.reserve(len.size() + 1);
+  for (std::size_t b = 0; b < len.size(); ++b) {
+    const auto v = static_cast<std::int64_t>(len[b]);
+    if (v < 0) {
+      throw ValueError(message(where, "lengths[", b, "] = ", v, " is negative"),
+                       static_cast<double>(v));
+    }
+    bounds.push_back(bounds.back() + static_cast<Index>(v));
+  }
+  if (bounds.back() != n) {
+    throw ShapeError(
+        message(where, "lengths sum to ", bounds.back(), ", expected the number of ids = ", n), 0,
+        n, bounds.back());
+  }
+  return bounds;
 }
 
 }  // namespace detail
@@ -177,10 +248,11 @@ class EmbeddingBag {
   template <class R, class O>
   [[nodiscard]] RowMatrix<T> forward(const R& ids, const O& offsets,
                                      const BagOptions<T>& options = {}) const {
+    constexpr detail::Where where{"EmbeddingBag", "forward"};
     const std::vector<Index> bounds =
-        bounds_from_offsets(ids, offsets, options.include_last_offset, "EmbeddingBag::forward");
+        bounds_from_offsets(ids, offsets, options.include_last_offset, where);
     RowMatrix<T> out(static_cast<Index>(bounds.size()) - 1, d_model());
-    forward_impl(ids, bounds, out, options, nullptr, "EmbeddingBag::forward");
+    forward_impl(ids, bounds, out, options, nullptr, where);
     return out;
   }
 
@@ -190,9 +262,10 @@ class EmbeddingBag {
   template <class R, class O>
   void forward(const R& ids, const O& offsets, Eigen::Ref<RowMatrix<T>> out,
                const BagOptions<T>& options = {}, BagArgmax* argmax = nullptr) const {
+    constexpr detail::Where where{"EmbeddingBag", "forward"};
     const std::vector<Index> bounds =
-        bounds_from_offsets(ids, offsets, options.include_last_offset, "EmbeddingBag::forward");
-    forward_impl(ids, bounds, out, options, argmax, "EmbeddingBag::forward");
+        bounds_from_offsets(ids, offsets, options.include_last_offset, where);
+    forward_impl(ids, bounds, out, options, argmax, where);
   }
 
   /// Pools the bags given by `lengths` (Caffe2 / FBGEMM layout): bag b has lengths[b] ids.
@@ -202,7 +275,7 @@ class EmbeddingBag {
   template <class R, class L>
   [[nodiscard]] RowMatrix<T> forward_lengths(const R& ids, const L& lengths,
                                              const BagOptions<T>& options = {}) const {
-    constexpr const char* where = "EmbeddingBag::forward_lengths";
+    constexpr detail::Where where{"EmbeddingBag", "forward_lengths"};
     const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
     RowMatrix<T> out(static_cast<Index>(bounds.size()) - 1, d_model());
     forward_impl(ids, bounds, out, options, nullptr, where);
@@ -213,7 +286,7 @@ class EmbeddingBag {
   template <class R, class L>
   void forward_lengths(const R& ids, const L& lengths, Eigen::Ref<RowMatrix<T>> out,
                        const BagOptions<T>& options = {}, BagArgmax* argmax = nullptr) const {
-    constexpr const char* where = "EmbeddingBag::forward_lengths";
+    constexpr detail::Where where{"EmbeddingBag", "forward_lengths"};
     const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
     forward_impl(ids, bounds, out, options, argmax, where);
   }
@@ -244,7 +317,7 @@ class EmbeddingBag {
                 SparseRowGrad<T>& grad, const BagOptions<T>& options = {},
                 const BagArgmax* argmax = nullptr,
                 std::span<T> grad_per_sample_weights = {}) const {
-    constexpr const char* where = "EmbeddingBag::backward";
+    constexpr detail::Where where{"EmbeddingBag", "backward"};
     const std::vector<Index> bounds =
         bounds_from_offsets(ids, offsets, options.include_last_offset, where);
     backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
@@ -257,7 +330,7 @@ class EmbeddingBag {
                         const Eigen::Ref<const RowMatrix<T>>& grad_out, SparseRowGrad<T>& grad,
                         const BagOptions<T>& options = {}, const BagArgmax* argmax = nullptr,
                         std::span<T> grad_per_sample_weights = {}) const {
-    constexpr const char* where = "EmbeddingBag::backward_lengths";
+    constexpr detail::Where where{"EmbeddingBag", "backward_lengths"};
     const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
     backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
                   accumulate_into(grad, where));
@@ -281,7 +354,7 @@ class EmbeddingBag {
                      Opt& opt, const BagOptions<T>& options = {}, const BagArgmax* argmax = nullptr,
                      const optim::FusedStepOptions& fused = {},
                      std::span<T> grad_per_sample_weights = {}) {
-    constexpr const char* where = "EmbeddingBag::backward_step";
+    constexpr detail::Where where{"EmbeddingBag", "backward_step"};
     const std::vector<Index> bounds =
         bounds_from_offsets(ids, offsets, options.include_last_offset, where);
     backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
@@ -297,110 +370,48 @@ class EmbeddingBag {
                              const BagOptions<T>& options = {}, const BagArgmax* argmax = nullptr,
                              const optim::FusedStepOptions& fused = {},
                              std::span<T> grad_per_sample_weights = {}) {
-    constexpr const char* where = "EmbeddingBag::backward_step_lengths";
+    constexpr detail::Where where{"EmbeddingBag", "backward_step_lengths"};
     const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
     backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
                   step_with(opt, grad_out, fused, where));
   }
 
  private:
-  /// Bag boundaries [B + 1] from PyTorch offsets, with PyTorch's checks (and messages).
+  /// Bag boundaries [B + 1] from PyTorch offsets (detail::bag_bounds).
   template <class R, class O>
   static std::vector<Index> bounds_from_offsets(const R& ids, const O& offsets,
-                                                bool include_last_offset, const char* where) {
+                                                bool include_last_offset, detail::Where where) {
     const auto n = static_cast<Index>(std::size(ids));
-    return detail::with_ids(offsets, [&](auto off) {
-      detail::check_int64_range(off, where, "offsets");
-      const auto m = static_cast<Index>(off.size());
-      std::vector<Index> bounds;
-      if (include_last_offset && m == 0) {
-        throw ShapeError(
-            std::string(where) + ": include_last_offset: number of offsets should be at least 1", 0,
-            1, 0);
-      }
-      if (m > 0 && off[0] != 0) {
-        throw ValueError(std::string(where) +
-                             ": offsets[0] has to be 0, i.e., the first sequence in the "
-                             "mini-batch has to start from position 0. However, got " +
-                             std::to_string(static_cast<std::int64_t>(off[0])),
-                         static_cast<double>(off[0]));
-      }
-      for (Index b = 0; b < m; ++b) {
-        const auto v = static_cast<std::int64_t>(off[static_cast<std::size_t>(b)]);
-        if (b > 0 && v < static_cast<std::int64_t>(off[static_cast<std::size_t>(b - 1)])) {
-          throw ValueError(
-              std::string(where) + ": offsets must be non-decreasing, but offsets[" +
-                  std::to_string(b) + "] = " + std::to_string(v) + " < offsets[" +
-                  std::to_string(b - 1) + "] = " +
-                  std::to_string(static_cast<std::int64_t>(off[static_cast<std::size_t>(b - 1)])),
-              static_cast<double>(v));
-        }
-        if (v > n) {
-          throw IndexError(
-              std::string(where) + ": offsets[" + std::to_string(b) + "] = " + std::to_string(v) +
-                  " can not be greater than input's length (" + std::to_string(n) + ")",
-              b, v, n + 1);
-        }
-        bounds.push_back(static_cast<Index>(v));
-      }
-      if (!include_last_offset) bounds.push_back(n);
-      if (bounds.empty() ? n > 0 : bounds.back() != n) {
-        const Index last = bounds.empty() ? 0 : bounds.back();
-        throw ValueError(std::string(where) + ": ids [" + std::to_string(last) + ", " +
-                             std::to_string(n) +
-                             ") lie after the last offset and would belong to no bag",
-                         static_cast<double>(last));
-      }
-      if (bounds.empty()) bounds.push_back(0);
-      return bounds;
-    });
+    return detail::with_ids(
+        offsets, [&](auto off) { return detail::bag_bounds(off, n, include_last_offset, where); });
   }
 
-  /// Bag boundaries [B + 1] from Caffe2/FBGEMM lengths.
+  /// Bag boundaries [B + 1] from Caffe2/FBGEMM lengths (detail::bag_bounds_from_lengths).
   template <class R, class L>
   static std::vector<Index> bounds_from_lengths(const R& ids, const L& lengths,
-                                                const BagOptions<T>& options, const char* where) {
+                                                const BagOptions<T>& options, detail::Where where) {
     if (options.include_last_offset) {
-      throw ValueError(std::string(where) + ": include_last_offset applies to offsets, not lengths",
-                       1.0);
+      throw ValueError(
+          detail::message(where, "include_last_offset applies to offsets, not lengths"), 1.0);
     }
     const auto n = static_cast<Index>(std::size(ids));
-    return detail::with_ids(lengths, [&](auto len) {
-      detail::check_int64_range(len, where, "lengths");
-      std::vector<Index> bounds{0};
-      for (std::size_t b = 0; b < len.size(); ++b) {
-        const auto v = static_cast<std::int64_t>(len[b]);
-        if (v < 0) {
-          throw ValueError(std::string(where) + ": lengths[" + std::to_string(b) +
-                               "] = " + std::to_string(v) + " is negative",
-                           static_cast<double>(v));
-        }
-        bounds.push_back(bounds.back() + static_cast<Index>(v));
-      }
-      if (bounds.back() != n) {
-        throw ShapeError(std::string(where) + ": lengths sum to " + std::to_string(bounds.back()) +
-                             ", expected the number of ids = " + std::to_string(n),
-                         0, n, bounds.back());
-      }
-      return bounds;
-    });
+    return detail::with_ids(
+        lengths, [&](auto len) { return detail::bag_bounds_from_lengths(len, n, where); });
   }
 
   /// Checks the per-sample weights against the mode and n.
-  void check_weights(const BagOptions<T>& options, Index n, const char* where) const {
+  void check_weights(const BagOptions<T>& options, Index n, detail::Where where) const {
     if (options.per_sample_weights.empty()) return;
     if (mode_ != BagMode::sum) {
-      throw ValueError(std::string(where) +
-                           ": per_sample_weights is only supported for mode='sum' (got mode='" +
-                           to_string(mode_) + "')",
+      throw ValueError(detail::message(where,
+                                       "per_sample_weights is only supported for mode='sum' (got "
+                                       "mode='",
+                                       to_string(mode_), "')"),
                        static_cast<double>(static_cast<int>(mode_)));
     }
-    const auto m = static_cast<Index>(options.per_sample_weights.size());
-    if (m != n) {
-      throw ShapeError(std::string(where) + ": per_sample_weights has " + std::to_string(m) +
-                           " entries, expected the number of ids = " + std::to_string(n),
-                       0, n, m);
-    }
+    detail::check_entries(where, "per_sample_weights", n,
+                          static_cast<Index>(options.per_sample_weights.size()),
+                          "the number of ids");
   }
 
   /// The training options of the table: an Embedding's padding row and frequency scaling, none
@@ -413,7 +424,7 @@ class EmbeddingBag {
 
   template <class R>
   void forward_impl(const R& ids, const std::vector<Index>& bounds, Eigen::Ref<RowMatrix<T>> out,
-                    const BagOptions<T>& options, BagArgmax* argmax, const char* where) const {
+                    const BagOptions<T>& options, BagArgmax* argmax, detail::Where where) const {
     detail::with_ids(ids, [&](auto span) {
       const auto n = static_cast<Index>(span.size());
       const auto bags = static_cast<Index>(bounds.size()) - 1;
@@ -421,9 +432,8 @@ class EmbeddingBag {
       detail::check_extent(where, "out", 0, bags, out.rows(), "the number of bags");
       detail::check_extent(where, "out", 1, d_model(), out.cols(), "d_model");
       if (argmax != nullptr && mode_ != BagMode::max) {
-        throw ValueError(std::string(where) +
-                             ": argmax is recorded in mode='max' only (got mode='" +
-                             to_string(mode_) + "')",
+        throw ValueError(detail::message(where, "argmax is recorded in mode='max' only (got mode='",
+                                         to_string(mode_), "')"),
                          static_cast<double>(static_cast<int>(mode_)));
       }
       detail::check_ids(span, vocab_size(), where);
@@ -437,34 +447,37 @@ class EmbeddingBag {
   /// Where a backward's rows go: sink(ids, rows, needs_scratch, options) receives the positions
   /// of the accumulation (a row policy of detail/scatter.hpp over validated input) and either
   /// accumulates them into a SparseRowGrad or hands them to an optimizer's fused step.
-  [[nodiscard]] auto accumulate_into(SparseRowGrad<T>& grad, const char* where) const {
+  [[nodiscard]] auto accumulate_into(SparseRowGrad<T>& grad, detail::Where where) const {
     return [&grad, where, this](auto ids, const auto& rows, bool needs_scratch,
                                 AccumulateOptions acc) {
-      // Throws (before any change) only if grad is bound to another table shape.
-      detail::SparseRowGradAccess::accumulate_rows_of(grad, ids, rows, d_model(), T(1),
-                                                      vocab_size(), acc, where, needs_scratch);
+      // The ids were checked at the door; this throws (before any change) only if grad is bound
+      // to another table shape.
+      detail::SparseRowGradAccess::check_shape(grad, where, vocab_size(), d_model());
+      detail::SparseRowGradAccess::accumulate_validated(grad, ids, rows, d_model(), T(1),
+                                                        vocab_size(), acc, needs_scratch);
     };
   }
   template <class Opt>
   [[nodiscard]] auto step_with(Opt& opt, const Eigen::Ref<const RowMatrix<T>>& grad_out,
-                               const optim::FusedStepOptions& fused, const char* where) {
+                               const optim::FusedStepOptions& fused, detail::Where where) {
     return [&opt, &grad_out, &fused, where, this](auto ids, const auto& rows, bool needs_scratch,
                                                   AccumulateOptions acc) {
-      optim::detail::FusedStepAccess::run(opt, emb_, ids, rows, needs_scratch, T(1), acc, &grad_out,
-                                          nullptr, fused, where);
+      detail::FusedStepAccess::run(opt, emb_,
+                                   detail::fused_rows(ids, rows, needs_scratch, T(1), acc),
+                                   detail::FusedStepChecks<T>{&grad_out, nullptr, &fused, where});
     };
   }
 
   /// The argmax a max-mode backward needs: recorded, in range, B x d; and no frequency scaling.
-  void check_argmax(const BagArgmax* argmax, Index bags, const char* where) const {
+  void check_argmax(const BagArgmax* argmax, Index bags, detail::Where where) const {
     const Index d = d_model();
     if (argmax == nullptr) {
-      throw StateError(std::string(where) +
-                       ": mode='max' needs the argmax recorded by forward(..., &argmax)");
+      throw StateError(
+          detail::message(where, "mode='max' needs the argmax recorded by forward(..., &argmax)"));
     }
     if (table_options().scale_grad_by_freq) {
-      throw StateError(std::string(where) +
-                       ": max mode does not support scaling the gradient by the frequency");
+      throw StateError(detail::message(
+          where, "max mode does not support scaling the gradient by the frequency"));
     }
     detail::check_argmax_ids(*argmax, bags, d, vocab_size(), where, "the number of bags",
                              "d_model");
@@ -473,7 +486,7 @@ class EmbeddingBag {
   template <class R, class Sink>
   void backward_impl(const R& ids, const std::vector<Index>& bounds,
                      const Eigen::Ref<const RowMatrix<T>>& grad_out, const BagOptions<T>& options,
-                     const BagArgmax* argmax, std::span<T> grad_weights, const char* where,
+                     const BagArgmax* argmax, std::span<T> grad_weights, detail::Where where,
                      Sink&& sink) const {
     detail::with_ids(ids, [&](auto span) {
       const auto n = static_cast<Index>(span.size());
@@ -484,8 +497,8 @@ class EmbeddingBag {
       detail::check_extent(where, "grad_out", 1, d, grad_out.cols(), "d_model");
       detail::check_ids(span, vocab_size(), where);
       if (!grad_weights.empty()) {
-        detail::check_extent(where, "grad_per_sample_weights", 0, n,
-                             static_cast<Index>(grad_weights.size()), "the number of ids");
+        detail::check_entries(where, "grad_per_sample_weights", n,
+                              static_cast<Index>(grad_weights.size()), "the number of ids");
       }
       if (mode_ == BagMode::max) check_argmax(argmax, bags, where);
       // dL/dw from the rows as the forward saw them: before a fused step moves them, and kept

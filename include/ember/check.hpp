@@ -6,12 +6,12 @@
 #include <cmath>
 #include <cstddef>
 #include <optional>
-#include <sstream>
 #include <string_view>
 
 #include <Eigen/Core>
 
 #include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
@@ -44,10 +44,9 @@ namespace detail {
 
 [[noreturn]] inline void throw_non_finite(std::string_view what, std::string_view row_kind,
                                           const NonFinite& at) {
-  std::ostringstream msg;
-  msg << what << ": value at " << row_kind << ' ' << at.row << ", column " << at.col << " is "
-      << at.value << " (not finite)";
-  throw ValueError(msg.str(), at.value);
+  throw ValueError(text(what, ": value at ", row_kind, " ", at.row, ", column ", at.col, " is ",
+                        at.value, " (not finite)"),
+                   at.value);
 }
 
 }  // namespace detail
@@ -70,6 +69,29 @@ void check_finite(const SparseRowGrad<T>& grad, std::string_view what) {
     detail::throw_non_finite(what, "table row", *at);
   }
 }
+
+namespace detail {
+
+/// check_finite of a sparse gradient for ember's own calls (the name built only when it throws).
+template <class T>
+void check_finite(const SparseRowGrad<T>& grad, Where where, const char* name) {
+  if (auto at = find_non_finite(grad.values())) {
+    at->row = static_cast<Index>(grad.rows()[static_cast<std::size_t>(at->row)]);
+    throw_non_finite(message(where, name), "table row", *at);
+  }
+}
+
+}  // namespace detail
+
+namespace detail {
+
+/// check_finite for ember's own calls: the name, "<where>: <name>", is built only when it throws.
+template <class Derived>
+void check_finite(const Eigen::DenseBase<Derived>& m, Where where, const char* name) {
+  if (const auto at = find_non_finite(m)) throw_non_finite(message(where, name), "row", *at);
+}
+
+}  // namespace detail
 
 /// True when every stored value of `grad` is finite. Complexity: O(k·d).
 template <class T>

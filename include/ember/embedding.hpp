@@ -91,8 +91,8 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
     }
     const Index v = vocab_size();
     if (*padding_idx < -v || *padding_idx >= v) {
-      throw IndexError("Embedding::set_padding_idx: padding_idx " + std::to_string(*padding_idx) +
-                           " is outside [" + std::to_string(-v) + ", " + std::to_string(v) + ")",
+      throw IndexError(detail::message("Embedding::set_padding_idx", "padding_idx ", *padding_idx,
+                                       " is outside [", -v, ", ", v, ")"),
                        -1, *padding_idx, v);
     }
     padding_idx_ = *padding_idx < 0 ? *padding_idx + v : *padding_idx;
@@ -135,7 +135,7 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
     constexpr const char* where = "Embedding::zero_padding_grad";
     detail::check_extent(where, "grad", 0, vocab_size(), grad.rows(), "vocab_size");
     detail::check_extent(where, "grad", 1, d_model(), grad.cols(), "d_model");
-    if (padding_idx_ && *padding_idx_ < vocab_size()) grad.row(*padding_idx_).setZero();
+    if (padding_idx_) grad.row(*padding_idx_).setZero();  // resize keeps it below vocab_size()
   }
 
   /// Rescales in place each distinct row among `ids` (except the padding row) whose p-norm exceeds
@@ -151,7 +151,7 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
     return detail::with_ids(ids, [&](auto span) {
       constexpr const char* where = "Embedding::renorm_rows";
       if (frozen_) {
-        throw StateError(std::string(where) + ": the table is frozen; unfreeze() it first");
+        throw StateError(detail::message(where, "the table is frozen; unfreeze() it first"));
       }
       detail::check_positive_finite(where, "max_norm", max_norm);
       detail::check_scalar(p > 0.0, where, "p", p, "> 0");  // rejects NaN; +inf: the max norm
@@ -184,9 +184,9 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
     constexpr const char* where = "Embedding::resize";
     detail::check_positive_size(where, "new_vocab_size", new_vocab_size);
     if (padding_idx_ && *padding_idx_ >= new_vocab_size) {
-      throw IndexError(std::string(where) + ": padding_idx " + std::to_string(*padding_idx_) +
-                           " would be outside the new vocabulary [0, " +
-                           std::to_string(new_vocab_size) + "); clear it first",
+      throw IndexError(detail::message(where, "padding_idx ", *padding_idx_,
+                                       " would be outside the new vocabulary [0, ", new_vocab_size,
+                                       "); clear it first"),
                        -1, *padding_idx_, new_vocab_size);
     }
     const Index old_v = vocab_size();

@@ -1,12 +1,13 @@
 /// The exceptions ember throws at its public entry points: IndexError, ShapeError, ValueError,
-/// FormatError, KeyError, StateError, all derived from ember::Error and from the matching
-/// standard exception.
+/// FormatError (and FileError, derived from it), KeyError, StateError, all derived from
+/// ember::Error and from the matching standard exception.
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "ember/config.hpp"
@@ -94,6 +95,24 @@ class FormatError : public std::runtime_error, public Error {
   std::string path_;
   std::uint64_t offset_;
   bool is_line_;
+};
+
+/// A file that could not be opened, read, created or written: the path or the system is at fault
+/// (no such file, a directory, no permission, a full disk), not the file's contents, so the
+/// caller may retry or report the path. It is a FormatError, so `catch (const FormatError&)` still
+/// catches it; catch FileError first to tell the two apart. Fields: FormatError's (offset(): the
+/// bytes written before a write failed, 0 when the file could not be opened) and code(), the
+/// system's error (std::errc::no_such_file_or_directory, permission_denied, no_space_on_device,
+/// ...; is_a_directory for a directory; empty for another kind of file that is not regular).
+/// Example message: `model.gguf: cannot open file (No such file or directory)`.
+class FileError : public FormatError {
+ public:
+  FileError(const std::string& what, std::string path, std::uint64_t offset, std::error_code code)
+      : FormatError(what, std::move(path), offset), code_(code) {}
+  [[nodiscard]] const std::error_code& code() const noexcept { return code_; }
+
+ private:
+  std::error_code code_;
 };
 
 /// A call not allowed in the object's current state (an optimizer step on a frozen table, a

@@ -60,9 +60,8 @@ struct Init {
         detail::check_finite_value(where, "uniform low", a);
         detail::check_finite_value(where, "uniform high", b);
         if (!(a < b)) {
-          throw ValueError("ember::Init: uniform needs low < high, got [" + std::to_string(a) +
-                               ", " + std::to_string(b) + ")",
-                           b);
+          throw ValueError(
+              detail::message(where, "uniform needs low < high, got [", a, ", ", b, ")"), b);
         }
         break;
       case Kind::zeros:

@@ -123,8 +123,8 @@ class InputStem {
 
  public:
   /// A stem with a fresh token table (ember's default N(0, 1/d) initialiser from options.seed).
-  /// Throws:  ShapeError for a non-positive size; ValueError for dropout outside [0, 1) or a
-  ///          negative / non-finite init_std.
+  /// Throws:  ShapeError for a non-positive size or a negative type_vocab_size; ValueError for
+  ///          dropout outside [0, 1) or a negative / non-finite init_std.
   InputStem(Index vocab_size, Index d_model, const InputStemOptions& options = {})
       : InputStem(Embedding<T>(vocab_size, d_model, options.seed), options) {}
 
@@ -135,16 +135,10 @@ class InputStem {
     constexpr const char* where = "InputStem";
     const Index d = tokens_.d_model();
     detail::check_positive_size(where, "max_len", options.max_len);
-    if (options.type_vocab_size < 0) {
-      detail::check_positive_size(where, "type_vocab_size", options.type_vocab_size);
-    }
-    check_dropout(where, options.dropout);
-    detail::check_finite_value(where, "init_std", options.init_std);
-    if (options.init_std < 0.0) {
-      throw ValueError(
-          std::string(where) + ": init_std must be >= 0, got " + std::to_string(options.init_std),
-          options.init_std);
-    }
+    detail::check_non_negative_size(where, "type_vocab_size", options.type_vocab_size,
+                                    "no segment table");
+    detail::check_unit_interval(where, "dropout", options.dropout);
+    detail::check_non_negative(where, "init_std", options.init_std);
     const Init init = options.init_std == 0.0 ? Init::zeros() : Init::normal(options.init_std);
     if (options.positions == PositionKind::learned) {
       learned_positions_.emplace(options.max_len, d, init, options.seed + 1);
@@ -191,7 +185,7 @@ class InputStem {
   [[nodiscard]] double dropout() const noexcept { return dropout_; }
   /// Changes the drop probability. Throws ValueError unless p is in [0, 1).
   void set_dropout(double p) {
-    check_dropout("InputStem::set_dropout", p);
+    detail::check_unit_interval("InputStem::set_dropout", "dropout", p);
     dropout_ = p;
   }
   /// Restarts the dropout stream from `seed`.
@@ -334,7 +328,8 @@ class InputStem {
                      const optim::FusedStepOptions& fused = {}, Index offset = 0) {
     detail::with_ids(ids, [&](auto span) {
       backward_impl(span, std::span<const TokenId>{}, false, seq_len, grad_out, grads, &mask,
-                    offset, step_tokens(opt, grad_out, fused), "InputStem::backward_step");
+                    offset, step_tokens(opt, grad_out, fused),
+                    detail::Where{"InputStem", "backward_step"});
     });
   }
 
@@ -348,40 +343,46 @@ class InputStem {
     detail::with_ids(ids, [&](auto span) {
       detail::with_ids(segment_ids, [&](auto segs) {
         backward_impl(span, segs, true, seq_len, grad_out, grads, &mask, offset,
-                      step_tokens(opt, grad_out, fused), "InputStem::backward_step");
+                      step_tokens(opt, grad_out, fused),
+                      detail::Where{"InputStem", "backward_step"});
       });
     });
   }
 
  private:
-  /// Where the token rows of a backward go (g = grad_out, masked): sink(ids, g, where)
-  /// accumulates them into grads.tokens or hands them to an optimizer's fused step.
+  /// Where the token rows of a backward go (g = grad_out, masked): sink(ids, g, where), after
+  /// every check of the backward, accumulates them into grads.tokens or hands them to an
+  /// optimizer's fused step.
   [[nodiscard]] auto accumulate_tokens(InputStemGrads<T>& grads) {
-    return [&grads, this](auto ids, detail::ConstTableRef<T> g, const char* where) {
-      grads.tokens.accumulate(ids, map(g), tokens_.scale(), vocab_size(),
-                              tokens_.accumulate_options(), where);
+    return [&grads, this](auto ids, detail::ConstTableRef<T> g, detail::Where) {
+      accumulate(grads.tokens, ids, g, tokens_.scale(), tokens_);
     };
   }
   template <class Opt>
   [[nodiscard]] auto step_tokens(Opt& opt, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                                  const optim::FusedStepOptions& fused) {
     return
-        [&opt, &grad_out, &fused, this](auto ids, detail::ConstTableRef<T> g, const char* where) {
-          optim::detail::FusedStepAccess::run(opt, tokens_, ids, detail::DirectRows<T>{g}, false,
-                                              tokens_.scale(), tokens_.accumulate_options(),
-                                              &grad_out, nullptr, fused, where);
+        [&opt, &grad_out, &fused, this](auto ids, detail::ConstTableRef<T> g, detail::Where where) {
+          const detail::DirectRows<T> rows{g};
+          detail::FusedStepAccess::run(
+              opt, tokens_,
+              detail::fused_rows(ids, rows, false, tokens_.scale(), tokens_.accumulate_options()),
+              detail::FusedStepChecks<T>{&grad_out, nullptr, &fused, where});
         };
   }
 
-  static void check_dropout(const char* where, double p) {
-    if (!(p >= 0.0 && p < 1.0)) {
-      throw ValueError(std::string(where) + ": dropout must be in [0, 1), got " + std::to_string(p),
-                       p);
-    }
+  // grad += scale · g over `ids` of `table`, all checked by backward_impl (ids, and the gradient's
+  // shape by check_shape): no check again.
+  template <class Id>
+  static void accumulate(SparseRowGrad<T>& grad, std::span<const Id> ids,
+                         detail::ConstTableRef<T> g, T scale, const Embedding<T>& table) {
+    detail::SparseRowGradAccess::accumulate_validated(grad, ids, detail::DirectRows<T>{g},
+                                                      table.d_model(), scale, table.vocab_size(),
+                                                      table.accumulate_options(), false);
   }
 
   template <class Id, class SegId>
-  void check_batch(const char* where, std::span<const Id> ids, std::span<const SegId> seg_ids,
+  void check_batch(detail::Where where, std::span<const Id> ids, std::span<const SegId> seg_ids,
                    bool with_segments, Index seq_len, Index offset) const {
     const auto n = static_cast<Index>(ids.size());
     detail::check_positions(where, seq_len, offset, max_len());
@@ -389,12 +390,12 @@ class InputStem {
     detail::check_ids(ids, vocab_size(), where);
     if (with_segments) {
       if (!segments_) {
-        throw StateError(std::string(where) +
-                         ": segment ids were given but the stem has no segment embedding "
-                         "(InputStemOptions::type_vocab_size = 0)");
+        throw StateError(detail::message(where,
+                                         "segment ids were given but the stem has no segment "
+                                         "embedding (InputStemOptions::type_vocab_size = 0)"));
       }
-      detail::check_extent(where, "segment_ids", 0, n, static_cast<Index>(seg_ids.size()),
-                           "the number of ids");
+      detail::check_entries(where, "segment_ids", n, static_cast<Index>(seg_ids.size()),
+                            "the number of ids");
       detail::check_ids(seg_ids, segments_->vocab_size(), where);
     }
   }
@@ -403,7 +404,7 @@ class InputStem {
   DropoutMask<T> forward_impl(std::span<const Id> ids, std::span<const SegId> seg_ids,
                               bool with_segments, Index seq_len, Eigen::Ref<RowMatrix<T>> out,
                               Index offset) {
-    constexpr const char* where = "InputStem::forward";
+    constexpr detail::Where where{"InputStem", "forward"};
     const auto n = static_cast<Index>(ids.size());
     check_batch(where, ids, seg_ids, with_segments, seq_len, offset);
     detail::check_lookup_out(where, n, d_model(), out.rows(), out.cols());
@@ -430,35 +431,31 @@ class InputStem {
     return mask;
   }
 
-  static void check_bound(const char* where, const char* name, const SparseRowGrad<T>& g,
-                          const Embedding<T>& table) {
-    if (g.vocab_size() == 0) return;
-    const std::string what = std::string("grads.") + name;
-    detail::check_extent(where, what.c_str(), 0, table.vocab_size(), g.vocab_size(),
-                         "the table's vocab_size");
-    detail::check_extent(where, what.c_str(), 1, table.d_model(), g.d_model(),
-                         "the table's d_model");
-  }
-
   template <class Id, class SegId, class TokenSink>
   void backward_impl(std::span<const Id> ids, std::span<const SegId> seg_ids, bool with_segments,
                      Index seq_len, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                      InputStemGrads<T>& grads, const DropoutMask<T>* mask, Index offset,
-                     TokenSink&& token_sink, const char* where = "InputStem::backward") {
+                     TokenSink&& token_sink, detail::Where where = {"InputStem", "backward"}) {
     const auto n = static_cast<Index>(ids.size());
     check_batch(where, ids, seg_ids, with_segments, seq_len, offset);
     detail::check_backward_grad_out(where, n, d_model(), grad_out.rows(), grad_out.cols());
-    check_bound(where, "tokens", grads.tokens, tokens_);
-    if (learned_positions_) check_bound(where, "positions", grads.positions, *learned_positions_);
-    if (segments_) check_bound(where, "segments", grads.segments, *segments_);
+    using Access = detail::SparseRowGradAccess;
+    Access::check_shape(grads.tokens, where, vocab_size(), d_model(), "the token table");
+    if (learned_positions_) {
+      Access::check_shape(grads.positions, where, max_len(), d_model(), "the position table");
+    }
+    if (segments_) {
+      Access::check_shape(grads.segments, where, segments_->vocab_size(), d_model(),
+                          "the segment table");
+    }
     if (mask == nullptr && training_ && dropout_ > 0.0) {
-      throw StateError(std::string(where) +
-                       ": the stem applies dropout; pass the DropoutMask its forward returned");
+      throw StateError(detail::message(
+          where, "the stem applies dropout; pass the DropoutMask its forward returned"));
     }
     if (mask != nullptr && mask->active() && mask->rows() != n) {
-      throw StateError(std::string(where) + ": the dropout mask was drawn for " +
-                       std::to_string(mask->rows()) + " rows, but grad_out has " +
-                       std::to_string(n) + "; pass the mask of this batch's forward");
+      throw StateError(detail::message(where, "the dropout mask was drawn for ", mask->rows(),
+                                       " rows, but grad_out has ", n,
+                                       "; pass the mask of this batch's forward"));
     }
 
     // Everything validated: from here on only the token sink throws (an optimizer's own checks,
@@ -471,27 +468,22 @@ class InputStem {
       g = detail::const_table(masked);
     }
     token_sink(ids, g, where);
+    // The position rows (offset + i % seq_len, checked by check_positions) and the segment ids
+    // (checked by check_batch) are in range: accumulated without a second check.
     std::vector<TokenId> rows;
     if (learned_positions_) {
       rows.resize(static_cast<std::size_t>(n));
       for (Index i = 0; i < n; ++i) rows[static_cast<std::size_t>(i)] = offset + i % seq_len;
-      grads.positions.accumulate(rows, map(g), T(1), max_len(),
-                                 learned_positions_->accumulate_options(), where);
+      accumulate(grads.positions, std::span<const TokenId>(rows), g, T(1), *learned_positions_);
     }
     if (segments_) {
       if (with_segments) {
-        grads.segments.accumulate(seg_ids, map(g), T(1), segments_->vocab_size(),
-                                  segments_->accumulate_options(), where);
+        accumulate(grads.segments, seg_ids, g, T(1), *segments_);
       } else {
         rows.assign(static_cast<std::size_t>(n), 0);
-        grads.segments.accumulate(rows, map(g), T(1), segments_->vocab_size(),
-                                  segments_->accumulate_options(), where);
+        accumulate(grads.segments, std::span<const TokenId>(rows), g, T(1), *segments_);
       }
     }
-  }
-
-  static Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> map(detail::ConstTableRef<T> t) {
-    return {t.data, t.rows, t.cols, Eigen::OuterStride<>(t.stride)};
   }
 
   Embedding<T> tokens_;

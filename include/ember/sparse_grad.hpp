@@ -184,10 +184,9 @@ class SparseRowGrad {
     for (Index i = 0; i < n; ++i) {
       const auto r = from[static_cast<std::size_t>(i)];
       if (std::cmp_less(r, 0) || std::cmp_greater_equal(r, src.rows())) [[unlikely]] {
-        throw IndexError(std::string(where) + ": src_rows[" + std::to_string(i) +
-                             "] = " + detail::int_text(r) + " is outside [0, " +
-                             std::to_string(src.rows()) + ")",
-                         i, detail::int64_field(r), src.rows());
+        throw IndexError(
+            detail::message(where, "src_rows[", i, "] = ", r, " is outside [0, ", src.rows(), ")"),
+            i, detail::int64_field(r), src.rows());
       }
     }
     bind(vocab_size, src.cols());
@@ -229,13 +228,19 @@ class SparseRowGrad {
                             options.skip_row);
   }
 
-  void check_shape(detail::Where where, Index vocab_size, Index d_model) const {
+  // Throws ShapeError unless the sizes are positive and the gradient is unbound or bound to
+  // vocab_size x d_model: "<where>: the table has 5 rows, expected the gradient's bound vocab_size
+  // = 6" (`table` names the table, "table" with `index` >= 0: "table 2 has ...").
+  void check_shape(detail::Where where, Index vocab_size, Index d_model,
+                   const char* table = "the table", Index index = -1) const {
     detail::check_positive_size(where, "vocab_size", vocab_size);
     detail::check_positive_size(where, "d_model", d_model);
-    if (vocab_size_ != 0) {
-      detail::check_extent(where, "the table", 0, vocab_size_, vocab_size,
+    if (vocab_size_ == 0) return;
+    if (vocab_size != vocab_size_ || d_model != d_model_) [[unlikely]] {
+      const std::string name = index < 0 ? std::string(table) : detail::text(table, " ", index);
+      detail::check_extent(where, name.c_str(), 0, vocab_size_, vocab_size,
                            "the gradient's bound vocab_size");
-      detail::check_extent(where, "the table", 1, d_model_, d_model,
+      detail::check_extent(where, name.c_str(), 1, d_model_, d_model,
                            "the gradient's bound d_model");
     }
   }
@@ -257,8 +262,9 @@ class SparseRowGrad {
 namespace detail {
 
 /// ember's own kernels' door into a SparseRowGrad (not for users, who call accumulate and
-/// accumulate_indirect): accumulation named after the calling table, and with a row policy of
-/// detail/scatter.hpp.
+/// accumulate_indirect): accumulation named after the calling table, and, for callers that
+/// validated their ids themselves, the check of the gradient's shape apart from an accumulation
+/// that checks nothing again.
 struct SparseRowGradAccess {
   /// SparseRowGrad::accumulate with a table's own name in its messages (Where is built lazily).
   template <class T, class Id>
@@ -268,26 +274,39 @@ struct SparseRowGradAccess {
     grad.accumulate_checked(ids, grad_rows, scale, vocab_size, options, where);
   }
 
-  /// grad[ids[i]] += scale * (what `rows` says position i contributes). `rows` is a row policy
-  /// (EmbeddingBag's max backward passes MaxBagRows) whose contribution(i, scratch) returns d
-  /// values for every i < n: a precondition on the caller, which this call cannot check. Same
-  /// grouping, order of sums, threads and strong guarantee as accumulate.
-  /// Throws:  IndexError if some id is outside [0, vocab_size); ShapeError if (vocab_size, d)
-  ///          differs from the bound shape. Nothing changes when it throws.
+  /// Throws ShapeError unless `grad` may accumulate rows of a vocab_size x d table (unbound, or
+  /// bound to that shape); `table` and `index` name the table as in "table 2 has 7 rows, expected
+  /// the gradient's bound vocab_size = 8". Changes nothing.
+  template <class T>
+  static void check_shape(const SparseRowGrad<T>& grad, Where where, Index vocab_size, Index d,
+                          const char* table = "the table", Index index = -1) {
+    grad.check_shape(where, vocab_size, d, table, index);
+  }
+
+  /// accumulate_validated after checking the ids and the gradient's shape (check_shape), for a
+  /// caller that has not validated them. Throws: IndexError for an id outside [0, vocab_size);
+  /// ShapeError if (vocab_size, d) differs from the bound shape. Nothing changes when it throws.
   template <class T, class Id, class Rows>
   static void accumulate_rows_of(SparseRowGrad<T>& grad, std::span<const Id> ids, const Rows& rows,
                                  Index d, T scale, Index vocab_size, AccumulateOptions options,
                                  Where where, bool needs_scratch = true) {
-    grad.check_shape(where, vocab_size, d);
+    check_shape(grad, where, vocab_size, d);
     check_ids(ids, vocab_size, where);
-    grad.bind(vocab_size, d);
-    grad.accumulate_rows(ids, rows, needs_scratch, scale, options);
+    accumulate_validated(grad, ids, rows, d, scale, vocab_size, options, needs_scratch);
   }
 
-  /// Binds an unbound gradient to (V, d) after the caller validated that it may.
-  template <class T>
-  static void bind(SparseRowGrad<T>& grad, Index vocab_size, Index d) {
+  /// grad[ids[i]] += scale * (what `rows` says position i contributes), after the caller checked
+  /// every id against vocab_size and the gradient with check_shape: binds an unbound gradient and
+  /// accumulates without checking again. `rows` is a row policy of detail/scatter.hpp whose
+  /// contribution(i, scratch) returns d values for every i < n. Same grouping, order of sums,
+  /// threads and strong guarantee as accumulate; throws nothing but std::bad_alloc.
+  template <class T, class Id, class Rows>
+  static void accumulate_validated(SparseRowGrad<T>& grad, std::span<const Id> ids,
+                                   const Rows& rows, Index d, T scale, Index vocab_size,
+                                   AccumulateOptions options, bool needs_scratch) {
+    EMBER_ASSERT(grad.vocab_size_ == 0 || (grad.vocab_size_ == vocab_size && grad.d_model_ == d));
     grad.bind(vocab_size, d);
+    grad.accumulate_rows(ids, rows, needs_scratch, scale, options);
   }
 };
 

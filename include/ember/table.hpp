@@ -19,9 +19,7 @@
 #include <Eigen/Core>
 
 #include "ember/check.hpp"
-#include "ember/codec/int8_rowwise.hpp"
-#include "ember/codec/plain.hpp"
-#include "ember/codec/reduced.hpp"
+#include "ember/codec/concepts.hpp"
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
 #include "ember/detail/gather.hpp"
@@ -160,17 +158,22 @@ concept EmbeddingTable = requires {
 /// loops across threads; results are bit-identical for any thread count.
 template <class C, template <class> class H>
 class Table : public H<C> {
+  static_assert(
+      codec::RowCodec<C>,
+      "ember::Table<C, Holder>: C must meet the codec contract of ember/codec/concepts.hpp");
   using Base = H<C>;
   static constexpr bool owned = std::is_same_v<H<C>, Owned<C>>;
   static constexpr bool borrowed = std::is_same_v<H<C>, Borrowed<C>>;
+  static_assert(
+      !owned || codec::OwnedCodec<C>,
+      "ember::Table<C, Owned>: an owning table needs a default-constructible codec with a "
+      "static units_per_row (codec::OwnedCodec)");
 
  public:
   /// How rows are stored.
   using Codec = C;
   /// The element type of the stored rows (T, Eigen::half, std::uint8_t, ...).
   using Unit = typename C::Unit;
-  /// The storage type (the same as Unit).
-  using Storage = Unit;
   /// What lookups compute in and return: T for Plain<T>, float otherwise.
   using Value = typename C::Value;
   /// The same as Value.
@@ -250,12 +253,6 @@ class Table : public H<C> {
         LookupScale scale = {}) requires(owned&& element_rows)
       : Table(vocab_size, d_model, Init::normal(), seed, scale) {}
 
-  /// from_float(table, keep_float_master, scale) of an int8 table. Throws: as from_float.
-  template <class Derived>
-  explicit Table(const Eigen::MatrixBase<Derived>& table, bool keep_float_master = false,
-                 LookupScale scale = {}) requires(owned&& std::same_as<C, codec::Int8Rowwise>)
-      : Table(encoded(table, keep_float_master, {Base::name, nullptr}), scale) {}
-
   /// Encodes a float or double table[V, d] into the codec (16-bit: round to nearest even; int8:
   /// FBGEMM's row-wise quantization), optionally keeping a float copy as the master for logits.
   /// Throws:  ShapeError if the table is empty; ValueError naming the row, column and value of a
@@ -263,40 +260,9 @@ class Table : public H<C> {
   template <class Derived>
   [[nodiscard]] static Table from_float(const Eigen::MatrixBase<Derived>& table,
                                         bool keep_float_master = false,
-                                        LookupScale scale = {}) requires(owned && (!C::is_plain)) {
+                                        LookupScale scale = {}) requires(owned && !C::is_plain &&
+                                                                         codec::EncodingCodec<C>) {
     return Table(encoded(table, keep_float_master, where("from_float")), scale);
-  }
-
-  /// Adopts rows already in FBGEMM's fused 8-bit layout: `bytes` holds vocab_size · (d_model + 8)
-  /// bytes.
-  /// Throws:  ShapeError if a size is not positive or bytes has the wrong size; ValueError if a
-  ///          row's scale is negative or not finite, or its bias is not finite (naming the row).
-  [[nodiscard]] static Table from_fused_rows(
-      std::vector<std::uint8_t> bytes, Index vocab_size, Index d_model,
-      LookupScale scale = {}) requires(owned&& std::same_as<C, codec::Int8Rowwise>) {
-    const detail::Where w = where("from_fused_rows");
-    check_sizes(w, vocab_size, d_model);
-    const Index row = C::units_per_row(d_model);
-    const Index expected = vocab_size * row;
-    if (static_cast<Index>(bytes.size()) != expected) {
-      throw ShapeError(
-          w.str() + ": bytes has " + std::to_string(bytes.size()) +
-              " bytes, expected vocab_size · (d_model + 8) = " + std::to_string(expected),
-          -1, expected, static_cast<Index>(bytes.size()));
-    }
-    RowMatrix<Unit> storage(vocab_size, row);
-    std::memcpy(storage.data(), bytes.data(), bytes.size());
-    for (Index r = 0; r < vocab_size; ++r) {
-      const float s = C::row_scale(storage.row(r).data(), d_model);
-      const float b = C::row_bias(storage.row(r).data(), d_model);
-      if (!(std::isfinite(s) && s >= 0.0f) || !std::isfinite(b)) {
-        throw ValueError(w.str() + ": row " + std::to_string(r) + " has scale " +
-                             std::to_string(s) + " and bias " + std::to_string(b) +
-                             "; expected a finite scale >= 0 and a finite bias",
-                         static_cast<double>(std::isfinite(s) ? b : s));
-      }
-    }
-    return Table(Encoded{std::move(storage), d_model, nullptr}, scale);
   }
 
   // ---- shape and storage ----------------------------------------------------------------------
@@ -354,11 +320,12 @@ class Table : public H<C> {
     forward_as<Value>(ids, out);
   }
 
-  /// forward into a buffer of the 16-bit storage type: the float result rounded to it (round to
-  /// nearest even; a value beyond its range becomes ±inf, as a cast would).
-  /// Throws: as forward(ids, out).
+  /// forward into a buffer of the storage type of a 16-bit codec (element rows, not plain): the
+  /// float result rounded to it (round to nearest even; a value beyond its range becomes ±inf, as
+  /// a cast would). Throws: as forward(ids, out).
   template <class R>
-  void forward(const R& ids, Eigen::Ref<RowMatrix<Unit>> out) const requires(HalfStorage<Unit>) {
+  void forward(const R& ids, Eigen::Ref<RowMatrix<Unit>> out) const
+      requires(element_rows && !C::is_plain) {
     forward_as<Unit>(ids, out);
   }
 
@@ -431,7 +398,7 @@ class Table : public H<C> {
     detail::check_logits(w, vocab_size(), d_model(), hidden.rows(), hidden.cols(), out.rows(),
                          out.cols());
     detail::check_logits_mode(w, mode);
-    if constexpr (detail::QuantizedDot<C>) {
+    if constexpr (codec::QuantizedDot<C>) {
       if (mode == LogitsMode::quantized_hidden && master_ == nullptr &&
           codec().quantizes_hidden()) {
         if (const auto bad = find_non_finite(hidden)) {
@@ -514,25 +481,6 @@ class Table : public H<C> {
     return out;
   }
 
-  // ---- FBGEMM's 8-bit row-wise layout ---------------------------------------------------------
-
-  /// The codes of row r. Throws: IndexError if r is out of range.
-  [[nodiscard]] std::span<const std::uint8_t> codes(Index r) const
-      requires(std::same_as<C, codec::Int8Rowwise>) {
-    detail::check_row(r, vocab_size(), where("codes"));
-    return {detail::rows_of(*this).row(r), static_cast<std::size_t>(d_model())};
-  }
-  /// The scale of row r: (max - min) / 255 of the original row. Throws: IndexError.
-  [[nodiscard]] float row_scale(Index r) const requires(std::same_as<C, codec::Int8Rowwise>) {
-    detail::check_row(r, vocab_size(), where("row_scale"));
-    return C::row_scale(detail::rows_of(*this).row(r), d_model());
-  }
-  /// The bias of row r: the minimum of the original row. Throws: IndexError.
-  [[nodiscard]] float row_bias(Index r) const requires(std::same_as<C, codec::Int8Rowwise>) {
-    detail::check_row(r, vocab_size(), where("row_bias"));
-    return C::row_bias(detail::rows_of(*this).row(r), d_model());
-  }
-
  protected:
   /// A call of this table in messages: "Embedding::forward", "QuantizedEmbeddingView::logits".
   [[nodiscard]] static constexpr detail::Where where(const char* call) noexcept {
@@ -560,14 +508,10 @@ class Table : public H<C> {
       detail::check_lookup_out(w, static_cast<Index>(span.size()), d_model(), out.rows(),
                                out.cols());
       detail::check_ids(span, vocab_size(), w);
-      detail::gather<O>(detail::rows_of(*this), span, scale_, nullptr, detail::mutable_table(out));
+      detail::gather<O, codec::StreamingDecode<C>>(detail::rows_of(*this), span, scale_, nullptr,
+                                                   detail::mutable_table(out));
     });
   }
-
- private:
-  template <class, template <class> class>
-  friend class Table;
-  friend struct detail::TableAccess;
 
   /// What an encoding constructor hands the owning constructor: the rows and the master.
   struct Encoded {
@@ -576,18 +520,61 @@ class Table : public H<C> {
     std::shared_ptr<const RowMatrix<float>> master;
   };
 
+  /// The owning table of encoded rows (the codec's thin types build theirs through it).
   Table(Encoded e, LookupScale scale) requires(owned)
       : Base(std::move(e.storage), e.d, C{}),
         scale_(scale.template resolve<Value>(e.d)),
         master_(std::move(e.master)) {}
 
+  static void check_sizes(detail::Where w, Index v, Index d, const char* v_name = "vocab_size",
+                          const char* d_name = "d_model") {
+    detail::check_positive_size(w, v_name, v);
+    detail::check_positive_size(w, d_name, d);
+  }
+
+  /// Checks a float/double table for values the codec can hold and encodes it row by row: a
+  /// codec with its own range (codec::ChecksEncodable) checks the original values, every other
+  /// codec has the floats checked for NaN and infinity.
+  template <class Derived>
+  static Encoded encoded(const Eigen::MatrixBase<Derived>& table, bool keep_float_master,
+                         detail::Where w) requires(codec::EncodingCodec<C>) {
+    check_sizes(w, table.rows(), table.cols(), "vocab_size (table rows)",
+                "d_model (table columns)");
+    const Index v = table.rows();
+    const Index d = table.cols();
+    if constexpr (codec::ChecksEncodable<C>) C::check_encodable(table, w);
+    RowMatrix<float> f = table.template cast<float>();
+    if constexpr (!codec::ChecksEncodable<C>) {
+      if (const auto bad = find_non_finite(f)) {
+        throw ValueError(detail::message(w, "value ", bad->value, " at row ", bad->row, ", column ",
+                                         bad->col, " is not finite"),
+                         bad->value);
+      }
+    }
+    RowMatrix<Unit> storage(v, C::units_per_row(d));
+    for (Index r = 0; r < v; ++r) C::encode_row(f.row(r).data(), d, storage.row(r).data());
+    if (!keep_float_master) return {std::move(storage), d, nullptr};
+    return {std::move(storage), d, std::make_shared<const RowMatrix<float>>(std::move(f))};
+  }
+
+ private:
+  template <class, template <class> class>
+  friend class Table;
+  friend struct detail::TableAccess;
+
+  // How far above a width checked_view looks for one the codec holds (ggml's blocks: 256).
+  static constexpr Index kMaxWidthSearch = Index{1} << 16;
+
   static Index checked_view(const C& codec, const Unit* data, Index vocab_size, Index d_model,
                             Index row_stride) {
     const detail::Where w{Base::name, nullptr};
     if (d_model > 0 && !codec.holds_width(d_model)) {
-      throw ShapeError(w.str() + ": the " + codec.name() + " format cannot store rows of " +
-                           std::to_string(d_model) + " values",
-                       1, d_model, d_model);
+      // expected(): the next width the codec holds (a block format: the next whole block).
+      Index next = d_model + 1;
+      while (next - d_model < kMaxWidthSearch && !codec.holds_width(next)) ++next;
+      throw ShapeError(detail::message(w, "the ", codec.name(), " format cannot store rows of ",
+                                       d_model, " values (the next width it holds is ", next, ")"),
+                       1, next, d_model);
     }
     return detail::checked_view_stride(w, data, vocab_size, d_model,
                                        d_model > 0 ? codec.units_per_row(d_model) : d_model,
@@ -599,12 +586,6 @@ class Table : public H<C> {
                 "d_model (table columns)");
     const Index d = table.cols();
     return {std::move(table), d, nullptr};
-  }
-
-  static void check_sizes(detail::Where w, Index v, Index d, const char* v_name = "vocab_size",
-                          const char* d_name = "d_model") {
-    detail::check_positive_size(w, v_name, v);
-    detail::check_positive_size(w, d_name, d);
   }
 
   static RowMatrix<Unit> initial(Index vocab_size, Index d_model, const Init& init,
@@ -619,53 +600,10 @@ class Table : public H<C> {
     }
   }
 
-  /// Checks a float/double table for values the codec can hold (finite; within a 16-bit type's
-  /// range) and encodes it row by row.
-  template <class Derived>
-  static Encoded encoded(const Eigen::MatrixBase<Derived>& table, bool keep_float_master,
-                         detail::Where w) {
-    check_sizes(w, table.rows(), table.cols(), "vocab_size (table rows)",
-                "d_model (table columns)");
-    const Index v = table.rows();
-    const Index d = table.cols();
-    if constexpr (HalfStorage<Unit>) {
-      const auto limit = static_cast<double>(std::numeric_limits<Unit>::max());
-      for (Index r = 0; r < v; ++r) {
-        for (Index c = 0; c < d; ++c) {
-          const auto x = static_cast<double>(table(r, c));
-          // Values that round down to the largest finite S are fine; anything rounding to inf is
-          // not. Beyond float's range the double -> float cast itself would be undefined.
-          const bool fits = std::isfinite(x) &&
-                            std::abs(x) <= static_cast<double>(std::numeric_limits<float>::max()) &&
-                            std::isfinite(static_cast<float>(Unit(static_cast<float>(x))));
-          if (!fits) {
-            throw ValueError(w.str() + ": value " + std::to_string(x) + " at row " +
-                                 std::to_string(r) + ", column " + std::to_string(c) +
-                                 (std::isfinite(x) ? " overflows " : " is not finite in ") +
-                                 storage_name<Unit> + " (largest " + std::to_string(limit) + ")",
-                             x);
-          }
-        }
-      }
-    }
-    RowMatrix<float> f = table.template cast<float>();
-    if constexpr (!HalfStorage<Unit>) {
-      if (const auto bad = find_non_finite(f)) {
-        throw ValueError(w.str() + ": value " + std::to_string(bad->value) + " at row " +
-                             std::to_string(bad->row) + ", column " + std::to_string(bad->col) +
-                             " is not finite",
-                         bad->value);
-      }
-    }
-    RowMatrix<Unit> storage(v, C::units_per_row(d));
-    for (Index r = 0; r < v; ++r) C::encode_row(f.row(r).data(), d, storage.row(r).data());
-    if (!keep_float_master) return {std::move(storage), d, nullptr};
-    return {std::move(storage), d, std::make_shared<const RowMatrix<float>>(std::move(f))};
-  }
-
   /// W for the logits kernels: the stored rows, and the master if one is kept (it has the
   /// table's shape: set_float_master checks it, and no table with a master changes its shape).
-  [[nodiscard]] detail::LogitsTable<C> logits_table() const noexcept {
+  [[nodiscard]] detail::LogitsTable<C, codec::StreamingDot<C>, codec::QuantizedDot<C>>
+  logits_table() const noexcept {
     return {detail::rows_of(*this), master_.get()};
   }
 

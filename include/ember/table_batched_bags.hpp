@@ -109,20 +109,28 @@ class TableBatchedBags {
   [[nodiscard]] Index num_features() const noexcept { return static_cast<Index>(features_.size()); }
   /// Columns of the output: the sum of the features' widths.
   [[nodiscard]] Index width() const noexcept { return columns_.back(); }
-  /// The first output column of feature f. Precondition: f in [0, num_features()).
-  [[nodiscard]] Index column(Index f) const noexcept {
-    return columns_[static_cast<std::size_t>(f)];
+  /// The first output column of feature f.
+  /// Throws: IndexError if f is outside [0, num_features()).
+  [[nodiscard]] Index column(Index f) const {
+    detail::check_index({"TableBatchedBags", "column"}, "feature", f, num_features());
+    return column_at(f);
   }
-  /// Feature f. Precondition: f in [0, num_features()).
-  [[nodiscard]] const BagFeature& feature(Index f) const noexcept {
-    return features_[static_cast<std::size_t>(f)];
+  /// Feature f. Throws: IndexError if f is outside [0, num_features()).
+  [[nodiscard]] const BagFeature& feature(Index f) const {
+    detail::check_index({"TableBatchedBags", "feature"}, "feature", f, num_features());
+    return feature_at(f);
   }
-  /// Table t (for its optimizer, padding row, I/O). Precondition: t in [0, num_tables()).
-  [[nodiscard]] const Table& table(Index t) const noexcept {
+  /// Table t (for its optimizer, padding row, I/O).
+  /// Throws: IndexError if t is outside [0, num_tables()).
+  [[nodiscard]] const Table& table(Index t) const {
+    detail::check_index({"TableBatchedBags", "table"}, "table", t, num_tables());
+    return table_at(t);
+  }
+  /// Table t, writable. Throws: as table(t) const.
+  [[nodiscard]] Table& table(Index t) {
+    detail::check_index({"TableBatchedBags", "table"}, "table", t, num_tables());
     return tables_[static_cast<std::size_t>(t)];
   }
-  /// Table t, writable.
-  [[nodiscard]] Table& table(Index t) noexcept { return tables_[static_cast<std::size_t>(t)]; }
 
   // ---- forward --------------------------------------------------------------------------------
 
@@ -131,16 +139,18 @@ class TableBatchedBags {
   /// Shapes:  indices[n], offsets[F·B + 1], per_sample_weights[n] (with a weighted feature;
   ///          only the weighted features' entries are read) -> out[B, W].
   /// Throws:  ShapeError if offsets' size is not F·B + 1 for some B >= 0 or per_sample_weights
-  ///          has not n entries; ValueError if offsets[0] != 0, offsets decrease, the last is not
-  ///          n, or per_sample_weights are given without a weighted feature; IndexError if an id
-  ///          is outside its feature's table. Nothing is written when it throws.
+  ///          has not n entries; ValueError if offsets[0] != 0, offsets decrease, the last is
+  ///          below n, or per_sample_weights are given without a weighted feature; IndexError if
+  ///          an offset exceeds n or an id is outside its feature's table (EmbeddingBag's checks
+  ///          and wording). Nothing is written when it throws.
   /// Complexity: O(n·d + B·W); each feature's bags split across threads.
   template <class R, class O>
   [[nodiscard]] RowMatrix<T> forward(const R& indices, const O& offsets,
                                      std::span<const T> per_sample_weights = {}) const {
-    const Layout layout = from_offsets(indices, offsets, "TableBatchedBags::forward");
+    constexpr detail::Where where{"TableBatchedBags", "forward"};
+    const Layout layout = from_offsets(indices, offsets, where);
     RowMatrix<T> out(layout.batch, width());
-    forward_impl(indices, layout, out, per_sample_weights, nullptr, "TableBatchedBags::forward");
+    forward_impl(indices, layout, out, per_sample_weights, nullptr, where);
     return out;
   }
 
@@ -152,8 +162,9 @@ class TableBatchedBags {
   void forward(const R& indices, const O& offsets, Eigen::Ref<RowMatrix<T>> out,
                std::span<const T> per_sample_weights = {},
                std::vector<BagArgmax>* argmax = nullptr) const {
-    const Layout layout = from_offsets(indices, offsets, "TableBatchedBags::forward");
-    forward_impl(indices, layout, out, per_sample_weights, argmax, "TableBatchedBags::forward");
+    constexpr detail::Where where{"TableBatchedBags", "forward"};
+    const Layout layout = from_offsets(indices, offsets, where);
+    forward_impl(indices, layout, out, per_sample_weights, argmax, where);
   }
 
   /// forward with bag sizes: bag b of feature f has lengths[f·B + b] ids.
@@ -162,7 +173,7 @@ class TableBatchedBags {
   template <class R, class L>
   [[nodiscard]] RowMatrix<T> forward_lengths(const R& indices, const L& lengths,
                                              std::span<const T> per_sample_weights = {}) const {
-    constexpr const char* where = "TableBatchedBags::forward_lengths";
+    constexpr detail::Where where{"TableBatchedBags", "forward_lengths"};
     const Layout layout = from_lengths(indices, lengths, where);
     RowMatrix<T> out(layout.batch, width());
     forward_impl(indices, layout, out, per_sample_weights, nullptr, where);
@@ -174,7 +185,7 @@ class TableBatchedBags {
   void forward_lengths(const R& indices, const L& lengths, Eigen::Ref<RowMatrix<T>> out,
                        std::span<const T> per_sample_weights = {},
                        std::vector<BagArgmax>* argmax = nullptr) const {
-    constexpr const char* where = "TableBatchedBags::forward_lengths";
+    constexpr detail::Where where{"TableBatchedBags", "forward_lengths"};
     const Layout layout = from_lengths(indices, lengths, where);
     forward_impl(indices, layout, out, per_sample_weights, argmax, where);
   }
@@ -199,7 +210,7 @@ class TableBatchedBags {
   void backward(const R& indices, const O& offsets, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 std::vector<SparseRowGrad<T>>& grads, std::span<const T> per_sample_weights = {},
                 const std::vector<BagArgmax>* argmax = nullptr) {
-    constexpr const char* where = "TableBatchedBags::backward";
+    constexpr detail::Where where{"TableBatchedBags", "backward"};
     const Layout layout = from_offsets(indices, offsets, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
                   accumulate_into(grads, where));
@@ -213,7 +224,7 @@ class TableBatchedBags {
                         std::vector<SparseRowGrad<T>>& grads,
                         std::span<const T> per_sample_weights = {},
                         const std::vector<BagArgmax>* argmax = nullptr) {
-    constexpr const char* where = "TableBatchedBags::backward_lengths";
+    constexpr detail::Where where{"TableBatchedBags", "backward_lengths"};
     const Layout layout = from_lengths(indices, lengths, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
                   accumulate_into(grads, where));
@@ -237,7 +248,7 @@ class TableBatchedBags {
                      std::span<const T> per_sample_weights = {},
                      const std::vector<BagArgmax>* argmax = nullptr,
                      const optim::FusedStepOptions& fused = {}) {
-    constexpr const char* where = "TableBatchedBags::backward_step";
+    constexpr detail::Where where{"TableBatchedBags", "backward_step"};
     const Layout layout = from_offsets(indices, offsets, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
                   step_with(optimizers, grad_out, fused, where));
@@ -252,13 +263,26 @@ class TableBatchedBags {
                              std::span<Opt> optimizers, std::span<const T> per_sample_weights = {},
                              const std::vector<BagArgmax>* argmax = nullptr,
                              const optim::FusedStepOptions& fused = {}) {
-    constexpr const char* where = "TableBatchedBags::backward_step_lengths";
+    constexpr detail::Where where{"TableBatchedBags", "backward_step_lengths"};
     const Layout layout = from_lengths(indices, lengths, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
                   step_with(optimizers, grad_out, fused, where));
   }
 
  private:
+  // column(f), feature(f), table(t) without the check, for indices the class itself made valid
+  // (f < num_features(), t a feature's table or < num_tables()).
+  [[nodiscard]] Index column_at(Index f) const noexcept {
+    return columns_[static_cast<std::size_t>(f)];
+  }
+  [[nodiscard]] const BagFeature& feature_at(Index f) const noexcept {
+    return features_[static_cast<std::size_t>(f)];
+  }
+  [[nodiscard]] const Table& table_at(Index t) const noexcept {
+    return tables_[static_cast<std::size_t>(t)];
+  }
+  [[nodiscard]] Table& table_at(Index t) noexcept { return tables_[static_cast<std::size_t>(t)]; }
+
   /// The validated shape of a call: B and the absolute bag bounds, bounds[f·B + b] the first
   /// position of bag b of feature f (F·B + 1 entries, the last n).
   struct Layout {
@@ -278,104 +302,74 @@ class TableBatchedBags {
   void init() {
     constexpr const char* where = "TableBatchedBags";
     if (tables_.empty() || features_.empty()) {
-      throw ValueError(std::string(where) + ": needs at least one table and one feature, got " +
-                           std::to_string(tables_.size()) + " tables and " +
-                           std::to_string(features_.size()) + " features",
-                       0.0);
+      throw ValueError(
+          detail::message(where, "needs at least one table and one feature, got ", tables_.size(),
+                          " tables and ", features_.size(), " features"),
+          0.0);
     }
     Index column = 0;
     for (std::size_t f = 0; f < features_.size(); ++f) {
       const BagFeature& feat = features_[f];
       const auto nt = static_cast<Index>(tables_.size());
       if (feat.table < 0 || feat.table >= nt) {
-        throw IndexError(std::string(where) + ": feature " + std::to_string(f) + " names table " +
-                             std::to_string(feat.table) + ", outside [0, " + std::to_string(nt) +
-                             ")",
+        throw IndexError(detail::message(where, "feature ", f, " names table ", feat.table,
+                                         ", outside [0, ", nt, ")"),
                          static_cast<Index>(f), feat.table, nt);
       }
       if (feat.weighted && feat.mode != BagMode::sum) {
-        throw ValueError(std::string(where) + ": feature " + std::to_string(f) +
-                             " is weighted, which needs mode='sum' (got mode='" +
-                             to_string(feat.mode) + "')",
+        throw ValueError(detail::message(where, "feature ", f,
+                                         " is weighted, which needs mode='sum' (got mode='",
+                                         to_string(feat.mode), "')"),
                          static_cast<double>(f));
       }
       columns_.push_back(column);
-      column += table(feat.table).d_model();
+      column += table_at(feat.table).d_model();
     }
     columns_.push_back(column);
   }
 
-  [[nodiscard]] Index batch_of(Index entries, const char* what, const char* where) const {
+  /// B from the number of offsets (F·B + 1, extra = 1) or lengths (F·B, extra = 0) of a call.
+  /// Throws ShapeError naming both counts around `entries` that would do, expected() the nearer.
+  [[nodiscard]] Index batch_of(Index entries, Index extra, const char* name,
+                               detail::Where where) const {
     const Index f = num_features();
-    if (entries % f != 0) {
-      throw ShapeError(std::string(where) + ": " + what + " has " + std::to_string(entries) +
-                           " entries, not a multiple of the " + std::to_string(f) + " features" +
-                           (std::string(what) == "offsets" ? " (plus 1)" : ""),
-                       0, f, entries);
+    const Index m = entries - extra;
+    if (m >= 0 && m % f == 0) return m / f;
+    const Index b = m < 0 ? 0 : m / f;  // the counts of B = b and b + 1 surround `entries`
+    const Index below = b * f + extra;
+    const Index above = below + f;
+    const char* layout = extra == 1 ? "F·B + 1" : "F·B";
+    if (m < 0) {  // fewer entries than B = 0 needs
+      throw ShapeError(
+          detail::message(where, name, " has ", entries, detail::entries(entries), ", expected ",
+                          layout, " for the ", f, " features: ", below, " (B = 0)"),
+          0, below, entries);
     }
-    return entries / f;
+    const Index nearer = entries - below <= above - entries ? below : above;
+    throw ShapeError(detail::message(where, name, " has ", entries, detail::entries(entries),
+                                     ", expected ", layout, " for the ", f, " features: ", below,
+                                     " (B = ", b, ") or ", above, " (B = ", b + 1, ")"),
+                     0, nearer, entries);
   }
 
   template <class R, class O>
-  Layout from_offsets(const R& indices, const O& offsets, const char* where) const {
+  Layout from_offsets(const R& indices, const O& offsets, detail::Where where) const {
     const auto n = static_cast<Index>(std::size(indices));
     return detail::with_ids(offsets, [&](auto off) {
-      detail::check_int64_range(off, where, "offsets");
-      const auto m = static_cast<Index>(off.size());
-      if (m == 0) {
-        throw ShapeError(std::string(where) + ": offsets is empty; it needs F·B + 1 entries", 0, 1,
-                         0);
-      }
       Layout layout;
-      layout.batch = batch_of(m - 1, "offsets", where);
-      layout.bounds.resize(static_cast<std::size_t>(m));
-      for (Index k = 0; k < m; ++k) {
-        const auto o = static_cast<std::int64_t>(off[static_cast<std::size_t>(k)]);
-        const std::int64_t previous = k == 0 ? 0 : layout.bounds[static_cast<std::size_t>(k - 1)];
-        if (o < previous || (k == 0 && o != 0)) {
-          throw ValueError(std::string(where) + ": offsets[" + std::to_string(k) +
-                               "] = " + std::to_string(o) +
-                               (k == 0 ? " must be 0" : " is below the offset before it"),
-                           static_cast<double>(o));
-        }
-        layout.bounds[static_cast<std::size_t>(k)] = static_cast<Index>(o);
-      }
-      if (layout.bounds.back() != n) {
-        throw ValueError(std::string(where) + ": the last offset is " +
-                             std::to_string(layout.bounds.back()) +
-                             ", expected the number of ids " + std::to_string(n),
-                         static_cast<double>(layout.bounds.back()));
-      }
+      layout.batch = batch_of(static_cast<Index>(off.size()), 1, "offsets", where);
+      layout.bounds = detail::bag_bounds(off, n, /*include_last_offset=*/true, where);
       return layout;
     });
   }
 
   template <class R, class L>
-  Layout from_lengths(const R& indices, const L& lengths, const char* where) const {
+  Layout from_lengths(const R& indices, const L& lengths, detail::Where where) const {
     const auto n = static_cast<Index>(std::size(indices));
     return detail::with_ids(lengths, [&](auto len) {
-      detail::check_int64_range(len, where, "lengths");
-      const auto m = static_cast<Index>(len.size());
       Layout layout;
-      layout.batch = batch_of(m, "lengths", where);
-      layout.bounds.resize(static_cast<std::size_t>(m) + 1);
-      layout.bounds[0] = 0;
-      for (Index k = 0; k < m; ++k) {
-        const auto l = static_cast<std::int64_t>(len[static_cast<std::size_t>(k)]);
-        if (l < 0) {
-          throw ValueError(std::string(where) + ": lengths[" + std::to_string(k) +
-                               "] = " + std::to_string(l) + " is negative",
-                           static_cast<double>(l));
-        }
-        layout.bounds[static_cast<std::size_t>(k) + 1] =
-            layout.bounds[static_cast<std::size_t>(k)] + static_cast<Index>(l);
-      }
-      if (layout.bounds.back() != n) {
-        throw ShapeError(std::string(where) + ": the lengths sum to " +
-                             std::to_string(layout.bounds.back()) + ", but there are " +
-                             std::to_string(n) + " ids",
-                         0, n, layout.bounds.back());
-      }
+      layout.batch = batch_of(static_cast<Index>(len.size()), 0, "lengths", where);
+      layout.bounds = detail::bag_bounds_from_lengths(len, n, where);
       return layout;
     });
   }
@@ -400,44 +394,37 @@ class TableBatchedBags {
   /// Checks every id against its feature's table and the per-sample weights against n.
   template <class Id>
   void check_inputs(std::span<const Id> ids, const Layout& layout, std::span<const T> weights,
-                    const char* where) const {
+                    detail::Where where) const {
     bool any_weighted = false;
     for (Index f = 0; f < num_features(); ++f) {
-      const Index vocab = table(feature(f).table).vocab_size();
-      any_weighted = any_weighted || feature(f).weighted;
+      const BagFeature& feat = feature_at(f);
+      any_weighted = any_weighted || feat.weighted;
       const auto [begin, end] = span_of(layout, f);
-      for (Index i = begin; i < end; ++i) {
-        const Id id = ids[static_cast<std::size_t>(i)];
-        if (std::cmp_less(id, 0) || std::cmp_greater_equal(id, vocab)) [[unlikely]] {
-          throw IndexError(std::string(where) + ": id " + detail::int_text(id) + " at position " +
-                               std::to_string(i) + " (feature " + std::to_string(f) + ", table " +
-                               std::to_string(feature(f).table) + ") is outside [0, " +
-                               std::to_string(vocab) + ")",
-                           i, detail::int64_field(id), vocab);
-        }
-      }
+      detail::check_ids(
+          ids.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)),
+          table_at(feat.table).vocab_size(), where, {begin, f, feat.table});
     }
     if (weights.empty()) return;
     if (!any_weighted) {
       throw ValueError(
-          std::string(where) + ": per_sample_weights given, but no feature is weighted", 0.0);
+          detail::message(where, "per_sample_weights given, but no feature is weighted"), 0.0);
     }
-    detail::check_extent(where, "per_sample_weights", 0, static_cast<Index>(ids.size()),
-                         static_cast<Index>(weights.size()), "the number of ids");
+    detail::check_entries(where, "per_sample_weights", static_cast<Index>(ids.size()),
+                          static_cast<Index>(weights.size()), "the number of ids");
   }
 
   template <class R>
   void forward_impl(const R& indices, const Layout& layout, Eigen::Ref<RowMatrix<T>> out,
                     std::span<const T> weights, std::vector<BagArgmax>* argmax,
-                    const char* where) const {
+                    detail::Where where) const {
     detail::with_ids(indices, [&](auto ids) {
       check_inputs(ids, layout, weights, where);
       detail::check_extent(where, "out", 0, layout.batch, out.rows(), "the batch size");
       detail::check_extent(where, "out", 1, width(), out.cols(), "width()");
       if (argmax != nullptr) argmax->assign(static_cast<std::size_t>(num_features()), {});
       for (Index f = 0; f < num_features(); ++f) {
-        const BagFeature& feat = feature(f);
-        const Table& tab = table(feat.table);
+        const BagFeature& feat = feature_at(f);
+        const Table& tab = table_at(feat.table);
         const auto [begin, end] = span_of(layout, f);
         const std::vector<Index> bounds = bounds_of(layout, f);
         TokenId* am = nullptr;
@@ -446,7 +433,7 @@ class TableBatchedBags {
           am = (*argmax)[static_cast<std::size_t>(f)].data();
         }
         const T* w = feat.weighted && !weights.empty() ? weights.data() + begin : nullptr;
-        const detail::TableRef<T> block{out.data() + column(f), layout.batch, tab.d_model(),
+        const detail::TableRef<T> block{out.data() + column_at(f), layout.batch, tab.d_model(),
                                         out.outerStride()};
         detail::bag_pool(
             detail::rows_of(tab),
@@ -459,18 +446,19 @@ class TableBatchedBags {
 
   /// Checks the argmax of every max feature (recorded, B x d, ids in [-1, V)) and that its table
   /// does not scale gradients by frequency.
-  void check_argmax(const std::vector<BagArgmax>* argmax, Index batch, const char* where) const {
+  void check_argmax(const std::vector<BagArgmax>* argmax, Index batch, detail::Where where) const {
     for (Index f = 0; f < num_features(); ++f) {
-      if (feature(f).mode != BagMode::max) continue;
-      const Table& tab = table(feature(f).table);
+      if (feature_at(f).mode != BagMode::max) continue;
+      const Table& tab = table_at(feature_at(f).table);
       if (argmax == nullptr || static_cast<Index>(argmax->size()) != num_features()) {
-        throw StateError(std::string(where) + ": feature " + std::to_string(f) +
-                         " pools with max and needs the argmax recorded by forward(..., &argmax)");
+        throw StateError(detail::message(
+            where, "feature ", f,
+            " pools with max and needs the argmax recorded by forward(..., &argmax)"));
       }
       if (tab.scale_grad_by_freq()) {
-        throw StateError(std::string(where) + ": feature " + std::to_string(f) +
-                         " pools with max, which does not support scaling the gradient by the "
-                         "frequency");
+        throw StateError(detail::message(
+            where, "feature ", f,
+            " pools with max, which does not support scaling the gradient by the frequency"));
       }
       detail::check_argmax_ids((*argmax)[static_cast<std::size_t>(f)], batch, tab.d_model(),
                                tab.vocab_size(), where, "the batch size", "the table's d_model", f);
@@ -495,13 +483,13 @@ class TableBatchedBags {
     std::vector<Index> bag_of;
     std::vector<T> mean_coef;
     for (Index f = 0; f < num_features(); ++f) {
-      const BagFeature& feat = feature(f);
+      const BagFeature& feat = feature_at(f);
       const auto t = static_cast<std::size_t>(feat.table);
       TableRows& rows = all[t];
-      const Index d = table(feat.table).d_model();
+      const Index d = table_at(feat.table).d_model();
       const auto add = [&](TokenId id, Index bag, T coef, const TokenId* won) {
         rows.ids.push_back(id);
-        rows.src.push_back(bag * W + column(f));
+        rows.src.push_back(bag * W + column_at(f));
         if (needs_coef[t]) rows.coef.push_back(coef);
         if (has_max[t]) rows.won.push_back(won);
       };
@@ -517,7 +505,7 @@ class TableBatchedBags {
       const auto sub =
           ids.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin));
       detail::bag_grad_sources(std::span<const Index>(bounds), detail::pool_of(feat.mode), sub,
-                               detail::bag_table_options(table(feat.table)).skip_row, bag_of,
+                               detail::bag_table_options(table_at(feat.table)).skip_row, bag_of,
                                mean_coef);
       for (std::size_t i = 0; i < sub.size(); ++i) {
         const T coef = feat.mode == BagMode::mean ? mean_coef[i]
@@ -534,27 +522,24 @@ class TableBatchedBags {
   struct AccumulateSink {
     TableBatchedBags* self;
     std::vector<SparseRowGrad<T>>* grads;
-    const char* where;
+    detail::Where where;
     void check_all() const {
       if (grads->empty()) return;
-      detail::check_extent(where, "grads", 0, self->num_tables(), static_cast<Index>(grads->size()),
-                           "num_tables()");
+      detail::check_entries(where, "grads", self->num_tables(), static_cast<Index>(grads->size()),
+                            "num_tables()");
       for (Index t = 0; t < self->num_tables(); ++t) {
-        const SparseRowGrad<T>& g = (*grads)[static_cast<std::size_t>(t)];
-        if (g.vocab_size() == 0) continue;
-        detail::check_extent(where, "a table's gradient", 0, self->table(t).vocab_size(),
-                             g.vocab_size(), "the table's vocab_size");
-        detail::check_extent(where, "a table's gradient", 1, self->table(t).d_model(), g.d_model(),
-                             "the table's d_model");
+        const Embedding<T>& tab = self->table_at(t);
+        detail::SparseRowGradAccess::check_shape((*grads)[static_cast<std::size_t>(t)], where,
+                                                 tab.vocab_size(), tab.d_model(), "table", t);
       }
     }
     void prepare() const { grads->resize(static_cast<std::size_t>(self->num_tables())); }
     template <class Rows>
     void run(Index t, std::span<const TokenId> ids, const Rows& rows, bool needs_scratch) const {
-      const Embedding<T>& tab = self->table(t);
-      detail::SparseRowGradAccess::accumulate_rows_of(
-          (*grads)[static_cast<std::size_t>(t)], ids, rows, tab.d_model(), T(1), tab.vocab_size(),
-          tab.accumulate_options(), where, needs_scratch);
+      const Embedding<T>& tab = self->table_at(t);
+      detail::SparseRowGradAccess::accumulate_validated((*grads)[static_cast<std::size_t>(t)], ids,
+                                                        rows, tab.d_model(), T(1), tab.vocab_size(),
+                                                        tab.accumulate_options(), needs_scratch);
     }
   };
   template <class Opt>
@@ -563,43 +548,47 @@ class TableBatchedBags {
     std::span<Opt> optimizers;
     const Eigen::Ref<const RowMatrix<T>>* grad_out;
     const optim::FusedStepOptions* fused;
-    const char* where;
+    detail::Where where;
+    // grad_out is scanned once below, whichever optimizers ask for it.
+    [[nodiscard]] detail::FusedStepChecks<T> checks() const {
+      return {nullptr, nullptr, fused, where};
+    }
     void check_all() const {
-      detail::check_extent(where, "optimizers", 0, self->num_tables(),
-                           static_cast<Index>(optimizers.size()), "num_tables()");
+      detail::check_entries(where, "optimizers", self->num_tables(),
+                            static_cast<Index>(optimizers.size()), "num_tables()");
       bool scan = false;
       for (Index t = 0; t < self->num_tables(); ++t) {
         Opt& opt = optimizers[static_cast<std::size_t>(t)];
-        optim::detail::FusedStepAccess::check(opt, self->table(t), nullptr, nullptr, *fused, where);
+        detail::FusedStepAccess::check(opt, self->table_at(t), checks());
         scan = scan || opt.options().check_finite;
       }
-      if (scan) ember::check_finite(*grad_out, std::string(where) + ": grad_out");
+      if (scan) detail::check_finite(*grad_out, where, "grad_out");
     }
     void prepare() const {}
     template <class Rows>
     void run(Index t, std::span<const TokenId> ids, const Rows& rows, bool needs_scratch) const {
-      Embedding<T>& tab = self->table(t);
-      optim::detail::FusedStepAccess::apply(optimizers[static_cast<std::size_t>(t)], tab, ids, rows,
-                                            needs_scratch, T(1), tab.accumulate_options(), nullptr,
-                                            *fused);
+      Embedding<T>& tab = self->table_at(t);
+      detail::FusedStepAccess::apply(
+          optimizers[static_cast<std::size_t>(t)], tab,
+          detail::fused_rows(ids, rows, needs_scratch, T(1), tab.accumulate_options()), checks());
     }
   };
 
   [[nodiscard]] AccumulateSink accumulate_into(std::vector<SparseRowGrad<T>>& grads,
-                                               const char* where) {
+                                               detail::Where where) {
     return {this, &grads, where};
   }
   template <class Opt>
   [[nodiscard]] StepSink<Opt> step_with(std::span<Opt> optimizers,
                                         const Eigen::Ref<const RowMatrix<T>>& grad_out,
-                                        const optim::FusedStepOptions& fused, const char* where) {
+                                        const optim::FusedStepOptions& fused, detail::Where where) {
     return {this, optimizers, &grad_out, &fused, where};
   }
 
   template <class R, class Sink>
   void backward_impl(const R& indices, const Layout& layout,
                      const Eigen::Ref<const RowMatrix<T>>& grad_out, std::span<const T> weights,
-                     const std::vector<BagArgmax>* argmax, const char* where, const Sink& sink) {
+                     const std::vector<BagArgmax>* argmax, detail::Where where, const Sink& sink) {
     detail::with_ids(indices, [&](auto ids) {
       check_inputs(ids, layout, weights, where);
       detail::check_extent(where, "grad_out", 0, layout.batch, grad_out.rows(), "the batch size");
@@ -612,7 +601,7 @@ class TableBatchedBags {
       const auto run = [&](Index t) {
         const TableRows& r = all[static_cast<std::size_t>(t)];
         const detail::BatchedBagRows<T> rows{grad_out.data(),
-                                             table(t).d_model(),
+                                             table_at(t).d_model(),
                                              r.src.data(),
                                              r.coef.empty() ? nullptr : r.coef.data(),
                                              r.won.empty() ? nullptr : r.won.data(),
@@ -632,7 +621,8 @@ class TableBatchedBags {
     std::vector<Index> order(tables_.size());
     std::iota(order.begin(), order.end(), Index{0});
     for (Index t = 0; t < num_tables(); ++t)
-      work += static_cast<Index>(all[static_cast<std::size_t>(t)].ids.size()) * table(t).d_model();
+      work +=
+          static_cast<Index>(all[static_cast<std::size_t>(t)].ids.size()) * table_at(t).d_model();
     const int threads = detail::kernel_threads(work);
     if (threads == 1 || num_tables() < 2 * threads) {
       for (const Index t : order) run(t);
@@ -640,9 +630,9 @@ class TableBatchedBags {
     }
     std::stable_sort(order.begin(), order.end(), [&](Index a, Index b) {
       return all[static_cast<std::size_t>(a)].ids.size() *
-                 static_cast<std::size_t>(table(a).d_model()) >
+                 static_cast<std::size_t>(table_at(a).d_model()) >
              all[static_cast<std::size_t>(b)].ids.size() *
-                 static_cast<std::size_t>(table(b).d_model());
+                 static_cast<std::size_t>(table_at(b).d_model());
     });
     std::exception_ptr error;
     detail::parallel_rows(num_tables(), work, [&](Index begin, Index end, int) {

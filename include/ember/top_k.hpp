@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -21,10 +20,9 @@ namespace ember::inline EMBER_ISA {
 
 namespace detail {
 /// Throws ShapeError unless 0 <= k <= v (the columns of the scores).
-inline void check_top_k(const char* where, Index k, Index v) {
+inline void check_top_k(Where where, Index k, Index v) {
   if (k < 0 || k > v) [[unlikely]] {
-    throw ShapeError(std::string(where) + ": k = " + std::to_string(k) + " is outside [0, " +
-                         std::to_string(v) + "], the columns of scores",
+    throw ShapeError(message(where, "k = ", k, " is outside [0, ", v, "], the columns of scores"),
                      -1, v, k);
   }
 }

@@ -64,10 +64,4 @@ inline constexpr bool always_false = false;
 
 }  // namespace detail
 
-/// Message shown when ids of the wrong type are passed to an ember entry point.
-#define EMBER_ID_RANGE_MESSAGE                                                                \
-  "ember: token ids must be a contiguous range of integers (e.g. std::vector<std::int64_t>, " \
-  "std::span<const std::int32_t>, std::vector<std::size_t>); floating-point, bool and "       \
-  "character ids are rejected"
-
 }  // namespace ember::inline EMBER_ISA

@@ -1,5 +1,5 @@
 // Must NOT compile: bool token ids are rejected at compile time with ember's id message
-// (EMBER_ID_RANGE_MESSAGE in ember/types.hpp), although every other integer type (std::size_t
+// (detail::with_ids in ember/detail/checks.hpp), although every other integer type (std::size_t
 // too) is accepted. Run by ctest as compile_fail.bool_ids.
 // SPDX-License-Identifier: MIT
 #include "ember/embedding.hpp"

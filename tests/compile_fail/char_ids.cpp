@@ -1,5 +1,5 @@
 // Must NOT compile: characters (a std::string) are not token ids; rejected at compile time with
-// ember's id message (EMBER_ID_RANGE_MESSAGE in ember/types.hpp). Run by ctest as
+// ember's id message (detail::with_ids in ember/detail/checks.hpp). Run by ctest as
 // compile_fail.char_ids.
 // SPDX-License-Identifier: MIT
 #include "ember/bag.hpp"

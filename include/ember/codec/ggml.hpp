@@ -18,8 +18,8 @@ namespace ember::inline EMBER_ISA::codec {
 
 /// A row of d values stored as ggml stores a row of a tensor of type `type()`: d / block_size
 /// blocks of ggml-common.h's layout (for Q4_K at d = 4096, 16 super-blocks of 144 bytes), or d
-/// little-endian F32/F16/BF16 values. The interface is described in codec/plain.hpp; units are
-/// bytes, so a table of this codec is a view of row bytes (element_rows is false).
+/// little-endian F32/F16/BF16 values. The members are the codec contract's (codec/concepts.hpp);
+/// units are bytes, so a table of this codec is a view of row bytes (element_rows is false).
 ///
 /// Decoding at lookup scale s gives float(ggml's dequantized value) · s: the value is exactly
 /// ggml's dequantize_row_* output (ggml/decode.hpp, tested against ggml's own bytes and

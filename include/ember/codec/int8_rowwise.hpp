@@ -17,8 +17,8 @@ namespace ember::inline EMBER_ISA::codec {
 
 /// A row of d values stored as FBGEMM's FloatToFused8BitRowwiseQuantized (Caffe2's
 /// Fused8BitRowwise) lays it out: d uint8 codes q followed by a float32 scale and a float32 bias
-/// (native byte order, unaligned), standing for the values q · scale + bias. The interface is
-/// described in codec/plain.hpp.
+/// (native byte order, unaligned), standing for the values q · scale + bias. The members are
+/// the codec contract's (codec/concepts.hpp).
 ///
 /// Decoding at lookup scale s folds s into the row's scale and bias: (q · (scale·s)) + bias·s,
 /// each product rounded before the sum; at s = 1 that is exactly q · scale + bias.

@@ -10,16 +10,8 @@
 
 namespace ember::inline EMBER_ISA::codec {
 
-/// A row of d values of T stored as d values of T: nothing to decode.
-///
-/// The codec interface, which every codec of `ember/codec/` implements: `Unit` (the element type
-/// of the stored rows), `Value` (what rows decode to: T here, float otherwise), `element_rows` (a
-/// row is d units, so the table is a matrix of Unit), `is_plain` (rows are Value[d] as stored),
-/// `family` and `view_family` (the table names in messages), `name()` (the storage format),
-/// `units_per_row(d)`, `holds_width(d)` (block formats need a multiple of their block) and
-/// `decode_row(row, d, s, dst)`: dst[c] = value c times s, each product rounded to Value before
-/// anything is added to it. Owning tables also need a default-constructible codec with static
-/// `units_per_row` and, for from_float, a static `encode_row(x, d, out)`.
+/// A row of d values of T stored as d values of T: nothing to decode. The members are the codec
+/// contract's (codec/concepts.hpp).
 template <class T>
 struct Plain {
   static_assert(Scalar<T>, "ember::codec::Plain<T>: T must be float or double");

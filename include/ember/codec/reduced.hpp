@@ -3,9 +3,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <type_traits>
 
 #include <Eigen/Core>
@@ -14,7 +17,9 @@
 #endif
 
 #include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/detail/float_dots.hpp"
+#include "ember/errors.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA {
@@ -33,7 +38,7 @@ namespace ember::inline EMBER_ISA::codec {
 
 /// A row of d values stored as d 16-bit floats S and decoded exactly to float (every half and
 /// bfloat16 value is a float), then multiplied by the lookup scale in float. Encoding rounds to
-/// nearest even. The interface is described in codec/plain.hpp.
+/// nearest even. The members are the codec contract's (codec/concepts.hpp).
 template <class S>
 struct Reduced {
   static_assert(HalfStorage<S>,
@@ -105,10 +110,33 @@ struct Reduced {
     }
   }
 
-  /// out[c] = S(x[c]), rounded to nearest even (a value beyond S's range becomes ±inf: callers
-  /// check the range first).
+  /// out[c] = S(x[c]), rounded to nearest even (a value beyond S's range becomes ±inf: from_float
+  /// calls check_encodable first).
   static void encode_row(const float* x, Index d, S* out) noexcept {
     for (Index c = 0; c < d; ++c) out[c] = S(x[c]);
+  }
+
+  /// Throws ValueError for the first value of `table` (float or double, row-major order) that is
+  /// not finite or rounds to ±inf in S, naming its row, column and value, and S's largest value:
+  /// values that round down to the largest finite S are stored as it (from_float's check).
+  template <class Derived>
+  static void check_encodable(const Eigen::MatrixBase<Derived>& table, detail::Where where) {
+    const auto limit = static_cast<double>(std::numeric_limits<S>::max());
+    for (Index r = 0; r < table.rows(); ++r) {
+      for (Index c = 0; c < table.cols(); ++c) {
+        const auto x = static_cast<double>(table(r, c));
+        // Beyond float's range the double -> float cast itself would be undefined.
+        const bool fits = std::isfinite(x) &&
+                          std::abs(x) <= static_cast<double>(std::numeric_limits<float>::max()) &&
+                          std::isfinite(static_cast<float>(S(static_cast<float>(x))));
+        if (!fits) {
+          throw ValueError(detail::message(where, "value ", x, " at row ", r, ", column ", c,
+                                           std::isfinite(x) ? " overflows " : " is not finite in ",
+                                           storage_name<S>, " (largest ", limit, ")"),
+                           x);
+        }
+      }
+    }
   }
 };
 

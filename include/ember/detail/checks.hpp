@@ -1,18 +1,25 @@
-/// The input checks of ember's public entry points, in one place: ids, shapes, sizes, scalar
-/// arguments and the storage of views. They throw; the kernels after them never re-check.
+/// The input checks of ember's public entry points, in one place: the one way a call names itself
+/// in its errors (Where, message), then ids, shapes, sizes, scalar arguments and the storage of
+/// views. They throw; the kernels after them never re-check.
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ember/config.hpp"
 #include "ember/errors.hpp"
+#include "ember/logits_mode.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::detail {
@@ -22,16 +29,153 @@ namespace ember::inline EMBER_ISA::detail {
 struct Where {
   const char* object = nullptr;  ///< "Embedding", "EmbeddingView", ... or null
   const char* call = nullptr;    ///< "forward", or the full name when object is null
+  int rank = -1;                 ///< the MPI rank of a collective call (ShardedEmbedding), or -1
+  int world = 0;                 ///< the number of ranks with a rank
   constexpr Where(const char* full) noexcept : call(full) {}  // NOLINT: implicit by design
   constexpr Where(const char* object_name, const char* call_name) noexcept
       : object(object_name), call(call_name) {}
+  constexpr Where(const char* object_name, const char* call_name, int rank_of,
+                  int world_of) noexcept
+      : object(object_name), call(call_name), rank(rank_of), world(world_of) {}
+  /// "Embedding::forward", "ember::logits", "ShardedEmbedding::backward (rank 1 of 4)".
   [[nodiscard]] std::string str() const {
-    if (object == nullptr) return call;
-    return call != nullptr ? std::string(object) + "::" + call : std::string(object);
+    std::string out = object == nullptr ? std::string(call) : std::string(object);
+    if (object != nullptr && call != nullptr) {
+      out += "::";
+      out += call;
+    }
+    if (rank >= 0) {
+      out += " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")";
+    }
+    return out;
   }
 };
 
+// ---- messages -----------------------------------------------------------------------------------
+
+/// Appends one part of a message: text as it is, an integer in decimal, a floating-point value in
+/// the shortest form that reads back to the same value (std::to_chars: -1e-07, 0.1, 65504, inf).
+inline void append_part(std::string& out, std::string_view s) { out += s; }
+inline void append_part(std::string& out, char c) { out += c; }
+template <class N>
+requires(std::is_arithmetic_v<N> && !std::same_as<N, bool> &&
+         !std::same_as<N, char>) void append_part(std::string& out, N value) {
+  char buffer[64];
+  const auto end = std::to_chars(buffer, buffer + sizeof buffer, value).ptr;
+  out.append(buffer, end);
+}
+
+/// The parts one after the other (append_part), e.g. text(" (feature ", f, ")").
+template <class... Parts>
+[[nodiscard]] std::string text(const Parts&... parts) {
+  std::string out;
+  (append_part(out, parts), ...);
+  return out;
+}
+
+/// The text of an error: "<where>: " and the parts (append_part). Built only when a check fails.
+template <class... Parts>
+[[nodiscard]] std::string message(Where where, const Parts&... parts) {
+  std::string out = where.str();
+  out += ": ";
+  (append_part(out, parts), ...);
+  return out;
+}
+
+/// Throws ValueError naming the value unless `mode` is one of LogitsMode's enumerators (a value
+/// cast from an integer), before a logits call writes anything.
+inline void check_logits_mode(Where where, LogitsMode mode) {
+  if (mode == LogitsMode::exact || mode == LogitsMode::quantized_hidden) [[likely]] {
+    return;
+  }
+  const auto v = static_cast<unsigned>(mode);
+  throw ValueError(
+      message(where, "mode ", v, " is not a LogitsMode (exact = 0, quantized_hidden = 1)"),
+      static_cast<double>(v));
+}
+
+/// "entry" or "entries", for a count of `n` in a message.
+[[nodiscard]] constexpr const char* entries(Index n) noexcept {
+  return n == 1 ? " entry" : " entries";
+}
+
+/// Up to `k` of `names`, the closest to `name` first (Levenshtein distance, then order), for a
+/// message about a name that is not there ("did you mean ...").
+[[nodiscard]] inline std::vector<std::string_view> closest_names(
+    std::string_view name, const std::vector<std::string_view>& names, std::size_t k = 3) {
+  std::vector<std::pair<std::size_t, std::size_t>> ranked;  // (distance, index)
+  std::vector<std::size_t> row(name.size() + 1);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string_view other = names[i];
+    for (std::size_t a = 0; a <= name.size(); ++a) row[a] = a;
+    for (std::size_t b = 1; b <= other.size(); ++b) {
+      std::size_t diagonal = row[0];
+      row[0] = b;
+      for (std::size_t a = 1; a <= name.size(); ++a) {
+        const std::size_t up = row[a];
+        row[a] = std::min(
+            {row[a] + 1, row[a - 1] + 1, diagonal + (name[a - 1] == other[b - 1] ? 0u : 1u)});
+        diagonal = up;
+      }
+    }
+    ranked.emplace_back(row[name.size()], i);
+  }
+  const std::size_t keep = std::min(k, ranked.size());
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep),
+                    ranked.end());
+  std::vector<std::string_view> out;
+  for (std::size_t j = 0; j < keep; ++j) out.push_back(names[ranked[j].second]);
+  return out;
+}
+
+/// "; the closest it has: 'a', 'b', 'c'" for a message about `name`, missing among `names` (empty
+/// when there are none).
+[[nodiscard]] inline std::string closest_hint(std::string_view name,
+                                              const std::vector<std::string_view>& names) {
+  std::string out;
+  for (const std::string_view n : closest_names(name, names)) {
+    out += out.empty() ? "; the closest it has: '" : ", '";
+    out += n;
+    out += '\'';
+  }
+  return out;
+}
+
+/// Index of the first non-finite value among data[0, n), or n when all are finite.
+template <class T>
+[[nodiscard]] std::size_t first_non_finite(const T* data, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(data[i])) return i;
+  }
+  return n;
+}
+
+/// Quotes a token for an error message, escaping control and non-ASCII bytes as \xNN.
+[[nodiscard]] inline std::string quoted(std::string_view s, std::size_t max_len = 64) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (std::size_t i = 0; i < s.size() && i < max_len; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c >= 0x7F || c == '\'') {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > max_len) out += "...";
+  out += "'";
+  return out;
+}
+
 // ---- ids ----------------------------------------------------------------------------------------
+
+// The message of a call given ids of the wrong type (a static_assert needs a string literal).
+#define EMBER_DETAIL_ID_RANGE_MESSAGE                                                         \
+  "ember: token ids must be a contiguous range of integers (e.g. std::vector<std::int64_t>, " \
+  "std::span<const std::int32_t>, std::vector<std::size_t>); floating-point, bool and "       \
+  "character ids are rejected"
 
 /// The one way ember accepts ids: calls f(span) with `ids` viewed as a span of its integer type,
 /// or fails to compile with ember's id message for anything that is not an IdRange.
@@ -40,17 +184,7 @@ decltype(auto) with_ids(const R& ids, F&& f) {
   if constexpr (IdRange<R>) {
     return f(as_id_span(ids));
   } else {
-    static_assert(always_false<R>, EMBER_ID_RANGE_MESSAGE);
-  }
-}
-
-/// The exact decimal text of an integer (an id, offset or length of any integer type).
-template <std::integral I>
-[[nodiscard]] std::string int_text(I v) {
-  if constexpr (std::is_signed_v<I>) {
-    return std::to_string(static_cast<long long>(v));
-  } else {
-    return std::to_string(static_cast<unsigned long long>(v));
+    static_assert(always_false<R>, EMBER_DETAIL_ID_RANGE_MESSAGE);
   }
 }
 
@@ -71,65 +205,102 @@ void check_int64_range(std::span<const I> values, Where where, const char* name)
     constexpr auto max = static_cast<I>(std::numeric_limits<std::int64_t>::max());
     for (std::size_t k = 0; k < values.size(); ++k) {
       if (values[k] > max) [[unlikely]] {
-        throw ValueError(where.str() + ": " + name + "[" + std::to_string(k) +
-                             "] = " + int_text(values[k]) + " is above 2^63 - 1, the largest index",
+        throw ValueError(message(where, name, "[", k, "] = ", values[k],
+                                 " is above 2^63 - 1, the largest index"),
                          static_cast<double>(values[k]));
       }
     }
   }
 }
 
-/// Throws IndexError for the first id outside [0, bound). One comparison pair per id, for every
-/// id type (an unsigned id above INT64_MAX is outside like any id >= bound).
+/// Where checked ids sit in the caller's input, for the message and position() of a bad one: ids
+/// that start at `first_position` of a longer input, one feature's ids over one of several tables
+/// (TableBatchedBags); feature and table -1 when there is only one.
+struct IdOrigin {
+  Index first_position = 0;
+  Index feature = -1;
+  Index table = -1;
+};
+
+/// Throws IndexError for the first id outside [0, bound): "<where>: id <v> at position <p>
+/// [(feature f, table t)] is outside [0, <bound>)". One comparison pair per id, for every id type
+/// (an unsigned id above INT64_MAX is outside like any id >= bound; the message has its exact
+/// value, value() is INT64_MAX).
 template <TokenIdType Id>
-void check_ids(std::span<const Id> ids, Index bound, Where where) {
+void check_ids(std::span<const Id> ids, Index bound, Where where, IdOrigin origin = {}) {
   const auto n = static_cast<Index>(ids.size());
   for (Index i = 0; i < n; ++i) {
     const Id id = ids[static_cast<std::size_t>(i)];
     if (std::cmp_less(id, 0) || std::cmp_greater_equal(id, bound)) [[unlikely]] {
-      throw IndexError(where.str() + ": id " + int_text(id) + " at position " + std::to_string(i) +
-                           " is outside [0, " + std::to_string(bound) + ")",
-                       i, int64_field(id), bound);
+      const Index position = origin.first_position + i;
+      const std::string of =
+          origin.feature < 0 ? ""
+                             : text(" (feature ", origin.feature, ", table ", origin.table, ")");
+      throw IndexError(
+          message(where, "id ", id, " at position ", position, of, " is outside [0, ", bound, ")"),
+          position, int64_field(id), bound);
     }
   }
 }
 
-/// Throws IndexError unless the single row index r is in [0, bound) (position -1: an argument).
-inline void check_row(Index r, Index bound, Where where) {
-  if (r < 0 || r >= bound) [[unlikely]] {
-    throw IndexError(where.str() + ": row " + std::to_string(r) + " is outside [0, " +
-                         std::to_string(bound) + ")",
-                     -1, r, bound);
+/// Throws IndexError "<where>: <name> <value> is outside [0, <bound>)" unless the single index
+/// argument `value` is in [0, bound) (position -1: an argument, not an element of an input).
+inline void check_index(Where where, const char* name, Index value, Index bound) {
+  if (value < 0 || value >= bound) [[unlikely]] {
+    throw IndexError(message(where, name, " ", value, " is outside [0, ", bound, ")"), -1, value,
+                     bound);
   }
 }
 
+/// Throws IndexError unless the single row index r is in [0, bound): check_index of "row".
+inline void check_row(Index r, Index bound, Where where) { check_index(where, "row", r, bound); }
+
 // ---- shapes and sizes ---------------------------------------------------------------------------
 
-/// Throws ShapeError unless `actual == expected` for dimension `dim` (0 rows, 1 cols) of `name`.
+/// Throws ShapeError unless `actual == expected` for dimension `dim` (0 rows, 1 cols) of the
+/// matrix `name`: "<where>: <name> has <actual> rows, expected <expected_what> = <expected>".
 inline void check_extent(Where where, const char* name, int dim, Index expected, Index actual,
                          const char* expected_what) {
   if (actual != expected) [[unlikely]] {
-    throw ShapeError(where.str() + ": " + name + " has " + std::to_string(actual) +
-                         (dim == 0 ? " rows" : " columns") + ", expected " + expected_what + " = " +
-                         std::to_string(expected),
+    throw ShapeError(message(where, name, " has ", actual, dim == 0 ? " rows" : " columns",
+                             ", expected ", expected_what, " = ", expected),
                      dim, expected, actual);
+  }
+}
+
+/// Throws ShapeError unless the list `name` (ids, weights, optimizers, gradients) has `expected`
+/// entries: "<where>: <name> has <actual> entries, expected <expected_what> = <expected>"
+/// (dimension 0).
+inline void check_entries(Where where, const char* name, Index expected, Index actual,
+                          const char* expected_what) {
+  if (actual != expected) [[unlikely]] {
+    throw ShapeError(message(where, name, " has ", actual, entries(actual), ", expected ",
+                             expected_what, " = ", expected),
+                     0, expected, actual);
   }
 }
 
 /// Throws ShapeError unless the size argument `value` is strictly positive.
 inline void check_positive_size(Where where, const char* name, Index value) {
   if (value <= 0) [[unlikely]] {
-    throw ShapeError(where.str() + ": " + name + " must be positive, got " + std::to_string(value),
-                     -1, 1, value);
+    throw ShapeError(message(where, name, " must be positive, got ", value), -1, 1, value);
+  }
+}
+
+/// Throws ShapeError unless the size argument `value` is >= 0 (`zero_means` says what 0 asks for).
+inline void check_non_negative_size(Where where, const char* name, Index value,
+                                    const char* zero_means) {
+  if (value < 0) [[unlikely]] {
+    throw ShapeError(message(where, name, " must be >= 0 (0: ", zero_means, "), got ", value), -1,
+                     0, value);
   }
 }
 
 /// Throws ShapeError unless n is a multiple of seq_len (> 0): a batch of whole sequences.
 inline void check_whole_sequences(Where where, const char* what, Index n, Index seq_len) {
   if (n % seq_len != 0) [[unlikely]] {
-    throw ShapeError(where.str() + ": " + std::to_string(n) + " " + what +
-                         " not a multiple of seq_len = " + std::to_string(seq_len),
-                     0, (n / seq_len + 1) * seq_len, n);
+    throw ShapeError(message(where, n, " ", what, " not a multiple of seq_len = ", seq_len), 0,
+                     (n / seq_len + 1) * seq_len, n);
   }
 }
 
@@ -138,15 +309,13 @@ inline void check_whole_sequences(Where where, const char* what, Index n, Index 
 inline void check_positions(Where where, Index seq_len, Index offset, Index max_len) {
   check_positive_size(where, "seq_len", seq_len);
   if (offset < 0) {
-    throw IndexError(where.str() + ": offset " + std::to_string(offset) + " is outside [0, " +
-                         std::to_string(max_len) + ")",
-                     -1, offset, max_len);
+    throw IndexError(message(where, "offset ", offset, " is outside [0, ", max_len, ")"), -1,
+                     offset, max_len);
   }
   if (seq_len > max_len - offset) {
     const Index last = offset + seq_len - 1;
-    throw IndexError(where.str() + ": position " + std::to_string(last) + " (offset " +
-                         std::to_string(offset) + " + seq_len " + std::to_string(seq_len) +
-                         " - 1) is outside [0, " + std::to_string(max_len) + ") = max_len",
+    throw IndexError(message(where, "position ", last, " (offset ", offset, " + seq_len ", seq_len,
+                             " - 1) is outside [0, ", max_len, ") = max_len"),
                      seq_len - 1, last, max_len);
   }
 }
@@ -203,8 +372,7 @@ void check_logits_backward(Where where, Index v, Index d, const H& hidden, const
 /// Throws ValueError "<where>: <name> must be <rule>, got <value>" unless `ok`.
 inline void check_scalar(bool ok, Where where, const char* name, double value, const char* rule) {
   if (!ok) [[unlikely]] {
-    throw ValueError(
-        where.str() + ": " + name + " must be " + rule + ", got " + std::to_string(value), value);
+    throw ValueError(message(where, name, " must be ", rule, ", got ", value), value);
   }
 }
 
@@ -239,24 +407,26 @@ template <class Unit>
   const Index stride = row_stride == -1 ? packed : row_stride;
   const char* packed_name = packed == d_model ? "d_model" : "the bytes of a row";
   if (stride < 0) {
-    throw ShapeError(where.str() + ": row_stride " + std::to_string(stride) +
-                         " is negative (the only negative value allowed is -1, meaning " +
-                         packed_name + " = " + std::to_string(packed) + ")",
+    throw ShapeError(message(where, "row_stride ", stride,
+                             " is negative (the only negative value allowed is -1, meaning ",
+                             packed_name, " = ", packed, ")"),
                      -1, packed, stride);
   }
   if (stride < packed) {
-    throw ShapeError(where.str() + ": row_stride " + std::to_string(stride) + " is smaller than " +
-                         packed_name + " = " + std::to_string(packed),
-                     -1, packed, stride);
+    throw ShapeError(
+        message(where, "row_stride ", stride, " is smaller than ", packed_name, " = ", packed), -1,
+        packed, stride);
   }
-  if (data == nullptr) throw ValueError(where.str() + ": data is null", 0.0);
+  if (data == nullptr) throw ValueError(message(where, "data is null"), 0.0);
   const auto address = reinterpret_cast<std::uintptr_t>(data);
   if (address % alignof(Unit) != 0) {
-    throw ValueError(where.str() + ": data address " + std::to_string(address) +
-                         " is not aligned to " + std::to_string(alignof(Unit)) + " bytes",
-                     static_cast<double>(address % alignof(Unit)));
+    throw ValueError(
+        message(where, "data address ", address, " is not aligned to ", alignof(Unit), " bytes"),
+        static_cast<double>(address % alignof(Unit)));
   }
   return stride;
 }
 
 }  // namespace ember::inline EMBER_ISA::detail
+
+#undef EMBER_DETAIL_ID_RANGE_MESSAGE

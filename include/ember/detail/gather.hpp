@@ -104,15 +104,6 @@ void scaled_add_rows(Rows rows, ConstTableRef<T> table, std::span<const Id> ids,
   });
 }
 
-/// Codecs that can also decode a row with non-temporal stores (codec::Ggml):
-/// decode_row_streaming(row, d, s, dst) writes what decode_row writes, dst 32-byte aligned; the
-/// caller ends its rows with stream_fence().
-template <class Codec>
-concept StreamingDecode = requires(const Codec& c, const typename Codec::Unit* row, Index d,
-                                   typename Codec::Value s, typename Codec::Value* dst) {
-  c.decode_row_streaming(row, d, s, dst);
-};
-
 /// The per-row step of a bare lookup: nothing after the decode.
 struct NoFinish {
   template <class V>
@@ -121,8 +112,9 @@ struct NoFinish {
 
 /// ids[n], table[V, d] (any codec) -> out[n, d]: out[i] = store(finish(i, decode(table[ids[i]]) ·
 /// scale)), where finish(i, row) may change the decoded row in place (gather's addends) before it
-/// is stored. Validated as gather.
-template <class O, class Codec, class Id, class Finish = NoFinish>
+/// is stored. Stream: the codec has decode_row_streaming (codec::StreamingDecode), which a bare
+/// lookup of a large output uses. Validated as gather.
+template <class O, bool Stream = false, class Codec, class Id, class Finish = NoFinish>
 EMBER_ALWAYS_INLINE void lookup_rows(const CodecRows<Codec>& rows, std::span<const Id> ids,
                                      typename Codec::Value scale, TableRef<O> out,
                                      const Finish& finish = {}) {
@@ -133,13 +125,13 @@ EMBER_ALWAYS_INLINE void lookup_rows(const CodecRows<Codec>& rows, std::span<con
   const Index ahead = table.ahead();
   const Index row_bytes = table.row_bytes();
   const Id* id_data = ids.data();
-  // A bare lookup whose codec can stream its decoded rows (StreamingDecode) does so for an output
+  // A bare lookup whose codec can stream its decoded rows (Stream) does so for an output
   // of kStreamMinBytes or more, which would only evict itself from cache (a row that is not
   // 32-byte aligned goes out with ordinary stores). Its decoding takes long enough that the
   // hardware prefetchers never get ahead of a short row, so the whole of one of up to 4 KiB is
   // asked for.
   constexpr bool can_stream = EMBER_DETAIL_HAVE_AVX_ROWS && std::is_same_v<O, V> &&
-                              std::is_same_v<Finish, NoFinish> && StreamingDecode<Codec>;
+                              std::is_same_v<Finish, NoFinish> && Stream;
   const bool stream = can_stream && n * d * static_cast<Index>(sizeof(V)) >= kStreamMinBytes;
   const Index head = stream && row_bytes <= 4096 ? row_bytes : kPrefetchHeadBytes;
   parallel_rows(n, n * d, [&](Index begin, Index end, int /*worker*/) {
@@ -228,12 +220,12 @@ void gather(const CodecRows<Codec>& table, std::span<const Id> ids, typename Cod
   });
 }
 
-/// gather with nothing added: lookup_rows.
-template <class O, class Codec, class Id>
+/// gather with nothing added: lookup_rows (Stream as there).
+template <class O, bool Stream = false, class Codec, class Id>
 void gather(const CodecRows<Codec>& table, std::span<const Id> ids, typename Codec::Value scale,
             std::nullptr_t /*no addends*/, TableRef<O> out) {
   EMBER_ASSERT(out.rows == static_cast<Index>(ids.size()) && out.cols == table.d);
-  lookup_rows<O>(table, ids, scale, out);
+  lookup_rows<O, Stream>(table, ids, scale, out);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail

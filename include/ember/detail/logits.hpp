@@ -7,9 +7,7 @@
 #pragma once
 
 #include <algorithm>
-#include <concepts>
 #include <cstdint>
-#include <string>
 #include <type_traits>
 
 #include <Eigen/Core>
@@ -17,9 +15,8 @@
 #include "ember/config.hpp"
 #include "ember/detail/float_dots.hpp"
 #include "ember/detail/parallel.hpp"
-#include "ember/detail/qdot.hpp"
+#include "ember/detail/quantized_hidden.hpp"
 #include "ember/detail/table_ref.hpp"
-#include "ember/errors.hpp"
 #include "ember/logits_mode.hpp"
 #include "ember/types.hpp"
 
@@ -38,8 +35,11 @@ template <class Codec>
 }
 
 /// The table W of the tied logits: a plain table (used as stored), a float master, or the rows
-/// of `table` decoded (master null, codec not plain).
-template <class Codec>
+/// of `table` decoded (master null, codec not plain). DotRows: the codec has dot_rows
+/// (codec::StreamingDot), which the logits of a few hidden rows use; QuantDot: it rounds hidden
+/// rows to a dot type and dots with them (codec::QuantizedDot), which LogitsMode::quantized_hidden
+/// uses.
+template <class Codec, bool DotRows = false, bool QuantDot = false>
 struct LogitsTable {
   CodecRows<Codec> table;
   const RowMatrix<float>* master = nullptr;
@@ -53,44 +53,10 @@ void decode_block(const CodecRows<Codec>& table, Index r0, Index len,
     table.decode(r0 + r, typename Codec::Value(1), block.row(r).data());
 }
 
-/// Hidden rows up to which a codec with its own dot product (StreamingDot) reads the encoded table
+/// Hidden rows up to which a codec with its own dot product (dot_rows) reads the encoded table
 /// once, row by row, instead of decoding blocks of rows for a GEMM: the decode-time case, where
 /// a GEMM of a few rows is bound by reading W anyway.
 inline constexpr Index logits_stream_max_rows = 8;
-
-/// Codecs that dot encoded rows with float vectors without storing them decoded (codec::Ggml):
-/// dot_rows(rows, row_stride, count, d, h, h_stride, n, out, out_stride) writes
-/// out[j·out_stride + r] = Σ_c decoded(row r)[c] · h[j·h_stride + c].
-template <class Codec>
-concept StreamingDot = requires(const Codec& c, const typename Codec::Unit* rows, Index i,
-                                const float* h, float* out) {
-  c.dot_rows(rows, i, i, i, h, i, i, out, i);
-};
-
-/// Throws ValueError naming the value unless `mode` is one of LogitsMode's enumerators (`where`:
-/// a detail::Where, named only when it throws).
-template <class Where>
-void check_logits_mode(const Where& where, LogitsMode mode) {
-  if (mode == LogitsMode::exact || mode == LogitsMode::quantized_hidden) [[likely]] {
-    return;
-  }
-  const auto v = static_cast<unsigned>(mode);
-  throw ValueError(where.str() + ": mode " + std::to_string(v) +
-                       " is not a LogitsMode (exact = 0, quantized_hidden = 1)",
-                   static_cast<double>(v));
-}
-
-/// Codecs that round hidden rows to a dot type and dot encoded rows with them (codec::Ggml, the
-/// 16-bit and int8 codecs): quantizes_hidden() (false: quantized_hidden computes as exact),
-/// quantize_hidden(h, h_stride, n, d) and dot_rows_quantized(rows, row_stride, count, d, qh, j0,
-/// nj, out, out_stride), which writes out[(j - j0)·out_stride + r] for nj <= 8 hidden rows.
-template <class Codec>
-concept QuantizedDot = requires(const Codec& c, const typename Codec::Unit* rows, Index i,
-                                const float* h, const QuantizedHidden& qh, float* out) {
-  { c.quantizes_hidden() } -> std::convertible_to<bool>;
-  { c.quantize_hidden(h, i, i, i) } -> std::same_as<QuantizedHidden>;
-  c.dot_rows_quantized(rows, i, i, i, qh, i, i, out, i);
-};
 
 /// Table rows per chunk of the quantized and streaming logits: about 256 KB of encoded rows, so
 /// that a chunk stays in L2 while every tile of 8 hidden rows passes over it.
@@ -123,17 +89,18 @@ void plain_logits(const T* data, Index rows, Index d, Index stride,
 
 /// hidden[n, d], W[V, d] -> out[n, V] = hidden · Wᵀ:
 /// - a plain table or the master: plain_logits;
-/// - quantized_hidden on a QuantizedDot codec that quantizes: the hidden rows rounded once, then
+/// - quantized_hidden on a codec that rounds hidden rows (QuantDot, quantizes_hidden()): the
+///   hidden rows rounded once, then
 ///   chunks of rows (split across threads) dotted with tiles of 8 of them;
-/// - the codec's dot_rows over the encoded rows for n <= logits_stream_max_rows (StreamingDot
-///   codecs; chunks of rows split across threads, each logit computed alike whatever the split);
+/// - the codec's dot_rows over the encoded rows for n <= logits_stream_max_rows (DotRows;
+///   chunks of rows split across threads, each logit computed alike whatever the split);
 ///   float_row_dots over the decoded rows for the other float codecs (the bits of plain_logits
 ///   over the decoded table);
 /// - else one GEMM per block of logits_block_rows decoded rows.
 /// Validated by the public logits() callers (hidden n x d, finite for quantized_hidden; out n x V,
 /// overlapping neither; mode an enumerator).
-template <class Codec>
-void logits(const LogitsTable<Codec>& w,
+template <class Codec, bool DotRows, bool QuantDot>
+void logits(const LogitsTable<Codec, DotRows, QuantDot>& w,
             const Eigen::Ref<const RowMatrix<typename Codec::Value>>& hidden,
             Eigen::Ref<RowMatrix<typename Codec::Value>> out, LogitsMode mode = LogitsMode::exact) {
   using V = typename Codec::Value;
@@ -150,7 +117,7 @@ void logits(const LogitsTable<Codec>& w,
       return;
     }
     const Index v = table.rows;
-    if constexpr (QuantizedDot<Codec>) {
+    if constexpr (QuantDot) {
       if (mode == LogitsMode::quantized_hidden && table.codec.quantizes_hidden()) {
         const Index n = hidden.rows();
         const QuantizedHidden qh =
@@ -170,7 +137,7 @@ void logits(const LogitsTable<Codec>& w,
         return;
       }
     }
-    if constexpr (StreamingDot<Codec>) {
+    if constexpr (DotRows) {
       if (hidden.rows() <= logits_stream_max_rows) {
         parallel_rows(v, v * table.d * hidden.rows(), [&](Index begin, Index end, int /*worker*/) {
           table.codec.dot_rows(table.row(begin), table.stride, end - begin, table.d, hidden.data(),
@@ -217,8 +184,8 @@ void logits(const LogitsTable<Codec>& w,
 /// Backward of logits: grad_hidden[n, d] = grad_logits[n, V] · W (assigned) and
 /// grad_weight[V, d] += grad_logitsᵀ · hidden (accumulated). W as in logits(); validated by the
 /// public logits_backward() callers.
-template <class Codec>
-void logits_backward(const LogitsTable<Codec>& w,
+template <class Codec, bool DotRows, bool QuantDot>
+void logits_backward(const LogitsTable<Codec, DotRows, QuantDot>& w,
                      const Eigen::Ref<const RowMatrix<typename Codec::Value>>& hidden,
                      const Eigen::Ref<const RowMatrix<typename Codec::Value>>& grad_logits,
                      Eigen::Ref<RowMatrix<typename Codec::Value>> grad_hidden,

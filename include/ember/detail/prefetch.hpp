@@ -1,6 +1,6 @@
-/// The one prefetch helper of ember's kernels and its one distance setting: rows picked by ids
-/// are random, so the hardware prefetchers cannot guess the next one; a kernel asks for the row
-/// it will read a few ids later.
+/// The one prefetch helper of ember's kernels and its one distance setting (EMBER_PREFETCH_BYTES
+/// and EMBER_PREFETCH_LOCALITY, in config.hpp): rows picked by ids are random, so the hardware
+/// prefetchers cannot guess the next one; a kernel asks for the row it will read a few ids later.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -9,19 +9,6 @@
 #include <Eigen/Core>
 
 #include "ember/config.hpp"
-
-/// How far ahead kernels prefetch, in bytes of rows (the row of id i + prefetch_distance(row
-/// bytes) is requested while row i is processed): about the same number of cache lines in flight
-/// whatever the row width and storage format.
-#ifndef EMBER_PREFETCH_BYTES
-#define EMBER_PREFETCH_BYTES 8192
-#endif
-
-/// The locality hint of those prefetches (__builtin_prefetch's third argument): 3 asks for L1,
-/// 2 or 1 for L2, 0 for a non-temporal fetch.
-#ifndef EMBER_PREFETCH_LOCALITY
-#define EMBER_PREFETCH_LOCALITY 3
-#endif
 
 namespace ember::inline EMBER_ISA::detail {
 

@@ -261,3 +261,8 @@ EMBER_ALWAYS_INLINE void with_row_policy(Index bytes, F&& f) {
 }
 
 }  // namespace ember::inline EMBER_ISA::detail
+
+// Internal to this header (nlohmann/json's macro_unscope habit): users and later headers never
+// see them.
+#undef EMBER_DETAIL_TARGET_AVX
+#undef EMBER_DETAIL_TARGET_AVX512

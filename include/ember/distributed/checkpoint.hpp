@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/distributed/detail/mpi.hpp"
 #include "ember/distributed/row_partition.hpp"
 #include "ember/distributed/sharded_embedding.hpp"
@@ -37,8 +38,9 @@ inline std::int64_t metadata_int(const io::SafetensorsFile& f, const std::string
   const auto& meta = f.metadata();
   const auto it = meta.find(key);
   if (it == meta.end()) {
-    throw FormatError("load_shards: " + f.path() + " has no __metadata__ entry '" + key + "'",
-                      f.path(), 8);
+    throw FormatError(
+        ember::detail::message("load_shards", f.path(), " has no __metadata__ entry '", key, "'"),
+        f.path(), 8);
   }
   try {
     std::size_t used = 0;
@@ -46,8 +48,8 @@ inline std::int64_t metadata_int(const io::SafetensorsFile& f, const std::string
     if (used != it->second.size()) throw std::invalid_argument("trailing characters");
     return static_cast<std::int64_t>(v);
   } catch (const std::exception&) {
-    throw FormatError("load_shards: " + f.path() + ": __metadata__ '" + key + "' = '" + it->second +
-                          "' is not an integer",
+    throw FormatError(ember::detail::message("load_shards", f.path(), ": __metadata__ '", key,
+                                             "' = '", it->second, "' is not an integer"),
                       f.path(), 8);
   }
 }
@@ -123,9 +125,9 @@ template <class T>
     if (rank != 0) return;
     const std::set<int> sizes = detail::saved_world_sizes(prefix);
     if (sizes.size() != 1) {
-      throw FormatError("load_shards: expected the files of one checkpoint at '" + prefix +
-                            ".shard-<r>-of-<P>.safetensors', found " +
-                            std::to_string(sizes.size()) + " world sizes",
+      throw FormatError(ember::detail::message(
+                            "load_shards", "expected the files of one checkpoint at '", prefix,
+                            ".shard-<r>-of-<P>.safetensors', found ", sizes.size(), " world sizes"),
                         prefix, 0);
     }
     const int saved = *sizes.begin();
@@ -133,8 +135,9 @@ template <class T>
     header[0] = saved;
     header[1] = detail::metadata_int(first, "ember.vocab_size");
     if (!first.contains("weight") || first.info("weight").shape.size() != 2) {
-      throw FormatError("load_shards: " + first.path() + " has no 2-D tensor 'weight'",
-                        first.path(), 8);
+      throw FormatError(
+          ember::detail::message("load_shards", first.path(), " has no 2-D tensor 'weight'"),
+          first.path(), 8);
     }
     header[2] = static_cast<std::int64_t>(first.info("weight").shape[1]);
   });
@@ -155,21 +158,21 @@ template <class T>
       const std::string path = shard_path(prefix, q, saved_size);
       const io::SafetensorsFile f(path);
       const auto bad = [&](const std::string& what) {
-        throw FormatError("load_shards: " + path + ": " + what, path, 8);
+        throw FormatError(ember::detail::message("load_shards", path, ": ", what), path, 8);
       };
       if (!f.contains("weight")) bad("no tensor 'weight'");
       const auto& shape = f.info("weight").shape;
       if (shape.size() != 2 || static_cast<Index>(shape[0]) != saved.rows(q) ||
           static_cast<Index>(shape[1]) != d) {
-        bad("tensor 'weight' is not " + std::to_string(saved.rows(q)) + " x " + std::to_string(d));
+        bad(ember::detail::text("tensor 'weight' is not ", saved.rows(q), " x ", d));
       }
       if (detail::metadata_int(f, "ember.vocab_size") != vocab ||
           detail::metadata_int(f, "ember.world_size") != saved_size ||
           detail::metadata_int(f, "ember.row_begin") != saved.row_begin(q) ||
           detail::metadata_int(f, "ember.row_end") != saved.row_end(q)) {
-        bad("__metadata__ row range differs from rows [" + std::to_string(saved.row_begin(q)) +
-            ", " + std::to_string(saved.row_end(q)) + ") of " + std::to_string(vocab) +
-            " that rank " + std::to_string(q) + " of " + std::to_string(saved_size) + " owns");
+        bad(ember::detail::text("__metadata__ row range differs from rows [", saved.row_begin(q),
+                                ", ", saved.row_end(q), ") of ", vocab, " that rank ", q, " of ",
+                                saved_size, " owns"));
       }
       const io::MappedTable<T> table = f.map<T>("weight");
       const Index lo = std::max(begin, saved.row_begin(q));

@@ -13,6 +13,9 @@
 
 namespace ember::inline EMBER_ISA::distributed {
 
+template <class T>
+class ShardedEmbedding;
+
 /// Contiguous, balanced row ranges: rank r owns rows [row_begin(r), row_end(r)). With q = V / P and
 /// e = V % P, the first e ranks own q + 1 rows and the others q, so rank r begins at
 /// r·q + min(r, e); every rank owns a row (P <= V), owner(id) is O(1), and sorting ids also groups
@@ -28,10 +31,10 @@ class RowPartition {
     ember::detail::check_positive_size(where, "vocab_size", vocab_size);
     ember::detail::check_positive_size(where, "world_size", world_size);
     if (world_size > vocab_size) {
-      throw ShapeError(std::string(where) + ": world_size " + std::to_string(world_size) +
-                           " exceeds vocab_size " + std::to_string(vocab_size) +
-                           "; every rank must own at least one row",
-                       -1, vocab_size, world_size);
+      throw ShapeError(
+          ember::detail::message(where, "world_size ", world_size, " exceeds vocab_size ",
+                                 vocab_size, "; every rank must own at least one row"),
+          -1, vocab_size, world_size);
     }
     base_ = vocab_size / world_size;
     extra_ = vocab_size % world_size;
@@ -42,29 +45,37 @@ class RowPartition {
   /// Number of ranks P.
   [[nodiscard]] int world_size() const noexcept { return world_size_; }
 
-  /// First row owned by `rank`. Precondition: 0 <= rank <= world_size() (rank == P gives V).
+  /// First row owned by `rank`; row_begin(world_size()) is vocab_size().
+  /// Throws: IndexError if rank is outside [0, world_size()].
   [[nodiscard]] Index row_begin(int rank) const {
-    EMBER_ASSERT(rank >= 0 && rank <= world_size_);
-    return static_cast<Index>(rank) * base_ + std::min<Index>(rank, extra_);
+    ember::detail::check_index({"RowPartition", "row_begin"}, "rank", rank, world_size_ + Index{1});
+    return begin_of(rank);
   }
-  /// One past the last row owned by `rank`. Precondition: 0 <= rank < world_size().
-  [[nodiscard]] Index row_end(int rank) const { return row_begin(rank + 1); }
-  /// Number of rows owned by `rank` (q or q + 1). Precondition: 0 <= rank < world_size().
+  /// One past the last row owned by `rank`. Throws: IndexError if rank is outside [0,
+  /// world_size()).
+  [[nodiscard]] Index row_end(int rank) const {
+    ember::detail::check_index({"RowPartition", "row_end"}, "rank", rank, world_size_);
+    return begin_of(rank + 1);
+  }
+  /// Number of rows owned by `rank` (q or q + 1).
+  /// Throws: IndexError if rank is outside [0, world_size()).
   [[nodiscard]] Index rows(int rank) const {
-    EMBER_ASSERT(rank >= 0 && rank < world_size_);
-    return base_ + (rank < extra_ ? 1 : 0);
+    ember::detail::check_index({"RowPartition", "rows"}, "rank", rank, world_size_);
+    return rows_of(rank);
   }
 
-  /// The rank that owns row `id`. Precondition: 0 <= id < vocab_size() (validated by callers).
+  /// The rank that owns row `id`. Throws: IndexError if id is outside [0, vocab_size()).
   [[nodiscard]] int owner(TokenId id) const {
-    EMBER_ASSERT(id >= 0 && id < vocab_size_);
-    const Index split = extra_ * (base_ + 1);  // rows owned by the larger shards
-    const Index r = id < split ? id / (base_ + 1) : extra_ + (id - split) / base_;
-    return static_cast<int>(r);
+    ember::detail::check_index({"RowPartition", "owner"}, "id", id, vocab_size_);
+    return owner_of(id);
   }
 
-  /// The row of `id` inside its owner's shard. Precondition: 0 <= id < vocab_size().
-  [[nodiscard]] Index local_row(TokenId id) const { return id - row_begin(owner(id)); }
+  /// The row of `id` inside its owner's shard.
+  /// Throws: IndexError if id is outside [0, vocab_size()).
+  [[nodiscard]] Index local_row(TokenId id) const {
+    ember::detail::check_index({"RowPartition", "local_row"}, "id", id, vocab_size_);
+    return id - begin_of(owner_of(id));
+  }
 
   /// True when both partitions split the same number of rows over the same number of ranks.
   friend bool operator==(const RowPartition& a, const RowPartition& b) noexcept {
@@ -72,6 +83,26 @@ class RowPartition {
   }
 
  private:
+  template <class>
+  friend class ShardedEmbedding;
+
+  // The arithmetic of the calls above without their checks, for ShardedEmbedding, whose ranks
+  // and ids are validated once at its own door.
+  [[nodiscard]] Index begin_of(int rank) const {
+    EMBER_ASSERT(rank >= 0 && rank <= world_size_);
+    return static_cast<Index>(rank) * base_ + std::min<Index>(rank, extra_);
+  }
+  [[nodiscard]] Index rows_of(int rank) const {
+    EMBER_ASSERT(rank >= 0 && rank < world_size_);
+    return base_ + (rank < extra_ ? 1 : 0);
+  }
+  [[nodiscard]] int owner_of(TokenId id) const {
+    EMBER_ASSERT(id >= 0 && id < vocab_size_);
+    const Index split = extra_ * (base_ + 1);  // rows owned by the larger shards
+    const Index r = id < split ? id / (base_ + 1) : extra_ + (id - split) / base_;
+    return static_cast<int>(r);
+  }
+
   Index vocab_size_;
   int world_size_;
   Index base_ = 0;

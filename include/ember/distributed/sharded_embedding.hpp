@@ -81,7 +81,7 @@ class ShardedEmbedding {
     int rank;
     RowPartition partition;
     Index d_model;
-    std::string where;  // "ShardedEmbedding (rank r of P)"
+    ember::detail::Where where;  // "ShardedEmbedding (rank r of P)"
   };
 
  public:
@@ -110,7 +110,7 @@ class ShardedEmbedding {
             setup(
                 comm, vocab_size, shard.cols(), [] {},
                 [&](const Setup& s) {
-                  ember::detail::check_extent(s.where.c_str(), "shard", 0, s.partition.rows(s.rank),
+                  ember::detail::check_extent(s.where, "shard", 0, s.partition.rows_of(s.rank),
                                               shard.rows(), "the rows this rank owns");
                 }),
             [&](const Setup&) { return std::move(shard); }, options) {}
@@ -124,8 +124,8 @@ class ShardedEmbedding {
         setup(
             comm, table.rows(), table.cols(), [] {}, [](const Setup&) {}),
         [&](const Setup& s) {
-          const Index b = s.partition.row_begin(s.rank);
-          return RowMatrix<T>(table.middleRows(b, s.partition.rows(s.rank)));
+          const Index b = s.partition.begin_of(s.rank);
+          return RowMatrix<T>(table.middleRows(b, s.partition.rows_of(s.rank)));
         },
         options);
   }
@@ -159,11 +159,11 @@ class ShardedEmbedding {
   /// The sharding rule.
   [[nodiscard]] const RowPartition& partition() const noexcept { return partition_; }
   /// First full-table row this rank owns.
-  [[nodiscard]] Index row_begin() const noexcept { return partition_.row_begin(rank_); }
+  [[nodiscard]] Index row_begin() const noexcept { return partition_.begin_of(rank_); }
   /// One past the last full-table row this rank owns.
-  [[nodiscard]] Index row_end() const noexcept { return partition_.row_end(rank_); }
+  [[nodiscard]] Index row_end() const noexcept { return partition_.begin_of(rank_ + 1); }
   /// Rows this rank owns.
-  [[nodiscard]] Index local_rows() const noexcept { return partition_.rows(rank_); }
+  [[nodiscard]] Index local_rows() const noexcept { return partition_.rows_of(rank_); }
   /// This rank's shard: local_rows() x d, local row ids. Step it with any ember optimizer and
   /// the SparseRowGrad from backward(). Do not resize it.
   [[nodiscard]] Embedding<T>& shard() noexcept { return shard_; }
@@ -188,9 +188,8 @@ class ShardedEmbedding {
   ///          unique ids (see last_exchange()).
   template <class R>
   void forward(const R& ids, Eigen::Ref<RowMatrix<T>> out) {
-    ember::detail::with_ids(ids, [&](auto span) {
-      forward_impl(span, out, nullptr, 0, 0, "ShardedEmbedding::forward");
-    });
+    ember::detail::with_ids(ids,
+                            [&](auto span) { forward_impl(span, out, nullptr, 0, 0, "forward"); });
   }
 
   /// Owning form of forward(ids, out).
@@ -211,8 +210,7 @@ class ShardedEmbedding {
   void forward_with_positions(const R& ids, const Eigen::Ref<const RowMatrix<T>>& positions,
                               Eigen::Ref<RowMatrix<T>> out, Index seq_len, Index offset = 0) {
     ember::detail::with_ids(ids, [&](auto span) {
-      forward_impl(span, out, &positions, seq_len, offset,
-                   "ShardedEmbedding::forward_with_positions");
+      forward_impl(span, out, &positions, seq_len, offset, "forward_with_positions");
     });
   }
 
@@ -248,7 +246,7 @@ class ShardedEmbedding {
   /// Shapes:  hidden[n_r, d] -> out[N, local_rows].
   /// Throws:  on every rank, ShapeError if some rank's hidden has not d columns.
   [[nodiscard]] RowMatrix<T> logits(const Eigen::Ref<const RowMatrix<T>>& hidden) {
-    constexpr const char* name = "ShardedEmbedding::logits";
+    constexpr const char* name = "logits";
     detail::validate_collectively(comm(), [&] { check_hidden(where(name), hidden); });
     const std::vector<int> counts = hidden_counts(hidden.rows());
     return shard_.logits(gather_hidden(hidden, counts, exclusive_sum(counts)));
@@ -264,27 +262,26 @@ class ShardedEmbedding {
   void logits_backward(const Eigen::Ref<const RowMatrix<T>>& hidden,
                        const Eigen::Ref<const RowMatrix<T>>& grad_logits,
                        Eigen::Ref<RowMatrix<T>> grad_hidden, Eigen::Ref<RowMatrix<T>> grad_weight) {
-    constexpr const char* name = "ShardedEmbedding::logits_backward";
+    constexpr const char* name = "logits_backward";
     const Index n = hidden.rows();
     const Index d = d_model();
     const Index v = local_rows();
     detail::validate_collectively(comm(), [&] {
-      const std::string w = where(name);
+      const ember::detail::Where w = where(name);
       check_hidden(w, hidden);
-      ember::detail::check_extent(w.c_str(), "grad_logits", 1, v, grad_logits.cols(),
+      ember::detail::check_extent(w, "grad_logits", 1, v, grad_logits.cols(),
                                   "the rows this rank owns");
-      ember::detail::check_extent(w.c_str(), "grad_hidden", 0, n, grad_hidden.rows(),
-                                  "hidden's rows");
-      ember::detail::check_extent(w.c_str(), "grad_hidden", 1, d, grad_hidden.cols(), "d_model");
-      ember::detail::check_extent(w.c_str(), "grad_weight", 0, v, grad_weight.rows(),
+      ember::detail::check_extent(w, "grad_hidden", 0, n, grad_hidden.rows(), "hidden's rows");
+      ember::detail::check_extent(w, "grad_hidden", 1, d, grad_hidden.cols(), "d_model");
+      ember::detail::check_extent(w, "grad_weight", 0, v, grad_weight.rows(),
                                   "the rows this rank owns");
-      ember::detail::check_extent(w.c_str(), "grad_weight", 1, d, grad_weight.cols(), "d_model");
+      ember::detail::check_extent(w, "grad_weight", 1, d, grad_weight.cols(), "d_model");
     });
     const std::vector<int> counts = hidden_counts(n);
     const std::vector<int> displs = exclusive_sum(counts);
     const Index total = displs.back() + counts.back();
     detail::validate_collectively(comm(), [&] {
-      ember::detail::check_extent(where(name).c_str(), "grad_logits", 0, total, grad_logits.rows(),
+      ember::detail::check_extent(where(name), "grad_logits", 0, total, grad_logits.rows(),
                                   "the hidden rows of all ranks");
     });
     const RowMatrix<T> all = gather_hidden(hidden, counts, displs);
@@ -315,7 +312,7 @@ class ShardedEmbedding {
   [[nodiscard]] RowMatrix<T> gather_table() const {
     std::vector<int> counts(static_cast<std::size_t>(world_size()));
     for (int r = 0; r < world_size(); ++r) {
-      counts[static_cast<std::size_t>(r)] = static_cast<int>(partition_.rows(r));
+      counts[static_cast<std::size_t>(r)] = static_cast<int>(partition_.rows_of(r));
     }
     const std::vector<int> displs = exclusive_sum(counts);
     RowMatrix<T> full(vocab_size(), d_model());
@@ -346,12 +343,12 @@ class ShardedEmbedding {
     int size = 0;
     detail::check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
     detail::check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-    const std::string w = where("ShardedEmbedding", rank, size);
+    const ember::detail::Where w{"ShardedEmbedding", nullptr, rank, size};
     detail::validate_collectively(comm, [&] {
-      ember::detail::check_positive_size(w.c_str(), "vocab_size", vocab_size);
-      ember::detail::check_positive_size(w.c_str(), "d_model", d_model);
+      ember::detail::check_positive_size(w, "vocab_size", vocab_size);
+      ember::detail::check_positive_size(w, "d_model", d_model);
       if (d_model > INT_MAX) {
-        throw ShapeError(w + ": d_model " + std::to_string(d_model) + " exceeds INT_MAX", -1,
+        throw ShapeError(ember::detail::message(w, "d_model ", d_model, " exceeds INT_MAX"), -1,
                          INT_MAX, d_model);
       }
       local();
@@ -366,25 +363,26 @@ class ShardedEmbedding {
       const int dim = static_cast<int>(k % 2);
       if (all[k] != all[k % 2]) {
         const char* what = dim == 0 ? "vocab_size" : "d_model";
-        throw ShapeError("ShardedEmbedding: rank " + std::to_string(k / 2) + " has " + what +
-                             " = " + std::to_string(all[k]) + " but rank 0 has " + what + " = " +
-                             std::to_string(all[k % 2]) + "; all ranks must build the same table",
-                         dim, static_cast<Index>(all[k % 2]), static_cast<Index>(all[k]));
+        throw ShapeError(
+            ember::detail::message("ShardedEmbedding", "rank ", k / 2, " has ", what, " = ", all[k],
+                                   " but rank 0 has ", what, " = ", all[k % 2],
+                                   "; all ranks must build the same table"),
+            dim, static_cast<Index>(all[k % 2]), static_cast<Index>(all[k]));
       }
     }
     Setup s{comm, rank, RowPartition(vocab_size, size), d_model, w};  // same outcome on all ranks
-    if (s.partition.rows(0) > INT_MAX) {
-      throw ShapeError("ShardedEmbedding: " + std::to_string(s.partition.rows(0)) +
-                           " rows per rank exceed INT_MAX; use more ranks",
-                       0, INT_MAX, s.partition.rows(0));
+    if (s.partition.rows_of(0) > INT_MAX) {
+      throw ShapeError(ember::detail::message("ShardedEmbedding", s.partition.rows_of(0),
+                                              " rows per rank exceed INT_MAX; use more ranks"),
+                       0, INT_MAX, s.partition.rows_of(0));
     }
     detail::validate_collectively(comm, [&] { post(s); });
     return s;
   }
 
   static RowMatrix<T> make_shard(const Setup& s, const Init& init, std::uint64_t seed) {
-    const Index b = s.partition.row_begin(s.rank);
-    const Index rows = s.partition.rows(s.rank);
+    const Index b = s.partition.begin_of(s.rank);
+    const Index rows = s.partition.rows_of(s.rank);
     Init rule = init;
     if (rule.kind == Init::Kind::xavier_uniform) {  // the bound belongs to the full table
       const double bound =
@@ -396,23 +394,19 @@ class ShardedEmbedding {
     return shard;
   }
 
-  // "<name> (rank r of P)": the call and the rank in messages.
-  static std::string where(const char* name, int rank, int size) {
-    return std::string(name) + " (rank " + std::to_string(rank) + " of " + std::to_string(size) +
-           ")";
-  }
-  [[nodiscard]] std::string where(const char* name) const {
-    return where(name, rank_, world_size());
+  // The call and the rank in messages: "ShardedEmbedding::forward (rank r of P)".
+  [[nodiscard]] ember::detail::Where where(const char* call) const noexcept {
+    return {"ShardedEmbedding", call, rank_, world_size()};
   }
 
-  void check_hidden(const std::string& w, const Eigen::Ref<const RowMatrix<T>>& hidden) const {
-    ember::detail::check_extent(w.c_str(), "hidden", 1, d_model(), hidden.cols(), "d_model");
+  void check_hidden(ember::detail::Where w, const Eigen::Ref<const RowMatrix<T>>& hidden) const {
+    ember::detail::check_extent(w, "hidden", 1, d_model(), hidden.cols(), "d_model");
     check_count(w, hidden.rows(), "hidden rows");
   }
 
-  static void check_count(const std::string& w, Index n, const char* what) {
+  static void check_count(ember::detail::Where w, Index n, const char* what) {
     if (n > INT_MAX) {
-      throw ShapeError(w + ": " + std::to_string(n) + " " + what + " exceed INT_MAX per call", 0,
+      throw ShapeError(ember::detail::message(w, n, " ", what, " exceed INT_MAX per call"), 0,
                        INT_MAX, n);
     }
   }
@@ -467,7 +461,7 @@ class ShardedEmbedding {
       for (const auto& [id, pos] : order_) {
         if (plan_.send_ids.empty() || plan_.send_ids.back() != id) {
           plan_.send_ids.push_back(id);
-          ++plan_.send_counts[static_cast<std::size_t>(partition_.owner(id))];
+          ++plan_.send_counts[static_cast<std::size_t>(partition_.owner_of(id))];
         }
         plan_.slot_of[static_cast<std::size_t>(pos)] =
             static_cast<Index>(plan_.send_ids.size()) - 1;
@@ -475,13 +469,13 @@ class ShardedEmbedding {
     } else {
       for (Index i = 0; i < n; ++i) {
         const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
-        ++plan_.send_counts[static_cast<std::size_t>(partition_.owner(id))];
+        ++plan_.send_counts[static_cast<std::size_t>(partition_.owner_of(id))];
       }
       std::vector<int> cursor = exclusive_sum(plan_.send_counts);
       plan_.send_ids.resize(static_cast<std::size_t>(n));
       for (Index i = 0; i < n; ++i) {
         const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
-        const int k = cursor[static_cast<std::size_t>(partition_.owner(id))]++;
+        const int k = cursor[static_cast<std::size_t>(partition_.owner_of(id))]++;
         plan_.send_ids[static_cast<std::size_t>(k)] = id;
         plan_.slot_of[static_cast<std::size_t>(i)] = k;
       }
@@ -536,15 +530,15 @@ class ShardedEmbedding {
     const auto n = static_cast<Index>(ids.size());
     const Index d = d_model();
     detail::validate_collectively(comm(), [&] {
-      const std::string w = where(name);
+      const ember::detail::Where w = where(name);
       check_count(w, n, "ids");
       if (positions != nullptr) {
-        ember::detail::check_fused(w.c_str(), n, d, positions->rows(), positions->cols(),
-                                   out.rows(), out.cols(), seq_len, offset);
+        ember::detail::check_fused(w, n, d, positions->rows(), positions->cols(), out.rows(),
+                                   out.cols(), seq_len, offset);
       } else {
-        ember::detail::check_lookup_out(w.c_str(), n, d, out.rows(), out.cols());
+        ember::detail::check_lookup_out(w, n, d, out.rows(), out.cols());
       }
-      ember::detail::check_ids(ids, vocab_size(), w.c_str());
+      ember::detail::check_ids(ids, vocab_size(), w);
     });
     build_plan(ids, options_.deduplicate);
     exchange_ids();
@@ -569,19 +563,19 @@ class ShardedEmbedding {
   template <class Id>
   void backward_impl(std::span<const Id> ids, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                      SparseRowGrad<T>& grad) {
-    constexpr const char* name = "ShardedEmbedding::backward";
+    constexpr const char* name = "backward";
     const auto n = static_cast<Index>(ids.size());
     const Index d = d_model();
     detail::validate_collectively(comm(), [&] {
-      const std::string w = where(name);
+      const ember::detail::Where w = where(name);
       check_count(w, n, "ids");
-      ember::detail::check_backward_grad_out(w.c_str(), n, d, grad_out.rows(), grad_out.cols());
+      ember::detail::check_backward_grad_out(w, n, d, grad_out.rows(), grad_out.cols());
       if (grad.vocab_size() != 0) {
-        ember::detail::check_extent(w.c_str(), "grad", 0, local_rows(), grad.vocab_size(),
+        ember::detail::check_extent(w, "grad", 0, local_rows(), grad.vocab_size(),
                                     "the rows this rank owns");
-        ember::detail::check_extent(w.c_str(), "grad", 1, d, grad.d_model(), "d_model");
+        ember::detail::check_extent(w, "grad", 1, d, grad.d_model(), "d_model");
       }
-      ember::detail::check_ids(ids, vocab_size(), w.c_str());
+      ember::detail::check_ids(ids, vocab_size(), w);
     });
     build_plan(ids, /*dedup=*/true);
     // (Not a SparseRowGrad over the full vocabulary: its memory may grow with V, and V is what

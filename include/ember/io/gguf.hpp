@@ -26,6 +26,7 @@
 
 #include <Eigen/Core>
 
+#include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
 #include "ember/ggml/decode.hpp"
 #include "ember/ggml/encode.hpp"
@@ -251,11 +252,15 @@ class GgufFile {
   [[nodiscard]] bool contains(std::string_view name) const {
     return tensor_index_.find(std::string(name)) != tensor_index_.end();
   }
-  /// The tensor `name`. Throws: KeyError naming the tensor and the file.
+  /// The tensor `name`. Throws: KeyError naming the tensor, the file and the closest names it has.
   [[nodiscard]] const GgufTensorInfo& info(const std::string& name) const {
     const auto it = tensor_index_.find(name);
     if (it == tensor_index_.end()) {
-      throw KeyError("GgufFile: no tensor '" + name + "' in " + path(), name);
+      std::vector<std::string_view> have;
+      for (const auto& t : tensors_) have.push_back(t.name);
+      throw KeyError("GgufFile: no tensor '" + name + "' in " + path() +
+                         ember::detail::closest_hint(name, have),
+                     name);
     }
     return tensors_[it->second];
   }

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/errors.hpp"
 #include "ember/io/detail/atomic_write.hpp"
@@ -137,11 +138,16 @@ class SafetensorsFile {
     return tensors_.count(name) != 0 || aliases_.count(name) != 0;
   }
   /// The stored tensor `name` refers to: itself, or its alias target.
-  /// Throws: KeyError naming `name` and the file when neither exists.
+  /// Throws: KeyError naming `name`, the file and the closest names it has when neither exists.
   [[nodiscard]] const std::string& resolve(const std::string& name) const {
     if (const auto it = tensors_.find(name); it != tensors_.end()) return it->first;
     if (const auto it = aliases_.find(name); it != aliases_.end()) return it->second;
-    throw KeyError("SafetensorsFile: no tensor '" + name + "' in " + path(), name);
+    std::vector<std::string_view> have;
+    for (const auto& t : tensors_) have.push_back(t.first);
+    for (const auto& a : aliases_) have.push_back(a.first);
+    throw KeyError("SafetensorsFile: no tensor '" + name + "' in " + path() +
+                       ember::detail::closest_hint(name, have),
+                   name);
   }
   /// Header entry of tensor `name` (aliases resolved). Throws: KeyError as resolve().
   [[nodiscard]] const SafetensorsTensorInfo& info(const std::string& name) const {

@@ -1,166 +1,27 @@
-/// Vocabulary: the token string <-> id mapping of an embedding table, built in memory, returned by
-/// the word2vec/GloVe loaders, or read from a one-token-per-line file.
+/// Vocabularies as files: load_vocabulary and save_vocabulary read and write an ember::Vocabulary
+/// (ember/keys/vocabulary.hpp) one token per line.
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
-#include <utility>
-#include <vector>
 
 #include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
 #include "ember/io/detail/atomic_write.hpp"
 #include "ember/io/detail/checks.hpp"
 #include "ember/io/detail/mapped_file.hpp"
+#include "ember/keys/vocabulary.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::io {
 
-/// A bijection between V distinct tokens and the ids 0 .. V-1 (id = row of the table), or, when
-/// built by with_repeats(), V tokens some of which repeat: every id keeps its token and a repeated
-/// token maps to its first id (GGUF token lists repeat strings; a table row exists for each id).
-///
-/// Unknown tokens: id() throws KeyError unless an unk id was set with set_unk_id(), in which case
-/// it returns that id; find() never throws and returns std::nullopt. The caller decides.
-///
-/// Example:
-/// ```cpp
-/// ember::io::Vocabulary vocab({"<unk>", "the", "cat"});
-/// vocab.set_unk_id(0);
-/// std::vector<ember::TokenId> ids = vocab.ids({"the", "dog"});  // {1, 0}
-/// ```
-class Vocabulary {
- public:
-  Vocabulary() = default;
-
-  /// The vocabulary with token i at id i.
-  /// Throws: ValueError if a token occurs twice (message names both positions).
-  explicit Vocabulary(std::vector<std::string> tokens) {
-    index_.reserve(tokens.size());
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const auto [it, inserted] = index_.try_emplace(tokens[i], static_cast<TokenId>(i));
-      if (!inserted) {
-        throw ValueError("Vocabulary: token " + detail::quoted(tokens[i]) + " at position " +
-                             std::to_string(i) + " duplicates position " +
-                             std::to_string(it->second),
-                         static_cast<double>(i));
-      }
-    }
-    tokens_ = std::move(tokens);
-  }
-
-  /// The vocabulary with token i at id i, repeats allowed: token(i) is tokens[i] for every i, and
-  /// id()/find() of a repeated string give its first id.
-  /// Complexity: O(V) hash insertions.
-  [[nodiscard]] static Vocabulary with_repeats(std::vector<std::string> tokens) {
-    Vocabulary v;
-    v.index_.reserve(tokens.size());
-    for (std::size_t i = 0; i < tokens.size(); ++i)
-      v.index_.try_emplace(tokens[i], static_cast<TokenId>(i));
-    v.tokens_ = std::move(tokens);
-    return v;
-  }
-
-  /// Number of tokens V.
-  [[nodiscard]] Index size() const noexcept { return static_cast<Index>(tokens_.size()); }
-  /// True when the vocabulary has no token.
-  [[nodiscard]] bool empty() const noexcept { return tokens_.empty(); }
-
-  /// Appends `token` with id size() and returns that id; returns the existing (first) id if
-  /// present.
-  TokenId add(std::string token) {
-    const auto id = static_cast<TokenId>(tokens_.size());
-    const auto [it, inserted] = index_.try_emplace(token, id);
-    if (!inserted) return it->second;
-    tokens_.push_back(std::move(token));
-    return id;
-  }
-
-  /// The id of `token`, or std::nullopt. Never throws.
-  [[nodiscard]] std::optional<TokenId> find(std::string_view token) const {
-    const auto it = index_.find(token);
-    if (it == index_.end()) return std::nullopt;
-    return it->second;
-  }
-  /// True when `token` is in the vocabulary.
-  [[nodiscard]] bool contains(std::string_view token) const { return find(token).has_value(); }
-
-  /// The id of `token`; the unk id if it is unknown and one is set.
-  /// Throws: KeyError naming the token when it is unknown and no unk id is set.
-  /// Complexity: one hash lookup.
-  [[nodiscard]] TokenId id(std::string_view token) const {
-    if (const auto found = find(token)) return *found;
-    if (unk_) return *unk_;
-    throw KeyError("Vocabulary::id: token '" + std::string(token) + "' is not in the vocabulary (" +
-                       std::to_string(tokens_.size()) + " tokens)",
-                   std::string(token));
-  }
-
-  /// id() of each token, in order. Throws as id(); returns nothing partially.
-  template <class Range>
-  [[nodiscard]] std::vector<TokenId> ids(const Range& tokens) const {
-    std::vector<TokenId> out;
-    for (const auto& t : tokens) out.push_back(id(std::string_view(t)));
-    return out;
-  }
-  [[nodiscard]] std::vector<TokenId> ids(std::initializer_list<std::string_view> tokens) const {
-    return ids<std::initializer_list<std::string_view>>(tokens);
-  }
-
-  /// The token with id `id`.
-  /// Throws: IndexError if id is outside [0, size()).
-  [[nodiscard]] const std::string& token(TokenId id) const {
-    if (id < 0 || id >= static_cast<TokenId>(tokens_.size())) {
-      throw IndexError("Vocabulary::token: id " + std::to_string(id) + " is outside [0, " +
-                           std::to_string(tokens_.size()) + ")",
-                       -1, id, static_cast<std::int64_t>(tokens_.size()));
-    }
-    return tokens_[static_cast<std::size_t>(id)];
-  }
-  /// All tokens, in id order.
-  [[nodiscard]] const std::vector<std::string>& tokens() const noexcept { return tokens_; }
-
-  /// Makes id() return `id` for unknown tokens.
-  /// Throws: IndexError if id is outside [0, size()).
-  void set_unk_id(TokenId id) {
-    (void)token(id);
-    unk_ = id;
-  }
-  /// Makes id() throw for unknown tokens again.
-  void clear_unk_id() noexcept { unk_.reset(); }
-  /// The id returned for unknown tokens, if any.
-  [[nodiscard]] std::optional<TokenId> unk_id() const noexcept { return unk_; }
-
-  /// Keeps only the first n tokens (and drops the unk id if it is >= n).
-  void truncate(Index n) {
-    if (n < 0 || n >= size()) return;
-    for (auto i = static_cast<std::size_t>(n); i < tokens_.size(); ++i) {
-      // A repeat of an earlier token must not drop that token's entry (with_repeats()).
-      const auto it = index_.find(tokens_[i]);
-      if (it != index_.end() && it->second >= n) index_.erase(it);
-    }
-    tokens_.resize(static_cast<std::size_t>(n));
-    if (unk_ && *unk_ >= n) unk_.reset();
-  }
-
- private:
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept {
-      return std::hash<std::string_view>{}(s);
-    }
-  };
-  std::vector<std::string> tokens_;
-  std::unordered_map<std::string, TokenId, Hash, std::equal_to<>> index_;
-  std::optional<TokenId> unk_;
-};
+/// The vocabulary type of ember's loaders: ember::Vocabulary (ember/keys/vocabulary.hpp), named
+/// here too so code written as io::Vocabulary keeps compiling.
+using Vocabulary = ember::Vocabulary;
 
 /// Options of load_vocabulary().
 struct VocabularyLoadOptions {
@@ -219,8 +80,8 @@ inline void save_vocabulary(const std::string& path, const Vocabulary& vocab) {
   for (Index i = 0; i < vocab.size(); ++i) {
     const std::string& t = vocab.token(i);
     if (t.empty() || t.find('\n') != std::string::npos || t.back() == '\r') {
-      throw ValueError("save_vocabulary: token " + detail::quoted(t) + " at id " +
-                           std::to_string(i) + " cannot be stored one per line",
+      throw ValueError(ember::detail::message("save_vocabulary", "token ", detail::quoted(t),
+                                              " at id ", i, " cannot be stored one per line"),
                        static_cast<double>(i));
     }
   }

@@ -74,7 +74,7 @@ class ClipGroup {
   /// Throws:  ValueError unless p > 0.
   /// Complexity: O(stored entries).
   [[nodiscard]] double norm(double p = 2.0) const {
-    check_p("ClipGroup::norm", p);
+    detail::check_scalar(p > 0.0, "ClipGroup::norm", "p", p, "> 0");
     return total(p);
   }
 
@@ -85,11 +85,11 @@ class ClipGroup {
   double clip(double max_norm, double p = 2.0) {
     constexpr const char* where = "ClipGroup::clip";
     detail::check_positive_finite(where, "max_norm", max_norm);
-    check_p(where, p);
+    detail::check_scalar(p > 0.0, where, "p", p, "> 0");  // rejects NaN; +inf: the max norm
     const double norm_value = total(p);
     if (!std::isfinite(norm_value)) {
-      throw ValueError(std::string(where) + ": the total gradient norm is not finite (" +
-                           std::to_string(norm_value) + "); no gradient was scaled",
+      throw ValueError(detail::message(where, "the total gradient norm is not finite (", norm_value,
+                                       "); no gradient was scaled"),
                        norm_value);
     }
     const double coef = max_norm / (norm_value + 1e-6);
@@ -111,12 +111,6 @@ class ClipGroup {
   using Map = Eigen::Map<RowMatrix<T>, 0, Eigen::OuterStride<>>;
   static Map as_map(const detail::TableRef<T>& t) {
     return Map(t.data, t.rows, t.cols, Eigen::OuterStride<>(t.stride));
-  }
-
-  static void check_p(const char* where, double p) {
-    if (!(p > 0.0)) {
-      throw ValueError(std::string(where) + ": p must be > 0, got " + std::to_string(p), p);
-    }
   }
 
   // Accumulates |x|^p (or max |x| for p = inf) of one row.

@@ -43,18 +43,17 @@ struct StepInput {
 /// the table is not frozen, the sparse gradient (if any rows) is bound to the table's shape, the
 /// dense gradient (if any) is vocab_size x d_model.
 template <class T>
-void check_step(const char* where, const Embedding<T>& emb, const SparseRowGrad<T>* sparse,
+void check_step(ember::detail::Where where, const Embedding<T>& emb, const SparseRowGrad<T>* sparse,
                 const Eigen::Ref<const RowMatrix<T>>* dense) {
   if (emb.frozen()) {
-    throw StateError(std::string(where) +
-                     ": the table is frozen (freeze() / from_pretrained(freeze = true)); "
-                     "unfreeze() it to train it");
+    throw StateError(ember::detail::message(
+        where,
+        "the table is frozen (freeze() / from_pretrained(freeze = true)); unfreeze() it to train "
+        "it"));
   }
   if (sparse != nullptr && !sparse->empty()) {
-    ember::detail::check_extent(where, "the sparse gradient", 0, emb.vocab_size(),
-                                sparse->vocab_size(), "the table's vocab_size");
-    ember::detail::check_extent(where, "the sparse gradient", 1, emb.d_model(), sparse->d_model(),
-                                "the table's d_model");
+    ember::detail::SparseRowGradAccess::check_shape(*sparse, where, emb.vocab_size(),
+                                                    emb.d_model());
   }
   if (dense != nullptr) {
     ember::detail::check_extent(where, "the dense gradient", 0, emb.vocab_size(), (*dense).rows(),
@@ -68,14 +67,14 @@ void check_step(const char* where, const Embedding<T>& emb, const SparseRowGrad<
 /// scan of both gradients for NaN/inf) and returns the prepared input; the state is then bound to
 /// the table's current shape (following a resize). Nothing is written if it throws.
 template <class T>
-StepInput<T> prepare_step(const char* where, const Embedding<T>& emb, RowState<T>* state,
+StepInput<T> prepare_step(ember::detail::Where where, const Embedding<T>& emb, RowState<T>* state,
                           Index state_width, const SparseRowGrad<T>* sparse,
                           const Eigen::Ref<const RowMatrix<T>>* dense, bool check_finite = false) {
   check_step(where, emb, sparse, dense);
   if (state != nullptr) state->check_table(where, state_width);
   if (check_finite) {  // the optimizer's opt-in scan: a NaN is reported, never applied
-    if (sparse != nullptr) ember::check_finite(*sparse, std::string(where) + ": sparse gradient");
-    if (dense != nullptr) ember::check_finite(*dense, std::string(where) + ": dense gradient");
+    if (sparse != nullptr) ember::detail::check_finite(*sparse, where, "sparse gradient");
+    if (dense != nullptr) ember::detail::check_finite(*dense, where, "dense gradient");
   }
   StepInput<T> in;
   in.sparse = sparse;
@@ -242,7 +241,7 @@ class RowOptimizer {
   std::int64_t steps_ = 0;
 
  private:
-  friend struct detail::FusedStepAccess;
+  friend struct ember::detail::FusedStepAccess;
 
   // Both backward_step overloads: checks ids and grad_out at the door, then the fused pass
   // (dense: the tied logits' gradient, or null).
@@ -256,49 +255,42 @@ class RowOptimizer {
       ember::detail::check_backward_grad_out(w, static_cast<Index>(span.size()), emb.d_model(),
                                              grad_out.rows(), grad_out.cols());
       ember::detail::check_ids(span, emb.vocab_size(), w);
-      fused_run(emb, span, ember::detail::DirectRows<T>{ember::detail::const_table(grad_out)},
-                false, emb.scale(), emb.accumulate_options(), &grad_out, dense, fused, w);
+      const ember::detail::DirectRows<T> rows{ember::detail::const_table(grad_out)};
+      const ember::detail::FusedStepChecks<T> checks{&grad_out, dense, &fused, w};
+      fused_check(emb, checks);
+      fused_apply(
+          emb, ember::detail::fused_rows(span, rows, false, emb.scale(), emb.accumulate_options()),
+          dense, fused);
     });
   }
 
   /// Validates a fused step on `emb` before anything changes: the table is not frozen, the
   /// dense gradient (if any) is V x d, the state fits the table's width, the options are finite
-  /// and >= 0, and with options().check_finite `checked` (the caller's gradient input, may be
-  /// null) holds no NaN or infinity. Throws as backward_step.
-  void fused_check(const Embedding<T>& emb, const Eigen::Ref<const RowMatrix<T>>* checked,
-                   const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused,
-                   ember::detail::Where w) const {
-    const std::string where = w.str();
-    ember::detail::check_non_negative(w, "max_gradient", fused.max_gradient);
-    ember::detail::check_non_negative(w, "max_norm", fused.max_norm);
-    detail::check_step(where.c_str(), emb, static_cast<const SparseRowGrad<T>*>(nullptr), dense);
+  /// and >= 0, and with options().check_finite the caller's gradient input (if given) and the
+  /// dense gradient hold no NaN or infinity. Throws as backward_step.
+  void fused_check(const Embedding<T>& emb, const ember::detail::FusedStepChecks<T>& c) const {
+    ember::detail::check_non_negative(c.where, "max_gradient", c.fused->max_gradient);
+    ember::detail::check_non_negative(c.where, "max_norm", c.fused->max_norm);
+    detail::check_step(c.where, emb, static_cast<const SparseRowGrad<T>*>(nullptr), c.dense);
     const Index width = self().state_width(emb.d_model());
-    if (width > 0) state_.check_table(where.c_str(), width);
+    if (width > 0) state_.check_table(c.where, width);
     if (options_.check_finite) {
-      if (checked != nullptr) ember::check_finite(*checked, where + ": grad_out");
-      if (dense != nullptr) ember::check_finite(*dense, where + ": dense gradient");
+      if (c.checked != nullptr) ember::detail::check_finite(*c.checked, c.where, "grad_out");
+      if (c.dense != nullptr) ember::detail::check_finite(*c.dense, c.where, "dense gradient");
     }
   }
 
-  /// The fused step of any sparse backward (ember's own: EmbeddingBag, InputStem and
-  /// TableBatchedBags route their backward here): fused_check, then fused_apply.
+  /// The update of a fused step whose fused_check passed: the rows of `in` (see FusedStepRows),
+  /// plus `dense` (V x d, or null), clamped and renormed as `fused` says. Throws nothing but
+  /// std::bad_alloc.
   template <class Id, class Rows>
-  void fused_run(Embedding<T>& emb, std::span<const Id> ids, const Rows& rows, bool needs_scratch,
-                 T scale, AccumulateOptions acc, const Eigen::Ref<const RowMatrix<T>>* checked,
-                 const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused,
-                 ember::detail::Where w) {
-    fused_check(emb, checked, dense, fused, w);
-    fused_apply(emb, ids, rows, needs_scratch, scale, acc, dense, fused);
-  }
-
-  /// The update of a fused step whose fused_check passed: `rows` says what position p of `ids`
-  /// (all in range) contributes, as for SparseRowGrad's accumulation (a row policy of
-  /// detail/scatter.hpp), scaled by `scale`, with the padding row and frequency scaling of
-  /// `acc`. Throws nothing but std::bad_alloc.
-  template <class Id, class Rows>
-  void fused_apply(Embedding<T>& emb, std::span<const Id> ids, const Rows& rows, bool needs_scratch,
-                   T scale, AccumulateOptions acc, const Eigen::Ref<const RowMatrix<T>>* dense,
-                   const FusedStepOptions& fused) {
+  void fused_apply(Embedding<T>& emb, const ember::detail::FusedStepRows<T, Id, Rows>& in_rows,
+                   const Eigen::Ref<const RowMatrix<T>>* dense, const FusedStepOptions& fused) {
+    const std::span<const Id> ids = in_rows.ids;
+    const Rows& rows = *in_rows.rows;
+    const bool needs_scratch = in_rows.needs_scratch;
+    const T scale = in_rows.scale;
+    const AccumulateOptions acc = in_rows.options;
     const Index d = emb.d_model();
     const Index v = emb.vocab_size();
     const Index width = self().state_width(d);
@@ -324,8 +316,8 @@ class RowOptimizer {
       if (fused.max_norm > 0.0) renorm(wr, d, fused.max_norm);
     };
     // Slots are made on the calling thread in ascending row order, as step() makes them.
-    slots_.clear();
-    fresh_.clear();
+    scratch_.slots.clear();
+    scratch_.fresh.clear();
     std::span<const TokenId> batch;
     // Rows of lead for the prefetches of the rows an update touches at random.
     const Index lead = ember::detail::prefetch_distance(d * static_cast<Index>(sizeof(T)));
@@ -350,22 +342,23 @@ class RowOptimizer {
             // The table and state rows of the rows to come are random too: ask for them
             // `lead` rows ahead, while this row's gradient is summed and its update runs.
             const auto next = uj + static_cast<std::size_t>(lead);
-            if (next < batch.size()) prefetch_update(table, batch[next], slots_[next], width);
+            if (next < batch.size())
+              prefetch_update(table, batch[next], scratch_.slots[next], width);
             ember::detail::add_row_sum(rows, d, positions, row_scale, true, g, sum, product);
-            apply(static_cast<Index>(batch[uj]), g, slots_[uj], fresh_[uj] != 0);
+            apply(static_cast<Index>(batch[uj]), g, scratch_.slots[uj], scratch_.fresh[uj] != 0);
           });
     } else {
       // Tied: every row moves. The batch rows' sums are kept (k x d) and added to their dense rows.
-      batch_rows_.clear();
+      scratch_.batch_rows.clear();
       ember::detail::for_each_grouped_row(
           v, ids, rows, needs_scratch, d, scale, acc.scale_grad_by_freq, acc.skip_row,
           [&](std::span<const TokenId> batch_rows) {
-            batch_rows_.assign(batch_rows.begin(), batch_rows.end());
-            sums_.resize(static_cast<Index>(batch_rows.size()), d);
+            scratch_.batch_rows.assign(batch_rows.begin(), batch_rows.end());
+            scratch_.sums.resize(static_cast<Index>(batch_rows.size()), d);
           },
           [&](Index j, std::span<const Index> positions, T row_scale, T* sum, T* product, int) {
-            ember::detail::add_row_sum(rows, d, positions, row_scale, true, sums_.row(j).data(),
-                                       sum, product);
+            ember::detail::add_row_sum(rows, d, positions, row_scale, true,
+                                       scratch_.sums.row(j).data(), sum, product);
           });
       for (Index row = 0; row < v; ++row) {
         if (row != in.skip_row) add_slot(row, width);
@@ -375,13 +368,13 @@ class RowOptimizer {
       std::size_t slot_index = 0;
       for (Index row = 0; row < v; ++row) {  // serial: O(V·d) like step(emb, grad, dense)
         const T* s = nullptr;
-        if (k < batch_rows_.size() && static_cast<Index>(batch_rows_[k]) == row) {
-          s = sums_.row(static_cast<Index>(k)).data();
+        if (k < scratch_.batch_rows.size() && static_cast<Index>(scratch_.batch_rows[k]) == row) {
+          s = scratch_.sums.row(static_cast<Index>(k)).data();
           ++k;
         }
         if (row == in.skip_row) continue;
         detail::combine(s, in.dense + row * in.dense_stride, d, g);
-        apply(row, g, slots_[slot_index], fresh_[slot_index] != 0);
+        apply(row, g, scratch_.slots[slot_index], scratch_.fresh[slot_index] != 0);
         ++slot_index;
       }
     }
@@ -395,11 +388,11 @@ class RowOptimizer {
   /// each combined into one row and handed to the rule.
   void run(Embedding<T>& emb, const SparseRowGrad<T>* sparse,
            const Eigen::Ref<const RowMatrix<T>>* dense) {
-    const std::string where = std::string(Derived::name) + "::step";
+    const ember::detail::Where where{Derived::name, "step"};
     const Index d = emb.d_model();
     const Index width = self().state_width(d);
-    const auto in = detail::prepare_step(where.c_str(), emb, width > 0 ? &state_ : nullptr, width,
-                                         sparse, dense, options_.check_finite);
+    const auto in = detail::prepare_step(where, emb, width > 0 ? &state_ : nullptr, width, sparse,
+                                         dense, options_.check_finite);
     const auto step = self().begin_step(steps_ + 1, d);
     T* g = *gradient_rows(1, d);
     auto table = emb.weight();
@@ -417,7 +410,7 @@ class RowOptimizer {
     steps_ += 1;
   }
 
-  // The state slot of `row` (made if new), appended to slots_ / fresh_.
+  // The state slot of `row` (made if new), appended to scratch_.slots / scratch_.fresh.
   void add_slot(Index row, Index width) {
     Index slot = -1;
     bool fresh = false;
@@ -426,17 +419,18 @@ class RowOptimizer {
       slot = state_.ensure(row);
       fresh = state_.size() > before;
     }
-    slots_.push_back(slot);
-    fresh_.push_back(fresh ? 1 : 0);
+    scratch_.slots.push_back(slot);
+    scratch_.fresh.push_back(fresh ? 1 : 0);
   }
 
   T* const* gradient_rows(int threads, Index d) {
-    if (g_.size() < static_cast<std::size_t>(threads) || (!g_.empty() && g_[0].size() != d)) {
-      g_.assign(static_cast<std::size_t>(std::max(threads, 1)), RowVector<T>(d));
-      g_rows_.clear();
-      for (auto& row : g_) g_rows_.push_back(row.data());
+    if (scratch_.g.size() < static_cast<std::size_t>(threads) ||
+        (!scratch_.g.empty() && scratch_.g[0].size() != d)) {
+      scratch_.g.assign(static_cast<std::size_t>(std::max(threads, 1)), RowVector<T>(d));
+      scratch_.g_rows.clear();
+      for (auto& row : scratch_.g) scratch_.g_rows.push_back(row.data());
     }
-    return g_rows_.data();
+    return scratch_.g_rows.data();
   }
 
   // Prefetches the rows an update of `row` (state slot `slot`) reads and writes.
@@ -457,15 +451,28 @@ class RowOptimizer {
     if (norm > max_norm) row *= static_cast<T>(max_norm / (norm + 1e-7));
   }
 
-  // One gradient row per worker, each its own allocation: every row then starts at the same
-  // (allocator) alignment, so Eigen's reductions over it (Adagrad's mean of g²) add in the same
-  // order on every path and thread.
-  std::vector<RowVector<T>> g_;
-  std::vector<T*> g_rows_;
-  RowMatrix<T> sums_;  // the batch rows' sums of a tied fused step
-  std::vector<Index> slots_;
-  std::vector<unsigned char> fresh_;
-  std::vector<TokenId> batch_rows_;
+  // The scratch of a step, kept for the next one. A copy of the optimizer starts without it: the
+  // copied pointers would name the original's rows, which the original (another table's
+  // optimizer, maybe on another thread) goes on writing, or frees.
+  struct Scratch {
+    // One gradient row per worker, each its own allocation: every row then starts at the same
+    // (allocator) alignment, so Eigen's reductions over it (Adagrad's mean of g²) add in the same
+    // order on every path and thread.
+    std::vector<RowVector<T>> g;
+    std::vector<T*> g_rows;
+    RowMatrix<T> sums;  // the batch rows' sums of a tied fused step
+    std::vector<Index> slots;
+    std::vector<unsigned char> fresh;
+    std::vector<TokenId> batch_rows;
+
+    Scratch() = default;
+    Scratch(const Scratch& /*other*/) noexcept {}
+    Scratch& operator=(const Scratch& /*other*/) noexcept { return *this; }
+    Scratch(Scratch&&) noexcept = default;
+    Scratch& operator=(Scratch&&) noexcept = default;
+    ~Scratch() = default;
+  };
+  Scratch scratch_;
 };
 
 }  // namespace ember::inline EMBER_ISA::optim

@@ -87,10 +87,11 @@ class SGD : public RowOptimizer<SGD<T>, T, SGDOptions> {
     ember::detail::check_unit_interval(where, "dampening", o.dampening);
     ember::detail::check_non_negative(where, "weight_decay", o.weight_decay);
     if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
-      throw ValueError(
-          std::string(where) + ": nesterov needs momentum > 0 and dampening = 0, got momentum " +
-              std::to_string(o.momentum) + ", dampening " + std::to_string(o.dampening),
-          o.momentum);
+      throw ValueError(ember::detail::message(where,
+                                              "nesterov needs momentum > 0 and dampening = 0, got "
+                                              "momentum ",
+                                              o.momentum, ", dampening ", o.dampening),
+                       o.momentum);
     }
     return o;
   }

@@ -18,8 +18,7 @@
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
-#include "ember/io/detail/checks.hpp"
-#include "ember/io/vocabulary.hpp"
+#include "ember/keys/vocabulary.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::query {
@@ -102,7 +101,7 @@ class Neighbours {
   /// Indexes `table` with `vocab` naming its rows, so queries can use words.
   /// Throws: as above; ShapeError if vocab.size() != table.rows().
   template <class Derived>
-  Neighbours(const Eigen::MatrixBase<Derived>& table, io::Vocabulary vocab)
+  Neighbours(const Eigen::MatrixBase<Derived>& table, Vocabulary vocab)
       : unit_(table.template cast<T>()), vocab_(std::move(vocab)) {
     detail::check_extent("Neighbours", "table", 0, vocab_->size(), unit_.rows(), "vocab size");
     init();
@@ -117,7 +116,7 @@ class Neighbours {
   /// The L2 norm of each original row, V.
   [[nodiscard]] const Eigen::Matrix<T, Eigen::Dynamic, 1>& norms() const noexcept { return norms_; }
   /// The vocabulary, if one was given.
-  [[nodiscard]] const io::Vocabulary* vocabulary() const noexcept {
+  [[nodiscard]] const Vocabulary* vocabulary() const noexcept {
     return vocab_ ? &*vocab_ : nullptr;
   }
 
@@ -207,7 +206,8 @@ class Neighbours {
     check(positive, where);
     check(negative, where);
     if (positive.empty() && negative.empty()) {
-      throw ValueError(std::string(where) + ": cannot compute similarity with no input", 0.0);
+      throw ValueError(ember::detail::message(where, "cannot compute similarity with no input"),
+                       0.0);
     }
     const Index n = candidates(where, k, options);
     // Sum in the table's type, in the order gensim does: positives then negatives.
@@ -231,8 +231,8 @@ class Neighbours {
     check(positive, where);
     check(negative, where);
     if (positive.empty()) {
-      throw ValueError(std::string(where) + ": cannot compute similarity with no positive input",
-                       0.0);
+      throw ValueError(
+          ember::detail::message(where, "cannot compute similarity with no positive input"), 0.0);
     }
     const Index n = candidates(where, k, options);
     RowMatrix<T> terms(static_cast<Index>(positive.size() + negative.size()), d_model());
@@ -269,7 +269,7 @@ class Neighbours {
   }
 
  private:
-  const io::Vocabulary& vocab() const {
+  const Vocabulary& vocab() const {
     if (!vocab_) {
       throw ValueError("Neighbours: no vocabulary was given; query by id or vector instead", 0.0);
     }
@@ -279,10 +279,10 @@ class Neighbours {
   void init() {
     detail::check_positive_size("Neighbours", "d_model (table columns)", unit_.cols());
     const auto n = static_cast<std::size_t>(unit_.size());
-    if (const std::size_t k = io::detail::first_non_finite(unit_.data(), n); k < n) {
+    if (const std::size_t k = ember::detail::first_non_finite(unit_.data(), n); k < n) {
       const auto cols = static_cast<std::size_t>(unit_.cols());
-      throw ValueError("Neighbours: table value at row " + std::to_string(k / cols) + ", column " +
-                           std::to_string(k % cols) + " is not finite",
+      throw ValueError(ember::detail::message("Neighbours", "table value at row ", k / cols,
+                                              ", column ", k % cols, " is not finite"),
                        static_cast<double>(unit_.data()[k]));
     }
     norms_ = unit_.rowwise().norm();
@@ -296,26 +296,26 @@ class Neighbours {
     }
   }
 
-  static void check_finite_query(const RowMatrix<T>& q, const char* where) {
+  static void check_finite_query(const RowMatrix<T>& q, ember::detail::Where where) {
     const auto n = static_cast<std::size_t>(q.size());
-    if (const std::size_t i = io::detail::first_non_finite(q.data(), n); i < n) {
-      throw ValueError(std::string(where) + ": query value " + std::to_string(i) + " is not finite",
+    if (const std::size_t i = ember::detail::first_non_finite(q.data(), n); i < n) {
+      throw ValueError(ember::detail::message(where, "query value ", i, " is not finite"),
                        static_cast<double>(q.data()[i]));
     }
   }
 
-  void check(std::span<const TokenId> ids, const char* where) const {
+  void check(std::span<const TokenId> ids, ember::detail::Where where) const {
     ember::detail::check_ids(ids, vocab_size(), where);
   }
 
   /// Validates k and the options; returns the number of candidate rows.
-  Index candidates(const char* where, Index k, const QueryOptions& options) const {
+  Index candidates(ember::detail::Where where, Index k, const QueryOptions& options) const {
     if (k < 0)
-      throw ValueError(std::string(where) + ": k must be >= 0, got " + std::to_string(k),
+      throw ValueError(ember::detail::message(where, "k must be >= 0, got ", k),
                        static_cast<double>(k));
     if (options.restrict_to < 0 || options.restrict_to > vocab_size()) {
-      throw ValueError(std::string(where) + ": restrict_to " + std::to_string(options.restrict_to) +
-                           " is outside [0, " + std::to_string(vocab_size()) + "]",
+      throw ValueError(ember::detail::message(where, "restrict_to ", options.restrict_to,
+                                              " is outside [0, ", vocab_size(), "]"),
                        static_cast<double>(options.restrict_to));
     }
     check(options.exclude, where);
@@ -366,7 +366,7 @@ class Neighbours {
 
   RowMatrix<T> unit_;
   Eigen::Matrix<T, Eigen::Dynamic, 1> norms_;
-  std::optional<io::Vocabulary> vocab_;
+  std::optional<Vocabulary> vocab_;
 };
 
 }  // namespace ember::inline EMBER_ISA::query

@@ -73,12 +73,20 @@ Handle<MPI_Datatype, MPI_Type_free> row_type(Index d) {
 
 /// What went wrong on one rank, in a fixed-size record that can be broadcast as bytes.
 struct ErrorRecord {
-  enum Kind : std::int32_t { none = 0, index = 1, shape = 2, value = 3, format = 4, other = 5 };
+  enum Kind : std::int32_t {
+    none = 0,
+    index = 1,
+    shape = 2,
+    value = 3,
+    format = 4,
+    other = 5,
+    file = 6
+  };
   std::int32_t kind = none;
   std::int32_t dimension = 0;  // ShapeError::dimension(); FormatError: is_line()
   std::int64_t a = 0;          // IndexError position / ShapeError expected / FormatError offset
   std::int64_t b = 0;          // IndexError value / ShapeError actual
-  std::int64_t c = 0;          // IndexError bound
+  std::int64_t c = 0;          // IndexError bound / FileError code().value()
   double real = 0.0;           // ValueError value
   char message[512] = {};
   char path[256] = {};  // FormatError path
@@ -117,6 +125,10 @@ template <class F>
       rec.real = z->value();
     } else if (const auto* f = dynamic_cast<const FormatError*>(&e)) {
       rec.kind = ErrorRecord::format;
+      if (const auto* file = dynamic_cast<const FileError*>(f)) {
+        rec.kind = ErrorRecord::file;
+        rec.c = file->code().value();  // errno, generic category (or 0: none)
+      }
       rec.dimension = f->is_line() ? 1 : 0;
       rec.a = static_cast<std::int64_t>(f->offset());
       copy_text(rec.path, f->path());
@@ -141,6 +153,11 @@ template <class F>
     case ErrorRecord::format:
       throw FormatError(msg, std::string(rec.path), static_cast<std::uint64_t>(rec.a),
                         rec.dimension != 0);
+    case ErrorRecord::file:
+      throw FileError(msg, std::string(rec.path), static_cast<std::uint64_t>(rec.a),
+                      rec.c == 0
+                          ? std::error_code()
+                          : std::error_code(static_cast<int>(rec.c), std::generic_category()));
     default:
       throw std::runtime_error(msg);
   }

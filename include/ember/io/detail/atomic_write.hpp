@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -57,7 +58,7 @@ class ScopedWriteFault {
 /// temporary onto the target path. Destroying an uncommitted AtomicFile removes the temporary and
 /// leaves any existing file at the target untouched.
 ///
-/// Throws FormatError (naming the target path and the byte offset reached) on any I/O failure.
+/// Throws FileError (naming the target path and the byte offset reached) on any I/O failure.
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path) : path_(std::move(path)) {
@@ -145,9 +146,10 @@ class AtomicFile {
   }
   // Reports the bytes that reached the file (what a reader of the partial file would see).
   [[noreturn]] void fail(const char* what) const {
-    throw FormatError(path_ + ": " + what + " at byte " + std::to_string(on_disk_) + " (" +
-                          std::strerror(errno) + ")",
-                      path_, on_disk_);
+    const int error = errno;
+    throw FileError(path_ + ": " + what + " at byte " + std::to_string(on_disk_) + " (" +
+                        std::strerror(error) + ")",
+                    path_, on_disk_, std::error_code(error, std::generic_category()));
   }
 
   std::string path_;

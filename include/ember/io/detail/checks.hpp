@@ -1,5 +1,5 @@
-/// Shared checks of ember's loaders: FormatError construction, overflow-safe size arithmetic,
-/// UTF-8 validation and the non-finite value scan.
+/// Shared checks of ember's loaders: FormatError construction, overflow-safe size arithmetic and
+/// UTF-8 validation (the non-finite scan and the quoting of tokens are ember/detail/checks.hpp's).
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
 
 namespace ember::inline EMBER_ISA::io::detail {
@@ -72,32 +73,10 @@ namespace ember::inline EMBER_ISA::io::detail {
   return true;
 }
 
-/// Index of the first non-finite value among data[0, n), or n when all are finite.
-template <class T>
-[[nodiscard]] std::size_t first_non_finite(const T* data, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(data[i])) return i;
-  }
-  return n;
-}
+/// ember::detail::first_non_finite, for the loaders and writers.
+using ember::detail::first_non_finite;
 
-/// Quotes a token for an error message, escaping control and non-ASCII bytes as \xNN.
-[[nodiscard]] inline std::string quoted(std::string_view s, std::size_t max_len = 64) {
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out = "'";
-  for (std::size_t i = 0; i < s.size() && i < max_len; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c >= 0x7F || c == '\'') {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > max_len) out += "...";
-  out += "'";
-  return out;
-}
+/// ember::detail::quoted, for the loaders' messages.
+using ember::detail::quoted;
 
 }  // namespace ember::inline EMBER_ISA::io::detail

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include <fcntl.h>
@@ -23,8 +24,8 @@ namespace ember::inline EMBER_ISA::io::detail {
 /// non-null dummy pointer. Unmaps on destruction.
 class MappedFile {
  public:
-  /// Maps `path` read-only. Throws FormatError (offset 0) if it cannot be opened, is not a
-  /// regular file, or cannot be mapped. (O_NONBLOCK: a FIFO is refused at once instead of blocking
+  /// Maps `path` read-only. Throws FileError (offset 0) if it cannot be opened, is not a regular
+  /// file, or cannot be mapped. (O_NONBLOCK: a FIFO is refused at once instead of blocking
   /// until a writer appears.) Not defended against: another process truncating the mapped file.
   explicit MappedFile(std::string path) : path_(std::move(path)) {
     const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -41,7 +42,9 @@ class MappedFile {
                          : S_ISFIFO(st.st_mode) ? "a FIFO"
                          : S_ISSOCK(st.st_mode) ? "a socket"
                                                 : "a device or special file";
-      throw FormatError(path_ + ": not a regular file (it is " + kind + ")", path_, 0);
+      const std::error_code code =
+          S_ISDIR(st.st_mode) ? std::make_error_code(std::errc::is_a_directory) : std::error_code();
+      throw FileError(path_ + ": not a regular file (it is " + kind + ")", path_, 0, code);
     }
     size_ = static_cast<std::size_t>(st.st_size);
     if (size_ > 0) {
@@ -66,7 +69,9 @@ class MappedFile {
 
  private:
   [[noreturn]] void fail(const char* what) const {
-    throw FormatError(path_ + ": " + what + " (" + std::strerror(errno) + ")", path_, 0);
+    const int error = errno;
+    throw FileError(path_ + ": " + what + " (" + std::strerror(error) + ")", path_, 0,
+                    std::error_code(error, std::generic_category()));
   }
 
   static constexpr unsigned char empty_[1] = {0};

@@ -1,29 +1,70 @@
 /// ember's own door into an optimizer's fused step (not for users): EmbeddingBag, InputStem and
-/// TableBatchedBags hand their backward's rows to any optimizer through it.
+/// TableBatchedBags hand their backward's rows to any optimizer through it, as two aggregates.
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <utility>
+#include <span>
 
 #include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
+#include "ember/optim/fused_options.hpp"
+#include "ember/sparse_grad.hpp"
+#include "ember/types.hpp"
 
-namespace ember::inline EMBER_ISA::optim::detail {
+namespace ember::inline EMBER_ISA::detail {
+
+/// What a fused step validates before anything changes (besides the table itself): the caller's
+/// gradient input, scanned for NaN and infinity when the optimizer's check_finite is on, the
+/// tied part, the options, and the public call named in messages.
+template <class T>
+struct FusedStepChecks {
+  const Eigen::Ref<const RowMatrix<T>>* checked = nullptr;  ///< the caller's grad_out, or null
+  const Eigen::Ref<const RowMatrix<T>>* dense = nullptr;    ///< a V x d tied gradient, or null
+  const optim::FusedStepOptions* fused = nullptr;           ///< never null
+  Where where;                                              ///< "EmbeddingBag::backward_step", ...
+};
+
+/// The rows a fused step sums and applies, validated by its caller: position p of `ids` (every id
+/// in range) contributes what `rows` says, as for SparseRowGrad's accumulation (a row policy of
+/// detail/scatter.hpp), times `scale`, with the padding row and frequency scaling of `options`.
+template <class T, class Id, class Rows>
+struct FusedStepRows {
+  std::span<const Id> ids;
+  const Rows* rows = nullptr;
+  bool needs_scratch = false;  ///< rows writes a product per position
+  T scale = T(1);
+  AccumulateOptions options{};
+};
+
+/// The FusedStepRows of ids, rows and the rest (the types deduced).
+template <class T, class Id, class Rows>
+[[nodiscard]] FusedStepRows<T, Id, Rows> fused_rows(std::span<const Id> ids, const Rows& rows,
+                                                    bool needs_scratch, T scale,
+                                                    AccumulateOptions options) noexcept {
+  return {ids, &rows, needs_scratch, scale, options};
+}
 
 /// Forwards to the private fused_check / fused_apply / fused_run of a RowOptimizer (see
-/// optim/row_optimizer.hpp for what each takes and guarantees).
+/// optim/row_optimizer.hpp for what each guarantees).
 struct FusedStepAccess {
-  template <class Opt, class... Args>
-  static void check(const Opt& opt, Args&&... args) {
-    opt.fused_check(std::forward<Args>(args)...);
+  /// Validates a fused step on `emb`; throws as backward_step, changes nothing.
+  template <class Opt, class Tab, class T>
+  static void check(const Opt& opt, const Tab& emb, const FusedStepChecks<T>& checks) {
+    opt.fused_check(emb, checks);
   }
-  template <class Opt, class... Args>
-  static void apply(Opt& opt, Args&&... args) {
-    opt.fused_apply(std::forward<Args>(args)...);
+  /// The update of a fused step whose check passed; throws nothing but std::bad_alloc.
+  template <class Opt, class Tab, class T, class Id, class Rows>
+  static void apply(Opt& opt, Tab& emb, const FusedStepRows<T, Id, Rows>& rows,
+                    const FusedStepChecks<T>& checks) {
+    opt.fused_apply(emb, rows, checks.dense, *checks.fused);
   }
-  template <class Opt, class... Args>
-  static void run(Opt& opt, Args&&... args) {
-    opt.fused_run(std::forward<Args>(args)...);
+  /// check, then apply.
+  template <class Opt, class Tab, class T, class Id, class Rows>
+  static void run(Opt& opt, Tab& emb, const FusedStepRows<T, Id, Rows>& rows,
+                  const FusedStepChecks<T>& checks) {
+    check(opt, emb, checks);
+    apply(opt, emb, rows, checks);
   }
 };
 
-}  // namespace ember::inline EMBER_ISA::optim::detail
+}  // namespace ember::inline EMBER_ISA::detail

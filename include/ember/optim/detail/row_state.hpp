@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <limits>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/detail/prefetch.hpp"
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
@@ -68,9 +68,13 @@ class RowState {
 
   /// Checks that the state can follow a vocab x width table: throws ShapeError if the width
   /// changed after state was created. Called by step() before anything is written.
-  void check_table(const char* where, Index width) const {
-    if (width_ != 0 && width != width_) {
-      detail_check_width(where, width);
+  void check_table(ember::detail::Where where, Index width) const {
+    if (width_ != 0 && width != width_) [[unlikely]] {
+      throw ShapeError(ember::detail::message(where, "the table has ", width,
+                                              " columns, but the optimizer's state was built for "
+                                              "d_model = ",
+                                              width_),
+                       1, width_, width);
     }
   }
 
@@ -113,13 +117,6 @@ class RowState {
   }
 
  private:
-  [[noreturn]] void detail_check_width(const char* where, Index width) const {
-    throw ShapeError(
-        std::string(where) + ": the table has " + std::to_string(width) +
-            " columns, but the optimizer's state was built for d_model = " + std::to_string(width_),
-        1, width_, width);
-  }
-
   void compact_below(Index vocab) {
     std::size_t w = 0;
     const auto width = static_cast<std::size_t>(width_);
