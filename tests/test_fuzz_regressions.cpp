@@ -61,6 +61,9 @@ TEST_CASE("fuzz inputs replay: gguf", "[reliability][fuzz]") {
 TEST_CASE("fuzz inputs replay: safetensors", "[reliability][fuzz]") {
   CHECK(replay("safetensors", ember_fuzz::fuzz_safetensors) >= 3);
 }
+TEST_CASE("fuzz inputs replay: keyed checkpoints", "[reliability][fuzz]") {
+  CHECK(replay("keyed_checkpoint", ember_fuzz::fuzz_keyed_checkpoint) >= 3);
+}
 #endif
 TEST_CASE("fuzz inputs replay: word2vec binary", "[reliability][fuzz]") {
   CHECK(replay("w2v_binary", ember_fuzz::fuzz_w2v_binary) >= 3);

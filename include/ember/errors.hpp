@@ -1,6 +1,6 @@
 /// The exceptions ember throws at its public entry points: IndexError, ShapeError, ValueError,
-/// FormatError (and FileError, derived from it), KeyError, StateError, all derived from
-/// ember::Error and from the matching standard exception.
+/// FormatError (and FileError, derived from it), KeyError, StateError, CapacityError, all derived
+/// from ember::Error and from the matching standard exception.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -135,6 +135,23 @@ class KeyError : public std::out_of_range, public Error {
 
  private:
   std::string key_;
+};
+
+/// A batch that needs more rows than a capacity-bounded table can give it (a KeyIndex with every
+/// other row taken by the batch's own keys, or with eviction off). Fields: capacity() is the
+/// number of rows keys may hold, needed() the number the call would have needed at once.
+/// Example message: `KeyIndex::find_or_insert: the batch needs 70 rows at once, capacity 64`.
+class CapacityError : public std::length_error, public Error {
+ public:
+  CapacityError(const std::string& what, std::int64_t capacity, std::int64_t needed)
+      : std::length_error(what), capacity_(capacity), needed_(needed) {}
+  [[nodiscard]] std::int64_t capacity() const noexcept { return capacity_; }
+  [[nodiscard]] std::int64_t needed() const noexcept { return needed_; }
+  [[nodiscard]] const char* message() const noexcept override { return what(); }
+
+ private:
+  std::int64_t capacity_;
+  std::int64_t needed_;
 };
 
 }  // namespace ember::inline EMBER_ISA

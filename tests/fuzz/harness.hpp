@@ -40,6 +40,8 @@
 #include "ember/tied_logits.hpp"
 #if defined(EMBER_FUZZ_HAVE_IO)
 #include "ember/io/safetensors.hpp"
+#include "ember/keys/keyed_checkpoint.hpp"
+#include "ember/optim/adam.hpp"
 #endif
 
 namespace ember_fuzz {
@@ -175,6 +177,56 @@ inline void fuzz_safetensors(const std::uint8_t* data, std::size_t size) {
         require(m.vocab_size() == t.rows() && m.d_model() == t.cols(), "map/load shapes differ");
       });
     }
+  });
+}
+#endif
+
+#if defined(EMBER_FUZZ_HAVE_IO)
+/// A loaded keyed table is consistent: its keys on distinct rows below the capacity, found where
+/// iteration says, finite rows; and it can map a batch (or refuse it with an ember exception).
+template <class L>
+void check_keyed(L& layer) {
+  require(layer.table().vocab_size() == layer.capacity() + 1, "keyed table is not capacity + 1");
+  require(layer.size() <= layer.index().key_capacity(), "more keys than rows");
+  require(all_finite(layer.table().weight()), "keyed table holds a non-finite value");
+  std::vector<std::uint64_t> keys;
+  for (const ember::KeyEntry& e : layer.index()) {
+    require(e.row >= 0 && e.row < layer.capacity(), "a key's row is outside the index");
+    require(layer.index().find(e.key) == e.row, "find disagrees with iteration");
+    require(e.count >= 1 && e.last_step <= layer.index().last_step(), "bad count or step");
+    keys.push_back(e.key);
+  }
+  keys.push_back(0x0123456789ABCDEFULL);
+  expect_ok_or_ember_error(std::string(), [&] {
+    std::vector<double> scores(
+        layer.options().index.policy == ember::EvictionPolicy::score ? keys.size() : 0, 1.0);
+    const ember::KeyedBatch b =
+        layer.map(keys, std::max<std::int64_t>(layer.index().last_step(), 0), scores);
+    require(b.size() == static_cast<ember::Index>(keys.size()), "batch size");
+  });
+}
+
+/// Loads a keyed checkpoint as each keyed layer, with and without an optimizer and into another
+/// capacity; every load either succeeds with a consistent table or throws an ember exception.
+inline void fuzz_keyed_checkpoint(const std::uint8_t* data, std::size_t size) {
+  const std::string& path = InputFile::instance().write(data, size);
+  expect_ok_or_ember_error(path, [&] {
+    auto emb = ember::load_keyed<float>(path);
+    check_keyed(emb);
+  });
+  expect_ok_or_ember_error(path, [&] {
+    ember::optim::Adam<float> adam;
+    auto emb = ember::load_keyed<float>(path, &adam, {.capacity = 3});
+    require(emb.capacity() == 3, "capacity not honoured");
+    check_keyed(emb);
+  });
+  expect_ok_or_ember_error(path, [&] {
+    auto bag = ember::load_keyed_bag<double>(path);
+    check_keyed(bag);
+  });
+  expect_ok_or_ember_error(path, [&] {
+    auto bags = ember::load_keyed_bags<float>(path);
+    require(bags.num_tables() >= 1, "no tables");
   });
 }
 #endif

@@ -4,9 +4,6 @@
 #include "ember/distributed/checkpoint.hpp"
 
 #include <mpi.h>
-#include <unistd.h>
-
-#include <filesystem>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -27,30 +24,8 @@ namespace {
 constexpr Index kVocab = 23;
 constexpr Index kDim = 5;
 
-// A fresh directory shared by all ranks (same host), removed at the end of the test case.
-struct SharedDir {
-  std::filesystem::path path;
-  SharedDir() {
-    const auto w = ember_test::world();
-    long long pid = w.rank == 0 ? static_cast<long long>(::getpid()) : 0;
-    MPI_Bcast(&pid, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    path = std::filesystem::temp_directory_path() / ("ember_ckpt_" + std::to_string(pid));
-    if (w.rank == 0) std::filesystem::create_directories(path);
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
-  ~SharedDir() {
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (ember_test::world().rank == 0) std::filesystem::remove_all(path);
-  }
-};
-
-// The first `n` ranks of MPI_COMM_WORLD (MPI_COMM_NULL on the others).
-MPI_Comm first_ranks(int n) {
-  const auto w = ember_test::world();
-  MPI_Comm sub = MPI_COMM_NULL;
-  MPI_Comm_split(MPI_COMM_WORLD, w.rank < n ? 0 : MPI_UNDEFINED, w.rank, &sub);
-  return sub;
-}
+using ember_test::first_ranks;
+using SharedDir = ember_test::SharedDir;
 
 }  // namespace
 

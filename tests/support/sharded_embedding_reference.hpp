@@ -5,9 +5,12 @@
 #pragma once
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -30,6 +33,35 @@ inline World world() {
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &w.size);
   return w;
+}
+
+/// A fresh directory shared by all ranks (same host) for checkpoints, named `stem` + rank 0's
+/// pid, removed at the end of its scope.
+struct SharedDir {
+  std::filesystem::path path;
+  explicit SharedDir(const std::string& stem = "ember_ckpt_") {
+    const auto w = world();
+    long long pid = w.rank == 0 ? static_cast<long long>(::getpid()) : 0;
+    MPI_Bcast(&pid, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    path = std::filesystem::temp_directory_path() / (stem + std::to_string(pid));
+    if (w.rank == 0) std::filesystem::create_directories(path);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  ~SharedDir() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world().rank == 0) std::filesystem::remove_all(path);
+  }
+  SharedDir(const SharedDir&) = delete;
+  SharedDir& operator=(const SharedDir&) = delete;
+};
+
+/// The first `n` ranks of MPI_COMM_WORLD (MPI_COMM_NULL on the others), the saving or loading
+/// job of a re-sharding test.
+inline MPI_Comm first_ranks(int n) {
+  const auto w = world();
+  MPI_Comm sub = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, w.rank < n ? 0 : MPI_UNDEFINED, w.rank, &sub);
+  return sub;
 }
 
 /// A V x d table, the same on every rank.

@@ -1,6 +1,6 @@
 /// safetensors files: validated reading of F32/F64/F16/BF16 tables by tensor name (owning or
-/// zero-copy memory-mapped), and atomic writing with an 8-byte aligned header and tied-weight
-/// aliases. Needs nlohmann/json: link the CMake target ember::io.
+/// zero-copy memory-mapped) and of integer arrays, and atomic writing with an 8-byte aligned header
+/// and tied-weight aliases. Needs nlohmann/json: link the CMake target ember::io.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -68,6 +68,35 @@ enum class SafetensorsDtype {
 [[nodiscard]] constexpr std::size_t dtype_size(SafetensorsDtype dtype) noexcept {
   constexpr std::size_t sizes[] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8};
   return sizes[static_cast<int>(dtype)];
+}
+
+/// The dtype that stores values of type V (std::uint8_t ... std::int64_t, float, double), for
+/// SafetensorsWriter::add_array and SafetensorsFile::load_array.
+template <class V>
+[[nodiscard]] constexpr SafetensorsDtype dtype_of() noexcept {
+  using D = SafetensorsDtype;
+  if constexpr (std::is_same_v<V, std::uint8_t>)
+    return D::U8;
+  else if constexpr (std::is_same_v<V, std::int8_t>)
+    return D::I8;
+  else if constexpr (std::is_same_v<V, std::uint16_t>)
+    return D::U16;
+  else if constexpr (std::is_same_v<V, std::int16_t>)
+    return D::I16;
+  else if constexpr (std::is_same_v<V, std::uint32_t>)
+    return D::U32;
+  else if constexpr (std::is_same_v<V, std::int32_t>)
+    return D::I32;
+  else if constexpr (std::is_same_v<V, std::uint64_t>)
+    return D::U64;
+  else if constexpr (std::is_same_v<V, std::int64_t>)
+    return D::I64;
+  else if constexpr (std::is_same_v<V, float>)
+    return D::F32;
+  else if constexpr (std::is_same_v<V, double>)
+    return D::F64;
+  else
+    static_assert(ember::detail::always_false<V>, "dtype_of<V>: V has no safetensors dtype");
 }
 
 /// One tensor entry of a safetensors header. Offsets are relative to the start of the data
@@ -248,6 +277,26 @@ class SafetensorsFile {
     // Read from the 16-bit exponents (detail/half.hpp): no float copy of the table. A value that
     // overflowed S while rounding is an Inf here, so it is reported too.
     if (!options.allow_non_finite) check_finite(name, out.data(), rows, cols);
+    return out;
+  }
+
+  /// The elements of tensor `name` (aliases resolved), of any shape, in storage order: integer
+  /// and float arrays (a checkpoint's keys, steps, counts) read in their own dtype.
+  /// Throws: KeyError if there is no such tensor; FormatError naming the tensor and both dtypes
+  ///         unless its dtype is dtype_of<V>(). Values are not checked (NaN passes).
+  /// Complexity: O(elements).
+  template <class V>
+  [[nodiscard]] std::vector<V> load_array(const std::string& name) const {
+    const SafetensorsTensorInfo& ti = info(name);
+    if (ti.dtype != dtype_of<V>()) {
+      fail(data_offset_ + ti.begin, "tensor '" + name + "' has dtype " +
+                                        std::string(to_string(ti.dtype)) + ", expected " +
+                                        std::string(to_string(dtype_of<V>())));
+    }
+    const auto n = static_cast<std::size_t>((ti.end - ti.begin) / sizeof(V));
+    std::vector<V> out(n);
+    const unsigned char* p = file_->data() + data_offset_ + ti.begin;
+    for (std::size_t i = 0; i < n; ++i) out[i] = detail::load_value<V>(p + i * sizeof(V), true);
     return out;
   }
 
@@ -487,6 +536,29 @@ class SafetensorsWriter {
     return *this;
   }
 
+  /// Adds `data` (integers or floats) under `name` in its own dtype (dtype_of<V>()), with
+  /// `shape` (default: one dimension of data.size() elements). Referenced, not copied: data must
+  /// outlive save().
+  /// Throws: ValueError for an invalid or used name, or a shape whose product is not data.size().
+  template <class V>
+  SafetensorsWriter& add_array(const std::string& name, std::span<const V> data,
+                               std::vector<std::uint64_t> shape = {}) {
+    check_name(name);
+    if (shape.empty()) shape.push_back(data.size());
+    std::uint64_t count = 1;
+    for (const std::uint64_t e : shape) count *= e;
+    if (count != data.size()) {
+      throw ValueError("SafetensorsWriter::add_array: tensor '" + name + "' has " +
+                           std::to_string(data.size()) + " elements, its shape " +
+                           std::to_string(count),
+                       static_cast<double>(count));
+    }
+    Entry e{RawArray{reinterpret_cast<const unsigned char*>(data.data()), data.size(), sizeof(V)},
+            dtype_of<V>(), 0, 0, std::move(shape)};
+    entries_.emplace(name, std::move(e));
+    return *this;
+  }
+
   /// Records that `name` shares the stored tensor `target` (tied weights): stored once.
   /// Throws: ValueError for an invalid or already used name. `target` is checked by save().
   SafetensorsWriter& alias(const std::string& name, const std::string& target) {
@@ -527,10 +599,16 @@ class SafetensorsWriter {
     }
     std::uint64_t offset = 0;
     for (const auto& [name, e] : entries_) {
-      const std::uint64_t bytes = e.rows * e.cols * dtype_size(e.dtype);
+      const bool raw = std::holds_alternative<RawArray>(e.table);
+      const std::uint64_t bytes = raw ? std::get<RawArray>(e.table).count * dtype_size(e.dtype)
+                                      : e.rows * e.cols * dtype_size(e.dtype);
       nlohmann::ordered_json t = nlohmann::ordered_json::object();
       t["dtype"] = std::string(to_string(e.dtype));
-      t["shape"] = {e.rows, e.cols};
+      if (raw) {
+        t["shape"] = e.shape;
+      } else {
+        t["shape"] = {e.rows, e.cols};
+      }
       t["data_offsets"] = {offset, offset + bytes};
       header[name] = std::move(t);
       offset += bytes;
@@ -551,11 +629,20 @@ class SafetensorsWriter {
   }
 
  private:
+  /// An add_array entry: count items of `item` bytes, host order.
+  struct RawArray {
+    const unsigned char* data;
+    std::uint64_t count;
+    std::size_t item;
+  };
   struct Entry {
-    std::variant<ember::detail::ConstTableRef<float>, ember::detail::ConstTableRef<double>> table;
+    std::variant<ember::detail::ConstTableRef<float>, ember::detail::ConstTableRef<double>,
+                 RawArray>
+        table;
     SafetensorsDtype dtype;
     std::uint64_t rows;
     std::uint64_t cols;
+    std::vector<std::uint64_t> shape = {};  // add_array entries
   };
 
   void check_name(const std::string& name) const {
@@ -563,6 +650,19 @@ class SafetensorsWriter {
         aliases_.count(name) != 0) {
       throw ValueError(
           "SafetensorsWriter: tensor name '" + name + "' is empty, reserved or already used", 0.0);
+    }
+  }
+
+  static void write_rows(detail::AtomicFile& out, const RawArray& a, SafetensorsDtype,
+                         std::vector<unsigned char>& row) {
+    if (detail::host_is_little_endian) {
+      if (a.count > 0) out.write(a.data, static_cast<std::size_t>(a.count) * a.item);
+      return;
+    }
+    row.resize(a.item);
+    for (std::uint64_t i = 0; i < a.count; ++i) {
+      std::reverse_copy(a.data + i * a.item, a.data + (i + 1) * a.item, row.begin());
+      out.write(row.data(), a.item);
     }
   }
 

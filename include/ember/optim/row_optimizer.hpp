@@ -20,11 +20,14 @@
 #include "ember/detail/table_ref.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
-#include "ember/optim/detail/fused_access.hpp"
+#include "ember/fused_step.hpp"
 #include "ember/optim/detail/row_state.hpp"
-#include "ember/optim/fused_options.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
+
+namespace ember::inline EMBER_ISA::detail {
+struct RowOptimizerAccess;
+}  // namespace ember::inline EMBER_ISA::detail
 
 namespace ember::inline EMBER_ISA::optim {
 
@@ -231,6 +234,13 @@ class RowOptimizer {
     state_.clear();
     steps_ = 0;
   }
+  /// Forgets the per-row state of `rows` (rows without state, or outside the table, are
+  /// ignored): each starts over as a row never updated, while the step count and every other
+  /// row keep theirs. For tables whose rows change owner (a KeyedEmbedding reusing the row of an
+  /// evicted key). Complexity: O(rows.size() · state per row).
+  void reset_rows(std::span<const TokenId> rows) {
+    for (const TokenId r : rows) state_.erase(static_cast<Index>(r));
+  }
 
  protected:
   RowOptimizer(const Options& options, int planes, bool per_row_steps)
@@ -242,6 +252,10 @@ class RowOptimizer {
 
  private:
   friend struct ember::detail::FusedStepAccess;
+  friend struct ember::detail::RowOptimizerAccess;
+
+  // Values of state per row and plane for a table of width d (for RowOptimizerAccess).
+  [[nodiscard]] Index state_width_of(Index d) const noexcept { return self().state_width(d); }
 
   // Both backward_step overloads: checks ids and grad_out at the door, then the fused pass
   // (dense: the tied logits' gradient, or null).

@@ -80,12 +80,15 @@ struct ErrorRecord {
     value = 3,
     format = 4,
     other = 5,
-    file = 6
+    file = 6,
+    capacity = 7,
+    state = 8
   };
   std::int32_t kind = none;
   std::int32_t dimension = 0;  // ShapeError::dimension(); FormatError: is_line()
-  std::int64_t a = 0;          // IndexError position / ShapeError expected / FormatError offset
-  std::int64_t b = 0;          // IndexError value / ShapeError actual
+  std::int64_t a = 0;          // IndexError position / ShapeError expected / FormatError offset /
+                               // CapacityError capacity
+  std::int64_t b = 0;          // IndexError value / ShapeError actual / CapacityError needed
   std::int64_t c = 0;          // IndexError bound / FileError code().value()
   double real = 0.0;           // ValueError value
   char message[512] = {};
@@ -132,6 +135,12 @@ template <class F>
       rec.dimension = f->is_line() ? 1 : 0;
       rec.a = static_cast<std::int64_t>(f->offset());
       copy_text(rec.path, f->path());
+    } else if (const auto* c = dynamic_cast<const CapacityError*>(&e)) {
+      rec.kind = ErrorRecord::capacity;
+      rec.a = c->capacity();
+      rec.b = c->needed();
+    } else if (dynamic_cast<const StateError*>(&e) != nullptr) {
+      rec.kind = ErrorRecord::state;
     }
   } catch (...) {
     rec.kind = ErrorRecord::other;
@@ -158,6 +167,10 @@ template <class F>
                       rec.c == 0
                           ? std::error_code()
                           : std::error_code(static_cast<int>(rec.c), std::generic_category()));
+    case ErrorRecord::capacity:
+      throw CapacityError(msg, rec.a, rec.b);
+    case ErrorRecord::state:
+      throw StateError(msg);
     default:
       throw std::runtime_error(msg);
   }

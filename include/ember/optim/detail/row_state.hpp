@@ -36,6 +36,8 @@ class RowState {
   [[nodiscard]] Index width() const noexcept { return width_; }
   /// Number of planes (arrays of `width()` values per row).
   [[nodiscard]] int planes() const noexcept { return static_cast<int>(planes_.size()); }
+  /// True when each row also counts its own steps.
+  [[nodiscard]] bool with_steps() const noexcept { return with_steps_; }
   /// The slot of `row`, or -1 if it has no state.
   [[nodiscard]] Index slot(Index row) const noexcept {
     if (row < 0 || row >= static_cast<Index>(slot_of_row_.size())) return -1;
@@ -106,6 +108,27 @@ class RowState {
     for (auto& p : planes_) p.resize(p.size() + static_cast<std::size_t>(width_), T(0));
     if (with_steps_) steps_.push_back(0);
     return s;
+  }
+
+  /// Forgets the state of `row`, so its next update is a first update (a row reused for another
+  /// key, see keys/keyed_embedding.hpp); the last slot moves into its place. No-op for a row
+  /// without state.
+  void erase(Index row) {
+    const Index s = slot(row);
+    if (s < 0) return;
+    const auto last = static_cast<Index>(row_of_slot_.size()) - 1;
+    const auto width = static_cast<std::ptrdiff_t>(width_);
+    if (s != last) {
+      for (auto& p : planes_) std::copy_n(p.begin() + last * width, width_, p.begin() + s * width);
+      if (with_steps_) steps_[static_cast<std::size_t>(s)] = steps_[static_cast<std::size_t>(last)];
+      const Index moved = row_of_slot_[static_cast<std::size_t>(last)];
+      row_of_slot_[static_cast<std::size_t>(s)] = moved;
+      slot_of_row_[static_cast<std::size_t>(moved)] = static_cast<std::int32_t>(s);
+    }
+    slot_of_row_[static_cast<std::size_t>(row)] = -1;
+    row_of_slot_.pop_back();
+    for (auto& p : planes_) p.resize(static_cast<std::size_t>(last * width));
+    if (with_steps_) steps_.pop_back();
   }
 
   /// Forgets every row's state.

@@ -1,17 +1,39 @@
-/// ember's own door into an optimizer's fused step (not for users): EmbeddingBag, InputStem and
-/// TableBatchedBags hand their backward's rows to any optimizer through it, as two aggregates.
+/// The fused backward + step between the layers and the optimizers: its options
+/// (optim::FusedStepOptions) and ember's own door into an optimizer's fused step (not for users),
+/// through which EmbeddingBag, InputStem and TableBatchedBags hand their backward's rows to any
+/// optimizer. Both sides include this header; neither includes the other.
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <span>
 
+#include <Eigen/Core>
+
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
-#include "ember/optim/fused_options.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
-namespace ember::inline EMBER_ISA::detail {
+namespace ember::inline EMBER_ISA {
+
+namespace optim {
+
+/// Options of a fused backward + step (RowOptimizer::backward_step, EmbeddingBag::backward_step,
+/// InputStem::backward_step, TableBatchedBags::backward_step), FBGEMM's for its fused embedding
+/// updates. Both are off (0) by default, and neither exists on the unfused path.
+struct FusedStepOptions {
+  /// Clamp every element of each row's summed gradient to [-max_gradient, max_gradient] before
+  /// the update (FBGEMM's gradient_clipping with max_gradient); 0 = off. Global-norm clipping
+  /// (ClipGroup) needs the whole gradient before any row moves, so it stays on the unfused path.
+  double max_gradient = 0.0;
+  /// After a row's update, rescale it to L2 norm max_norm if it is longer (PyTorch's renorm
+  /// formula, w *= max_norm / (norm + 1e-7), in double); 0 = off.
+  double max_norm = 0.0;
+};
+
+}  // namespace optim
+
+namespace detail {
 
 /// What a fused step validates before anything changes (besides the table itself): the caller's
 /// gradient input, scanned for NaN and infinity when the optimizer's check_finite is on, the
@@ -44,7 +66,7 @@ template <class T, class Id, class Rows>
   return {ids, &rows, needs_scratch, scale, options};
 }
 
-/// Forwards to the private fused_check / fused_apply / fused_run of a RowOptimizer (see
+/// Forwards to the private fused_check and fused_apply of a RowOptimizer (see
 /// optim/row_optimizer.hpp for what each guarantees).
 struct FusedStepAccess {
   /// Validates a fused step on `emb`; throws as backward_step, changes nothing.
@@ -67,4 +89,6 @@ struct FusedStepAccess {
   }
 };
 
-}  // namespace ember::inline EMBER_ISA::detail
+}  // namespace detail
+
+}  // namespace ember::inline EMBER_ISA

@@ -1,0 +1,1339 @@
+/// KeyIndex: a capacity-bounded, collision-free map from raw 64-bit keys to the rows [0, capacity)
+/// of a table, with admission by count, exact and deterministic eviction, and a report of every
+/// (key, row) it evicts.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
+#include "ember/detail/count_sketch.hpp"
+#include "ember/detail/key_slots.hpp"
+#include "ember/detail/parallel.hpp"
+#include "ember/errors.hpp"
+#include "ember/types.hpp"
+
+namespace ember::inline EMBER_ISA {
+
+/// Which resident key a KeyIndex gives up when a batch needs a row and none is free. Every policy
+/// orders the resident keys by a tuple and evicts the smallest first; ties of the policy's own
+/// score fall to the older last step, then to the smaller key, so the order is total.
+enum class EvictionPolicy {
+  lru,    ///< least recently seen: (last step, key)
+  lfu,    ///< least frequently seen: (sightings, or their decayed sum, last step, key)
+  score,  ///< the caller's score: (score, last step, key); find_or_insert takes one per key
+  none    ///< never evicts: a batch needing more rows than are free throws CapacityError
+};
+
+/// The policy's name ("lru", "lfu", "score", "none").
+[[nodiscard]] constexpr const char* to_string(EvictionPolicy policy) noexcept {
+  return policy == EvictionPolicy::lru     ? "lru"
+         : policy == EvictionPolicy::lfu   ? "lfu"
+         : policy == EvictionPolicy::score ? "score"
+                                           : "none";
+}
+
+/// Options of a KeyIndex, fixed at construction.
+struct KeyIndexOptions {
+  /// Which key a full index evicts.
+  EvictionPolicy policy = EvictionPolicy::lru;
+  /// Sightings a key needs before it gets a row (0 or 1: at its first); until then it is counted
+  /// in a bounded sketch, costs no row and reads the fallback. At most 65535.
+  std::int64_t min_count = 1;
+  /// lfu only: with h > 0, a sighting at step s weighs 2^-floor((now - s0) / h) relative to one
+  /// at the latest step, s0 the index's first step (the count halves every h steps); 0: plain
+  /// counts.
+  std::int64_t lfu_half_life = 0;
+  /// Counters per row of the admission sketch (4 rows, 2 bytes a counter), rounded up to a power
+  /// of two, at least 64; 0: the power of two at or above the capacity. Unused when min_count <= 1.
+  Index sketch_width = 0;
+  /// The admission counts halve every this many steps (from the first step); 0: never.
+  std::int64_t sketch_half_life = 0;
+  /// The row find and find_or_insert give a key without a row: -1 (KeyIndex::no_row) or any row
+  /// >= 0; a row inside [0, capacity) is then reserved, never given to a key.
+  TokenId fallback_row = -1;
+};
+
+/// A key and the row it had (what find_or_insert reports for each key it evicts).
+struct KeyRow {
+  std::uint64_t key = 0;  ///< the key
+  TokenId row = -1;       ///< its row
+  friend bool operator==(const KeyRow&, const KeyRow&) = default;
+};
+
+/// What iteration over a KeyIndex yields for one resident key.
+struct KeyEntry {
+  std::uint64_t key = 0;   ///< the key
+  TokenId row = -1;        ///< its row
+  double score = 0.0;      ///< the policy's score: lru/none last step, lfu sightings (decayed to
+                           ///< the latest step with a half-life), score: the caller's score
+  std::int64_t count = 0;  ///< sightings since it got its row (saturating at 2^32 - 1)
+  std::int64_t last_step = 0;  ///< the last step it was seen at
+  friend bool operator==(const KeyEntry&, const KeyEntry&) = default;
+};
+
+/// What one find_or_insert (or insert) call did.
+struct InsertResult {
+  Index hits = 0;       ///< positions whose key already had a row
+  Index inserted = 0;   ///< keys that got a row in this call
+  Index fallbacks = 0;  ///< positions whose key has no row (not yet admitted): given the fallback
+  /// The (key, row) pairs evicted, in eviction order (valid until the next call that changes the
+  /// index); each row now belongs to a key of this batch.
+  std::span<const KeyRow> evicted;
+  /// The (key, row) pairs that got a row in this call, in order of first position (valid as
+  /// `evicted`): the rows whose values a table must initialise.
+  std::span<const KeyRow> added;
+};
+
+/// What KeyIndex::resize did.
+struct ResizeResult {
+  std::vector<KeyRow> evicted;  ///< keys dropped to fit (policy order), with their old rows
+  /// (old row, new row) of every key moved because its row is past the new capacity, ascending.
+  std::vector<std::pair<TokenId, TokenId>> moved;
+};
+
+/// The steps a KeyIndex keeps (part of its checkpointed state).
+struct KeyIndexClocks {
+  std::int64_t origin = -1;       ///< the first step (decay and sketch epochs count from it)
+  std::int64_t base = 0;          ///< the step the rows' last steps count from
+  std::int64_t last = -1;         ///< the latest step
+  std::int64_t decay_base = 0;    ///< decayed weights are relative to 2^decay_base
+  std::int64_t sketch_epoch = 0;  ///< halvings of the sketch done so far
+  friend bool operator==(const KeyIndexClocks&, const KeyIndexClocks&) = default;
+};
+
+namespace detail {
+struct KeyIndexAccess;
+}  // namespace detail
+
+/// A capacity-bounded, collision-free map from std::uint64_t keys to rows [0, capacity) of a
+/// table: every 64-bit value is a valid key (nothing is reserved), two keys never share a row,
+/// and when the index is full it evicts by a policy, exactly: the resident key that is smallest
+/// in the policy's order (EvictionPolicy), never an approximation from a sample or a bucket.
+///
+/// Batches: find_or_insert(keys, rows, step) maps a batch at a training step (steps never
+/// decrease). Keys already resident are hits; new keys are admitted once seen min_count times
+/// (a count-min sketch of bounded size counts them until then; they read the fallback row); an
+/// admitted key takes the lowest free row, else the row of the smallest resident key that is not
+/// in the batch (a batch never evicts its own keys). New keys take rows in the order of their first
+/// position in the batch. A batch needing more new rows than can be freed throws CapacityError
+/// (capacity, rows needed) and changes nothing. Sightings: every position counts one (or
+/// counts[i]); all positions of a key in a batch read the same row.
+///
+/// Determinism: the mapping, the evictions and the reported pairs depend only on the stream of
+/// calls, never on the thread count or the table layout (tests/support/key_index_reference.hpp
+/// is the plain definition every path is tested against).
+///
+/// Memory: 16 bytes per row (key, last step, sightings), about 5.6 bytes of slots per row, up to
+/// 2 bytes per row of eviction candidates, 4 more per row with a decayed lfu and 8 with scores,
+/// plus the sketch (8 · sketch width bytes) with admission. See docs/keyed.md for measurements.
+///
+/// Thread safety: const members may run concurrently; find splits large batches across threads
+/// with OpenMP.
+///
+/// Example:
+/// ```cpp
+/// ember::KeyIndex index(/*capacity=*/1 << 20, {.policy = ember::EvictionPolicy::lru});
+/// std::vector<std::uint64_t> keys{0xFFFFFFFFFFFFFFFF, 42, 7'000'000'000'000};
+/// std::vector<ember::TokenId> rows(keys.size());
+/// auto result = index.find_or_insert(keys, rows, /*step=*/0);  // rows {0, 1, 2}
+/// ```
+class KeyIndex {
+ public:
+  /// The row find gives a key without a row when no fallback row is set.
+  static constexpr TokenId no_row = -1;
+  /// The largest capacity (rows must fit 31 bits).
+  static constexpr Index max_capacity = (Index{1} << 31) - 3;
+
+  /// An empty index over rows [0, capacity).
+  /// Throws:  ValueError if capacity is not in [1, max_capacity], min_count is negative or above
+  ///          65535, lfu_half_life or sketch_half_life is negative, lfu_half_life is set with
+  ///          another policy, sketch_width is negative or above 2^30, or fallback_row < -1, or if
+  ///          the fallback row would leave no row for keys (capacity 1 and fallback row 0).
+  explicit KeyIndex(Index capacity, KeyIndexOptions options = {})
+      : capacity_(capacity), options_(options) {
+    validate(capacity, options);
+    reserved_ = options.fallback_row >= 0 && options.fallback_row < capacity
+                    ? static_cast<Index>(options.fallback_row)
+                    : -1;
+    meta_.assign(static_cast<std::size_t>(capacity), Stat{});
+    if (decayed()) decay_.assign(static_cast<std::size_t>(capacity), 0.0f);
+    if (options.policy == EvictionPolicy::score)
+      scores_.assign(static_cast<std::size_t>(capacity), 0.0);
+    slots_.reset(capacity);
+    if (admission()) sketch_.reset(sketch_width_for(capacity, options.sketch_width));
+    marks_.assign(static_cast<std::size_t>((capacity + 63) / 64), 0);
+  }
+
+  // ---- shape and options ----------------------------------------------------------------------
+
+  /// Rows [0, capacity()) the index maps keys into (a reserved fallback row included).
+  [[nodiscard]] Index capacity() const noexcept { return capacity_; }
+  /// Rows keys may hold: capacity(), minus one with a reserved fallback row.
+  [[nodiscard]] Index key_capacity() const noexcept { return capacity_ - (reserved_ >= 0 ? 1 : 0); }
+  /// Resident keys.
+  [[nodiscard]] Index size() const noexcept { return size_; }
+  /// True when no key is resident.
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  /// The options.
+  [[nodiscard]] const KeyIndexOptions& options() const noexcept { return options_; }
+  /// The step of the latest find_or_insert or insert (-1 before the first).
+  [[nodiscard]] std::int64_t last_step() const noexcept { return clock_.last; }
+  /// The row of keys without a row (options().fallback_row).
+  [[nodiscard]] TokenId fallback_row() const noexcept { return options_.fallback_row; }
+
+  // ---- lookups --------------------------------------------------------------------------------
+
+  /// rows[i] = the row of keys[i], or fallback_row() for a key that is not resident. Read-only:
+  /// no count, step or score changes (an inference lookup).
+  /// Shapes:  keys[n] -> rows[n].
+  /// Throws:  ShapeError if rows has not n entries; rows is untouched then.
+  /// Complexity: O(n) expected, one probe per key, prefetched; threads split large batches.
+  void find(std::span<const std::uint64_t> keys, std::span<TokenId> rows) const {
+    detail::check_extent("KeyIndex::find", "rows", 0, static_cast<Index>(keys.size()),
+                         static_cast<Index>(rows.size()), "the number of keys");
+    const auto n = static_cast<Index>(keys.size());
+    detail::parallel_rows(n, n * 16, [&](Index begin, Index end, int) {
+      lookup(keys.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)),
+             rows.data() + begin);
+    });
+  }
+
+  /// Owning form of find(keys, rows).
+  [[nodiscard]] std::vector<TokenId> find(std::span<const std::uint64_t> keys) const {
+    std::vector<TokenId> rows(keys.size());
+    find(keys, rows);
+    return rows;
+  }
+
+  /// The row of one key, or fallback_row().
+  [[nodiscard]] TokenId find(std::uint64_t key) const noexcept {
+    const Index r = slot_find(key, detail::mix_key(key));
+    return r >= 0 ? static_cast<TokenId>(r) : options_.fallback_row;
+  }
+
+  /// True when `key` has a row.
+  [[nodiscard]] bool contains(std::uint64_t key) const noexcept {
+    return slot_find(key, detail::mix_key(key)) >= 0;
+  }
+
+  /// The entry of a resident key, or std::nullopt.
+  [[nodiscard]] std::optional<KeyEntry> entry(std::uint64_t key) const {
+    const Index r = slot_find(key, detail::mix_key(key));
+    if (r < 0) return std::nullopt;
+    return entry_of(r);
+  }
+
+  /// The admission sketch's count of `key` (an estimate, never below the sightings counted while
+  /// the key had no row, until a halving or the ceiling of 65535); 0 without admission.
+  [[nodiscard]] std::int64_t admission_count(std::uint64_t key) const noexcept {
+    return admission() ? sketch_.estimate(key) : 0;
+  }
+
+  // ---- batches ----------------------------------------------------------------------------------
+
+  /// Maps a batch at `step`: rows[i] = the row of keys[i] after the call, or fallback_row() for a
+  /// key not (yet) admitted. Counts the sightings, moves every key seen to `step`, admits keys
+  /// that reach min_count, gives each admitted key the lowest free row or evicts the smallest
+  /// resident key (policy order) outside the batch, reports the evicted (key, row) pairs.
+  ///
+  /// Shapes:  keys[n] -> rows[n]; scores[n] with EvictionPolicy::score (the key's score becomes
+  ///          the largest of its positions'), empty otherwise; counts[n] or empty (= 1 each): the
+  ///          sightings each position counts for (pre-aggregated batches).
+  /// Throws:  ShapeError if rows, scores or counts has the wrong size; ValueError if step is
+  ///          negative or below last_step(), a score is not finite or a count is below 1;
+  ///          CapacityError if the batch needs more rows at once than the index can give it
+  ///          (its resident keys plus the new admitted ones above key_capacity(), or with
+  ///          EvictionPolicy::none above the free rows). Nothing changes when it throws.
+  /// Complexity: O(n) expected for the lookups, plus for the e evictions O(e log C) amortized: the
+  ///          candidates are the smallest C/8 keys, found by one scan of the index every C/8
+  ///          evictions (lfu and score keys that fall below them go to a heap).
+  InsertResult find_or_insert(std::span<const std::uint64_t> keys, std::span<TokenId> rows,
+                              std::int64_t step, std::span<const double> scores = {},
+                              std::span<const std::int64_t> counts = {}) {
+    constexpr const char* where = "KeyIndex::find_or_insert";
+    check_batch(where, keys, &rows, step, scores, counts, true);
+    MarkGuard guard(*this);
+    prepare(where, keys, step, scores, counts, true);
+    return commit(keys, rows, step, scores, counts, true);
+  }
+
+  /// Throws exactly what find_or_insert(keys, rows, step, scores, counts) would throw
+  /// (CapacityError included), changing nothing; returns the rows the batch would need at once. For
+  /// callers that must know a batch fits before they commit anything (the sharded table's ranks).
+  Index check_insert(std::span<const std::uint64_t> keys, std::int64_t step,
+                     std::span<const double> scores = {},
+                     std::span<const std::int64_t> counts = {}) {
+    constexpr const char* where = "KeyIndex::find_or_insert";
+    check_batch(where, keys, nullptr, step, scores, counts, true);
+    MarkGuard guard(*this);
+    return prepare(where, keys, step, scores, counts, true);
+  }
+
+  /// Gives every key a row at `step` without admission or eviction (loading a vocabulary, applying
+  /// a delta): rows[i] = the row of keys[i]; new keys take the lowest free rows in order of first
+  /// position; sightings and steps move as in find_or_insert; with EvictionPolicy::score resident
+  /// keys keep their score and new keys score 0.
+  /// Throws:  ShapeError if rows has not n entries; ValueError for a bad step (as find_or_insert);
+  ///          CapacityError if the new keys exceed the free rows. Nothing changes when it throws.
+  /// Complexity: O(n) expected.
+  InsertResult insert(std::span<const std::uint64_t> keys, std::span<TokenId> rows,
+                      std::int64_t step) {
+    constexpr const char* where = "KeyIndex::insert";
+    check_batch(where, keys, &rows, step, {}, {}, false);
+    MarkGuard guard(*this);
+    prepare(where, keys, step, {}, {}, false);
+    return commit(keys, rows, step, {}, {}, false);
+  }
+
+  /// Removes each resident key among `keys` (others are ignored); their rows become free.
+  /// Returns the (key, row) pairs removed, in the order of `keys` (a key listed twice once).
+  /// Complexity: O(n) expected.
+  std::vector<KeyRow> erase(std::span<const std::uint64_t> keys) {
+    std::vector<KeyRow> out;
+    for (const std::uint64_t key : keys) {
+      const std::uint64_t h = detail::mix_key(key);
+      const Index r = slot_find(key, h);
+      if (r < 0) continue;
+      slots_.erase(h, r);
+      release(r);
+      out.push_back({key, static_cast<TokenId>(r)});
+    }
+    if (slots_.crowded()) rebuild_slots();
+    return out;
+  }
+
+  /// Removes one key; true if it was resident.
+  bool erase(std::uint64_t key) { return !erase(std::span<const std::uint64_t>(&key, 1)).empty(); }
+
+  /// Removes every key and forgets the steps and the sketch counts (the options stay).
+  void clear() {
+    const KeyIndexOptions o = options_;
+    const Index c = capacity_;
+    *this = KeyIndex(c, o);
+  }
+
+  /// Changes the capacity: growing keeps every key on its row; shrinking evicts keys in policy
+  /// order until they fit key_capacity(), then moves the keys whose rows are past the new
+  /// capacity to the lowest free rows (in ascending order of their old rows). `fallback_row`
+  /// (default: unchanged) may move a fallback row that is outside the index (>= capacity) to
+  /// another row outside it (a keyed table's last row).
+  /// Throws:  ValueError for a capacity outside [1, max_capacity], one that cuts off a reserved
+  ///          fallback row, or a new fallback_row that is not outside the new capacity while the
+  ///          old one was, or differs from a reserved one; CapacityError with
+  ///          EvictionPolicy::none when the keys do not fit. Nothing changes when it throws.
+  /// Complexity: O(C log C) for the old capacity C.
+  ResizeResult resize(Index capacity, std::optional<TokenId> fallback_row = std::nullopt) {
+    constexpr const char* where = "KeyIndex::resize";
+    KeyIndexOptions o = options_;
+    if (fallback_row) o.fallback_row = *fallback_row;
+    validate(capacity, o);
+    if (reserved_ >= 0 && reserved_ >= capacity) {
+      throw ValueError(std::string(where) + ": the reserved fallback row " +
+                           std::to_string(reserved_) + " is outside the new capacity " +
+                           std::to_string(capacity),
+                       static_cast<double>(capacity));
+    }
+    const bool was_reserved = reserved_ >= 0;
+    const bool now_reserved = o.fallback_row >= 0 && o.fallback_row < capacity;
+    if (was_reserved != now_reserved || (was_reserved && o.fallback_row != reserved_)) {
+      throw ValueError(std::string(where) + ": fallback_row " + std::to_string(o.fallback_row) +
+                           " would change which row is reserved",
+                       static_cast<double>(o.fallback_row));
+    }
+    const Index keep = capacity - (reserved_ >= 0 ? 1 : 0);
+    if (options_.policy == EvictionPolicy::none && size_ > keep) {
+      throw CapacityError(std::string(where) + ": " + std::to_string(size_) +
+                              " keys do not fit capacity " + std::to_string(keep) +
+                              " and eviction is off",
+                          keep, size_);
+    }
+    ResizeResult result;
+    // The keys in eviction order: drop the smallest until the rest fit.
+    std::vector<Candidate> all;
+    for (Index r = 0; r < capacity_; ++r)
+      if (resident(r)) all.push_back(candidate(r));
+    std::sort(all.begin(), all.end(), Less{});
+    const auto drop = static_cast<std::size_t>(std::max<Index>(0, size_ - keep));
+    std::vector<std::pair<Index, Candidate>> kept;
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      const Index r = all[k].row;
+      if (k < drop) {
+        result.evicted.push_back({meta_[static_cast<std::size_t>(r)].key, static_cast<TokenId>(r)});
+      } else {
+        kept.emplace_back(r, all[k]);
+      }
+    }
+    std::sort(kept.begin(), kept.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    KeyIndex next(capacity, o);
+    next.copy_clocks(*this);
+    if (admission()) next.sketch_ = sketch_;
+    std::vector<char> used(static_cast<std::size_t>(capacity), 0);
+    if (next.reserved_ >= 0) used[static_cast<std::size_t>(next.reserved_)] = 1;
+    for (const auto& [r, c] : kept)
+      if (r < capacity) used[static_cast<std::size_t>(r)] = 1;
+    Index lowest = 0;
+    for (const auto& [r, c] : kept) {
+      Index to = r;
+      if (r >= capacity) {
+        while (used[static_cast<std::size_t>(lowest)] != 0) ++lowest;
+        to = lowest;
+        used[static_cast<std::size_t>(to)] = 1;
+        result.moved.emplace_back(static_cast<TokenId>(r), static_cast<TokenId>(to));
+      }
+      next.adopt(to, *this, r);
+    }
+    next.finish_adopt();
+    *this = std::move(next);
+    return result;
+  }
+
+  // ---- iteration ------------------------------------------------------------------------------
+
+  /// Iterates the resident keys in ascending row order, yielding KeyEntry values.
+  class const_iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = KeyEntry;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = KeyEntry;
+
+    const_iterator() = default;
+    [[nodiscard]] KeyEntry operator*() const { return index_->entry_of(row_); }
+    const_iterator& operator++() {
+      row_ = index_->next_resident(row_ + 1);
+      return *this;
+    }
+    const_iterator operator++(int) {
+      const_iterator t = *this;
+      ++*this;
+      return t;
+    }
+    friend bool operator==(const const_iterator& a, const const_iterator& b) noexcept {
+      return a.row_ == b.row_;
+    }
+
+   private:
+    friend class KeyIndex;
+    const_iterator(const KeyIndex* index, Index row) : index_(index), row_(row) {}
+    const KeyIndex* index_ = nullptr;
+    Index row_ = 0;
+  };
+
+  /// The first resident key (ascending rows).
+  [[nodiscard]] const_iterator begin() const { return {this, next_resident(0)}; }
+  /// Past the last resident key.
+  [[nodiscard]] const_iterator end() const { return {this, capacity_}; }
+
+  // ---- memory ---------------------------------------------------------------------------------
+
+  /// Bytes the index holds for its rows: keys, steps, counts, scores, slots, free rows, eviction
+  /// candidates and per-row marks; the admission sketch (sketch_bytes()) and the scratch of the
+  /// largest batch so far (scratch_bytes()) excluded.
+  [[nodiscard]] std::size_t memory_bytes() const noexcept {
+    return sizeof(*this) + bytes(meta_) + bytes(decay_) + bytes(scores_) + slots_.bytes() +
+           bytes(free_) + bytes(pool_) + bytes(late_) + bytes(marks_);
+  }
+  /// Bytes of the admission sketch (0 without admission).
+  [[nodiscard]] std::size_t sketch_bytes() const noexcept { return sketch_.bytes(); }
+  /// Bytes of per-call scratch, about 70 per key of the largest batch so far.
+  [[nodiscard]] std::size_t scratch_bytes() const noexcept {
+    return bytes(work_) + bytes(hashes_) + bytes(touched_) + bytes(touch_first_) + bytes(saved_) +
+           bytes(new_) + bytes(victims_) + bytes(evicted_) + bytes(added_) + bytes(sample_) +
+           bytes(group_) + bytes(miss_at_);
+  }
+
+ private:
+  template <class V>
+  static std::size_t bytes(const V& v) noexcept {
+    return v.capacity() * sizeof(typename V::value_type);
+  }
+
+  friend struct detail::KeyIndexAccess;
+
+  /// A row's key, last step (relative to clock_.base) and sightings, in one 16-byte record (one
+  /// cache line read per hit); count == 0 marks a free row.
+  struct Stat {
+    std::uint64_t key = 0;
+    std::uint32_t last = 0;
+    std::uint32_t count = 0;
+  };
+  /// A key's place in the eviction order: (primary, last, key) ascending, with its row.
+  struct Candidate {
+    std::uint64_t primary = 0;
+    std::uint32_t last = 0;
+    std::uint32_t row = 0;
+    std::uint64_t key = 0;
+  };
+  /// One distinct new key of a batch.
+  struct NewKey {
+    std::uint64_t key;
+    std::uint64_t hash;
+    std::uint64_t sightings;
+    double score;
+    Index first;
+    TokenId row;
+    bool admitted;
+  };
+
+  static bool less(const Candidate& a, const Candidate& b) noexcept {
+    if (a.primary != b.primary) return a.primary < b.primary;
+    if (a.last != b.last) return a.last < b.last;
+    return a.key < b.key;
+  }
+  /// less as a function object (inlined by the sorts and heaps).
+  struct Less {
+    bool operator()(const Candidate& a, const Candidate& b) const noexcept { return less(a, b); }
+  };
+  /// The order of a min-heap (std::push_heap builds max-heaps).
+  struct Greater {
+    bool operator()(const Candidate& a, const Candidate& b) const noexcept { return less(b, a); }
+  };
+
+  /// Clears the per-call marks of the touched and chosen rows on every exit.
+  struct MarkGuard {
+    KeyIndex& ix;
+    explicit MarkGuard(KeyIndex& index) : ix(index) {}
+    MarkGuard(const MarkGuard&) = delete;
+    MarkGuard& operator=(const MarkGuard&) = delete;
+    ~MarkGuard() {
+      if (ix.restore_) ix.restore_stats();
+      ix.clear_marks();
+    }
+  };
+
+  // ---- validation -----------------------------------------------------------------------------
+
+  [[nodiscard]] bool admission() const noexcept { return options_.min_count > 1; }
+  [[nodiscard]] bool decayed() const noexcept {
+    return options_.policy == EvictionPolicy::lfu && options_.lfu_half_life > 0;
+  }
+
+  static void validate(Index capacity, const KeyIndexOptions& o) {
+    constexpr const char* where = "KeyIndex";
+    if (capacity < 1 || capacity > max_capacity) {
+      throw ValueError(std::string(where) + ": capacity " + std::to_string(capacity) +
+                           " is outside [1, " + std::to_string(max_capacity) + "]",
+                       static_cast<double>(capacity));
+    }
+    const auto bad = [&](const char* name, std::int64_t v, const char* rule) {
+      throw ValueError(std::string(where) + ": " + name + " " + std::to_string(v) + " " + rule,
+                       static_cast<double>(v));
+    };
+    if (o.min_count < 0 || o.min_count > detail::CountSketch::max_count)
+      bad("min_count", o.min_count, "is outside [0, 65535]");
+    if (o.lfu_half_life < 0) bad("lfu_half_life", o.lfu_half_life, "is negative");
+    if (o.lfu_half_life > 0 && o.policy != EvictionPolicy::lfu)
+      bad("lfu_half_life", o.lfu_half_life, "is set, but the policy is not lfu");
+    if (o.sketch_half_life < 0) bad("sketch_half_life", o.sketch_half_life, "is negative");
+    if (o.sketch_width < 0 || o.sketch_width > (Index{1} << 30))
+      bad("sketch_width", o.sketch_width, "is outside [0, 2^30]");
+    if (o.fallback_row < -1) bad("fallback_row", o.fallback_row, "is below -1");
+    if (o.fallback_row >= 0 && o.fallback_row < capacity && capacity == 1)
+      bad("fallback_row", o.fallback_row, "is the only row: no row is left for keys");
+  }
+
+  static Index sketch_width_for(Index capacity, Index requested) {
+    const Index w = requested > 0 ? requested : capacity;
+    return static_cast<Index>(std::bit_ceil(static_cast<std::uint64_t>(std::max<Index>(w, 64))));
+  }
+
+  void check_batch(const char* where, std::span<const std::uint64_t> keys,
+                   const std::span<TokenId>* rows, std::int64_t step,
+                   std::span<const double> scores, std::span<const std::int64_t> counts,
+                   bool scored) const {
+    const auto n = static_cast<Index>(keys.size());
+    if (rows != nullptr)
+      detail::check_extent(where, "rows", 0, n, static_cast<Index>(rows->size()),
+                           "the number of keys");
+    if (scored && options_.policy == EvictionPolicy::score) {
+      detail::check_extent(where, "scores", 0, n, static_cast<Index>(scores.size()),
+                           "the number of keys (policy score)");
+      for (Index i = 0; i < n; ++i) {
+        const double s = scores[static_cast<std::size_t>(i)];
+        if (!std::isfinite(s)) {
+          throw ValueError(std::string(where) + ": score " + std::to_string(s) + " at position " +
+                               std::to_string(i) + " is not finite",
+                           s);
+        }
+      }
+    } else if (!scores.empty()) {
+      detail::check_extent(where, "scores", 0, 0, static_cast<Index>(scores.size()),
+                           "0 (only EvictionPolicy::score takes scores)");
+    }
+    if (!counts.empty()) {
+      detail::check_extent(where, "counts", 0, n, static_cast<Index>(counts.size()),
+                           "the number of keys");
+      for (Index i = 0; i < n; ++i) {
+        const std::int64_t c = counts[static_cast<std::size_t>(i)];
+        if (c < 1) {
+          throw ValueError(std::string(where) + ": count " + std::to_string(c) + " at position " +
+                               std::to_string(i) + " is below 1",
+                           static_cast<double>(c));
+        }
+      }
+    }
+    if (step < 0 || step < clock_.last) {
+      throw ValueError(std::string(where) + ": step " + std::to_string(step) + " is " +
+                           (step < 0 ? "negative" : "below the last step ") +
+                           (step < 0 ? std::string() : std::to_string(clock_.last)) +
+                           "; steps never decrease",
+                       static_cast<double>(step));
+    }
+  }
+
+  // ---- rows and their order -------------------------------------------------------------------
+
+  [[nodiscard]] Index slot_find(std::uint64_t key, std::uint64_t h) const noexcept {
+    return slots_.find(key, h, [this](Index r) { return meta_[static_cast<std::size_t>(r)].key; });
+  }
+
+  [[nodiscard]] bool resident(Index r) const noexcept {
+    return meta_[static_cast<std::size_t>(r)].count != 0;
+  }
+  [[nodiscard]] Index next_resident(Index r) const noexcept {
+    while (r < capacity_ && !resident(r)) ++r;
+    return r;
+  }
+
+  /// f(primary_of), primary_of(r) being the policy's primary() without the policy's switch, for
+  /// loops over every row.
+  template <class F>
+  decltype(auto) with_primary(F&& f) const {
+    switch (options_.policy) {
+      case EvictionPolicy::lfu:
+        if (decayed()) {
+          return f([this](Index r) -> std::uint64_t {
+            return std::bit_cast<std::uint32_t>(decay_[static_cast<std::size_t>(r)]);
+          });
+        }
+        return f(
+            [this](Index r) -> std::uint64_t { return meta_[static_cast<std::size_t>(r)].count; });
+      case EvictionPolicy::score:
+        return f([this](Index r) -> std::uint64_t {
+          const auto b = std::bit_cast<std::uint64_t>(scores_[static_cast<std::size_t>(r)] + 0.0);
+          return (b >> 63) != 0 ? ~b : (b | (std::uint64_t{1} << 63));  // -0 -> +0 above
+        });
+      default:
+        return f([](Index) -> std::uint64_t { return 0; });
+    }
+  }
+  /// The policy's primary order value of row r (ascending = evicted first).
+  [[nodiscard]] std::uint64_t primary(Index r) const noexcept {
+    return with_primary([r](auto primary_of) { return primary_of(r); });
+  }
+  [[nodiscard]] Candidate candidate(Index r) const noexcept {
+    const auto u = static_cast<std::size_t>(r);
+    return {primary(r), meta_[u].last, static_cast<std::uint32_t>(r), meta_[u].key};
+  }
+
+  [[nodiscard]] KeyEntry entry_of(Index r) const {
+    const auto u = static_cast<std::size_t>(r);
+    KeyEntry e;
+    e.key = meta_[u].key;
+    e.row = static_cast<TokenId>(r);
+    e.count = meta_[u].count;
+    e.last_step = clock_.base + meta_[u].last;
+    switch (options_.policy) {
+      case EvictionPolicy::lfu:
+        e.score = decayed() ? std::ldexp(static_cast<double>(decay_[u]),
+                                         static_cast<int>(clock_.decay_base - epoch(clock_.last)))
+                            : static_cast<double>(e.count);
+        break;
+      case EvictionPolicy::score:
+        e.score = scores_[u];
+        break;
+      default:
+        e.score = static_cast<double>(e.last_step);
+        break;
+    }
+    return e;
+  }
+
+  /// The decay epoch of step s (lfu with a half-life): floor((s - origin) / half_life).
+  [[nodiscard]] std::int64_t epoch(std::int64_t s) const noexcept {
+    if (!decayed() || clock_.origin < 0) return 0;
+    return (s - clock_.origin) / options_.lfu_half_life;
+  }
+
+  // ---- marks: rows touched (protected) or chosen in the current call ---------------------------
+
+  [[nodiscard]] bool marked(Index r) const noexcept {
+    return ((marks_[static_cast<std::size_t>(r >> 6)] >> (r & 63)) & 1U) != 0;
+  }
+  void mark(Index r) noexcept {
+    marks_[static_cast<std::size_t>(r >> 6)] |= std::uint64_t{1} << (r & 63);
+  }
+  /// Puts back the sightings and steps the lookup pass wrote (a refused or dry-run batch).
+  void restore_stats() noexcept {
+    for (std::size_t t = 0; t < touched_.size(); ++t)
+      meta_[static_cast<std::size_t>(touched_[t])] = saved_[t];
+    restore_ = false;
+  }
+  void clear_marks() noexcept {
+    for (const Index r : touched_) marks_[static_cast<std::size_t>(r >> 6)] = 0;
+    for (const KeyRow& v : victims_) marks_[static_cast<std::size_t>(v.row >> 6)] = 0;
+  }
+
+  // ---- the lookup pass ------------------------------------------------------------------------
+
+  /// Calls f(i, hash, row) for each key in order (row -1 when it has none), through a software
+  /// pipeline (prefetching, as in Chen et al. 2004's group prefetching): key i + kSlotLead is
+  /// hashed and its first slot asked for; at key i + kRowLead, whose slots have arrived by then,
+  /// the slots alone name its candidate row (the first with its tag) and that row is asked for;
+  /// key i is then settled by comparing its key with the candidate's, so a hit waits on no load
+  /// that was not asked for ahead (tags that agree on another key, 1 in 2^(32 - row bits) a slot,
+  /// fall back to the full probe).
+  template <class F>
+  void probe_all(std::span<const std::uint64_t> keys, F&& f) const {
+    constexpr Index kSlotLead = 32, kRowLead = 16, kRing = 64;
+    static_assert(kSlotLead < kRing && kRowLead < kSlotLead);
+    const auto n = static_cast<Index>(keys.size());
+    std::uint64_t h[kRing];
+    Index cand[kRing];
+    const auto hash = [&](Index i) {
+      const std::uint64_t x = detail::mix_key(keys[static_cast<std::size_t>(i)]);
+      h[i & (kRing - 1)] = x;
+      slots_.prefetch(x);
+    };
+    const auto fetch_row = [&](Index i) {
+      const Index r = slots_.candidate(h[i & (kRing - 1)]);
+      cand[i & (kRing - 1)] = r;
+      if (r >= 0) prefetch_row(r);
+    };
+    for (Index i = 0; i < std::min(n, kSlotLead); ++i) hash(i);
+    for (Index i = 0; i < std::min(n, kRowLead); ++i) fetch_row(i);
+    for (Index i = 0; i < n; ++i) {
+      if (i + kSlotLead < n) hash(i + kSlotLead);
+      if (i + kRowLead < n) fetch_row(i + kRowLead);
+      const std::uint64_t key = keys[static_cast<std::size_t>(i)];
+      const std::uint64_t x = h[i & (kRing - 1)];
+      Index r = cand[i & (kRing - 1)];
+      if (r >= 0 && meta_[static_cast<std::size_t>(r)].key != key) r = slot_find(key, x);
+      f(i, x, r);
+    }
+  }
+
+  /// rows[i] = the row of keys[i], or the fallback row.
+  void lookup(std::span<const std::uint64_t> keys, TokenId* rows) const {
+    const TokenId miss = options_.fallback_row;
+    probe_all(keys, [&](Index i, std::uint64_t, Index r) {
+      rows[i] = r >= 0 ? static_cast<TokenId>(r) : miss;
+    });
+  }
+
+  void prefetch_row(Index r) const noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(meta_.data() + r, 1, 3);
+#else
+    static_cast<void>(r);
+#endif
+  }
+
+  // ---- prepare: everything a batch needs, without changing the index ---------------------------
+
+  /// Looks the batch up, groups its new keys, decides their admission and checks the capacity;
+  /// only the per-call scratch and marks change. Returns the rows needed at once.
+  Index prepare(const char* where, std::span<const std::uint64_t> keys, std::int64_t step,
+                std::span<const double> scores, std::span<const std::int64_t> counts, bool admit) {
+    const auto n = static_cast<Index>(keys.size());
+    work_.resize(static_cast<std::size_t>(n));
+    hashes_.resize(static_cast<std::size_t>(n));
+    touched_.clear();
+    touch_first_.clear();
+    saved_.clear();
+    victims_.clear();
+    new_.clear();
+    miss_at_.clear();
+    // The hits' sightings and step are written in the lookup pass itself, while their rows are
+    // in cache; saved_ keeps what they were, restored if the batch is refused (MarkGuard). When
+    // the step would rebase the clock, commit writes them instead.
+    const std::int64_t base = clock_.origin < 0 ? step : clock_.base;
+    fused_ = step - base <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max());
+    const auto now = static_cast<std::uint32_t>(fused_ ? step - base : 0);
+    restore_ = true;
+    Index misses = 0;
+    // touch_first_ serves the scores only; hashes_ the keys without a row only.
+    const bool scored = options_.policy == EvictionPolicy::score && !scores.empty();
+    probe_all(keys, [&](Index i, std::uint64_t h, Index r) {
+      work_[static_cast<std::size_t>(i)] = r;
+      if (r < 0) {
+        hashes_[static_cast<std::size_t>(i)] = h;
+        ++misses;
+        miss_at_.push_back(i);
+        return;
+      }
+      Stat& st = meta_[static_cast<std::size_t>(r)];
+      if (!marked(r)) {
+        mark(r);
+        touched_.push_back(r);
+        if (scored) touch_first_.push_back(i);
+        saved_.push_back(st);
+        if (fused_) st.last = now;
+      }
+      if (fused_) {
+        st.count = saturating_add(
+            st.count,
+            counts.empty() ? 1 : static_cast<std::uint64_t>(counts[static_cast<std::size_t>(i)]));
+      }
+    });
+    misses_ = misses;
+    group_new_keys(keys, scores, counts);
+    const int halvings = pending_halvings(step);
+    admitted_ = 0;
+    for (NewKey& k : new_) {
+      k.admitted = !admit || !admission() ||
+                   std::min<std::uint64_t>(sketch_.estimate(k.key, halvings) + k.sightings,
+                                           detail::CountSketch::max_count) >=
+                       static_cast<std::uint64_t>(options_.min_count);
+      if (k.admitted) ++admitted_;
+    }
+    const Index free_rows = key_capacity() - size_;
+    const bool evicts = admit && options_.policy != EvictionPolicy::none;
+    const Index evictable = evicts ? size_ - static_cast<Index>(touched_.size()) : 0;
+    const Index held = evicts ? static_cast<Index>(touched_.size()) : size_;
+    const Index needed = held + admitted_;
+    if (admitted_ > free_rows + evictable) {
+      throw CapacityError(
+          std::string(where) + ": the batch needs " + std::to_string(needed) + " rows at once (" +
+              std::to_string(touched_.size()) + " of its keys resident, " +
+              std::to_string(admitted_) + " new" +
+              (evicts ? "" : ", no eviction: " + std::to_string(size_) + " keys resident") +
+              "), capacity " + std::to_string(key_capacity()),
+          key_capacity(), needed);
+    }
+    return needed;
+  }
+
+  /// new_ = the distinct keys of the batch without a row, in order of first position, with their
+  /// sightings and largest score; work_[i] = -(their index + 2) at their positions.
+  void group_new_keys(std::span<const std::uint64_t> keys, std::span<const double> scores,
+                      std::span<const std::int64_t> counts) {
+    if (misses_ == 0) return;
+    const auto want = std::bit_ceil(static_cast<std::uint64_t>(misses_) * 2);
+    if (group_.size() < want) {
+      group_.assign(static_cast<std::size_t>(want), GroupSlot{0, 0, 0});
+      stamp_ = 0;
+    }
+    if (++stamp_ == 0) {
+      for (GroupSlot& g : group_) g.stamp = 0;
+      stamp_ = 1;
+    }
+    const std::uint64_t mask = group_.size() - 1;
+    constexpr std::size_t ahead = 8;  // slots asked for before they are probed
+    for (std::size_t j = 0; j < miss_at_.size(); ++j) {
+#if defined(__GNUC__) || defined(__clang__)
+      if (j + ahead < miss_at_.size()) {
+        const std::uint64_t next = hashes_[static_cast<std::size_t>(miss_at_[j + ahead])];
+        __builtin_prefetch(group_.data() + (next & mask), 1, 3);
+      }
+#endif
+      const Index i = miss_at_[j];
+      auto& w = work_[static_cast<std::size_t>(i)];
+      const std::uint64_t key = keys[static_cast<std::size_t>(i)];
+      const std::uint64_t h = hashes_[static_cast<std::size_t>(i)];
+      auto p = static_cast<std::size_t>(h & mask);
+      Index u = -1;
+      while (group_[p].stamp == stamp_) {
+        if (group_[p].key == key) {
+          u = static_cast<Index>(group_[p].index);
+          break;
+        }
+        p = (p + 1) & mask;
+      }
+      const std::uint64_t c =
+          counts.empty() ? 1 : static_cast<std::uint64_t>(counts[static_cast<std::size_t>(i)]);
+      const double s = scores.empty() ? 0.0 : scores[static_cast<std::size_t>(i)];
+      if (u < 0) {
+        u = static_cast<Index>(new_.size());
+        group_[p] = GroupSlot{key, stamp_, static_cast<std::uint32_t>(u)};
+        new_.push_back({key, h, c, s, i, -1, false});
+      } else {
+        NewKey& k = new_[static_cast<std::size_t>(u)];
+        k.sightings += c;
+        k.score = std::max(k.score, s);
+      }
+      w = -(u + 2);
+    }
+  }
+
+  /// Halvings of the sketch owed at `step` (0 without a sketch half-life).
+  [[nodiscard]] int pending_halvings(std::int64_t step) const noexcept {
+    if (!admission() || options_.sketch_half_life <= 0) return 0;
+    const std::int64_t origin = clock_.origin < 0 ? step : clock_.origin;
+    const std::int64_t due = (step - origin) / options_.sketch_half_life;
+    return static_cast<int>(std::min<std::int64_t>(due - clock_.sketch_epoch, 16));
+  }
+
+  // ---- commit: the batch's changes ------------------------------------------------------------
+
+  InsertResult commit(std::span<const std::uint64_t> keys, std::span<TokenId> rows,
+                      std::int64_t step, std::span<const double> scores,
+                      std::span<const std::int64_t> counts, bool evicts) {
+    advance_clock(step);
+    const auto n = static_cast<Index>(keys.size());
+    const auto now = static_cast<std::uint32_t>(step - clock_.base);
+    const bool has_decay = decayed();
+    const float weight =
+        has_decay ? std::ldexp(1.0f, static_cast<int>(epoch(step) - clock_.decay_base)) : 0.0f;
+    if (admission()) {
+      for (const NewKey& k : new_) sketch_.add(k.key, k.sightings);
+    }
+    // Hits: sightings and the step (unless the lookup pass wrote them), decayed weights.
+    restore_ = false;
+    const Index hits = static_cast<Index>(keys.size()) - misses_;
+    if (!fused_ || has_decay) {
+      for (Index i = 0; i < n; ++i) {
+        const TokenId r = work_[static_cast<std::size_t>(i)];
+        if (r < 0) continue;
+        const std::uint64_t c =
+            counts.empty() ? 1 : static_cast<std::uint64_t>(counts[static_cast<std::size_t>(i)]);
+        if (!fused_) {
+          Stat& st = meta_[static_cast<std::size_t>(r)];
+          st.count = saturating_add(st.count, c);
+        }
+        if (has_decay) decay_[static_cast<std::size_t>(r)] += static_cast<float>(c) * weight;
+      }
+    }
+    if (options_.policy == EvictionPolicy::score && !scores.empty()) {
+      for (std::size_t t = 0; t < touched_.size(); ++t)
+        scores_[static_cast<std::size_t>(touched_[t])] =
+            scores[static_cast<std::size_t>(touch_first_[t])];
+      for (Index i = 0; i < n; ++i) {
+        const TokenId r = work_[static_cast<std::size_t>(i)];
+        if (r < 0) continue;
+        double& s = scores_[static_cast<std::size_t>(r)];
+        s = std::max(s, scores[static_cast<std::size_t>(i)]);
+      }
+    }
+    if (!fused_) {
+      for (const Index r : touched_) meta_[static_cast<std::size_t>(r)].last = now;
+    }
+    // Victims, then rows for the admitted keys in order of first position.
+    const Index free_rows = key_capacity() - size_;
+    if (evicts && admitted_ > free_rows) {
+      choose_victims(admitted_ - free_rows);
+      trim_pool();
+    }
+    evicted_.clear();
+    added_.clear();
+    std::size_t next_victim = 0;
+    constexpr std::size_t kLead = 8;
+    for (std::size_t u = 0; u < new_.size(); ++u) {
+      NewKey& k = new_[u];
+      if (u + kLead < new_.size()) slots_.prefetch(new_[u + kLead].hash);
+      if (next_victim + kLead < victims_.size())
+        slots_.prefetch(detail::mix_key(victims_[next_victim + kLead].key));
+      if (!k.admitted) continue;
+      Index r = 0;
+      if (size_ < key_capacity()) {
+        r = take_free();
+        ++size_;
+      } else {
+        const KeyRow v = victims_[next_victim++];
+        r = static_cast<Index>(v.row);
+        slots_.erase(detail::mix_key(v.key), r);
+        evicted_.push_back(v);
+      }
+      const auto at = static_cast<std::size_t>(r);
+      meta_[at] = Stat{k.key, now, saturating_add(0, k.sightings)};
+      if (has_decay) decay_[at] = static_cast<float>(k.sightings) * weight;
+      if (options_.policy == EvictionPolicy::score) scores_[at] = k.score;
+      slots_.insert(k.hash, r);
+      k.row = static_cast<TokenId>(r);
+      added_.push_back({k.key, k.row});
+    }
+    // Rows whose place in the order changed may now fall below the candidates' threshold.
+    // (Under lru every key of the batch is now at this step, above a threshold of older steps.)
+    const bool lru_above =
+        (options_.policy == EvictionPolicy::lru || options_.policy == EvictionPolicy::none) &&
+        tau_.primary == 0 && now > tau_.last;
+    if (pool_valid_ && !lru_above) {
+      for (const Index r : touched_) offer(r);
+      for (const NewKey& k : new_)
+        if (k.row >= 0) offer(static_cast<Index>(k.row));
+    }
+    InsertResult result;
+    result.hits = hits;
+    for (Index i = 0; i < n; ++i) {
+      const TokenId w = work_[static_cast<std::size_t>(i)];
+      if (w >= 0) {
+        rows[static_cast<std::size_t>(i)] = w;
+        continue;
+      }
+      const NewKey& k = new_[static_cast<std::size_t>(-w - 2)];
+      if (k.row >= 0) {
+        rows[static_cast<std::size_t>(i)] = k.row;
+      } else {
+        rows[static_cast<std::size_t>(i)] = options_.fallback_row;
+        ++result.fallbacks;
+      }
+    }
+    result.inserted = admitted_;
+    result.evicted = evicted_;
+    result.added = added_;
+    if (slots_.crowded()) rebuild_slots();
+    return result;
+  }
+
+  static std::uint32_t saturating_add(std::uint32_t a, std::uint64_t b) noexcept {
+    return static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(std::uint64_t{a} + b, std::numeric_limits<std::uint32_t>::max()));
+  }
+
+  /// Moves the index's clocks to `step` (validated: step >= clock_.last): the first step sets the
+  /// origins; the relative last steps are rebased before they overflow 32 bits (the oldest then
+  /// saturate at the new base), the decayed weights rescaled before they overflow a float, and
+  /// the sketch halved as its half-life says.
+  void advance_clock(std::int64_t step) {
+    if (clock_.origin < 0) {
+      clock_.origin = step;
+      clock_.base = step;
+    }
+    constexpr std::int64_t span = std::numeric_limits<std::uint32_t>::max();
+    if (step - clock_.base > span) {
+      const std::int64_t shift = step - span - clock_.base;
+      for (auto& s : meta_) {
+        s.last =
+            static_cast<std::uint32_t>(std::max<std::int64_t>(0, std::int64_t{s.last} - shift));
+      }
+      clock_.base += shift;
+      invalidate_pool();
+    }
+    if (decayed() && epoch(step) - clock_.decay_base > 64) {
+      const auto k = static_cast<int>(epoch(step) - clock_.decay_base);
+      for (float& x : decay_) x = std::ldexp(x, -k);
+      clock_.decay_base += k;
+      invalidate_pool();
+    }
+    const int h = pending_halvings(step);
+    if (h > 0) {
+      sketch_.halve(h);
+      clock_.sketch_epoch = (step - clock_.origin) / options_.sketch_half_life;
+    }
+    clock_.last = step;
+  }
+
+  /// The lowest free row (free_ holds freed rows below next_unused_, as a min-heap).
+  Index take_free() {
+    if (!free_.empty()) {
+      std::pop_heap(free_.begin(), free_.end(), std::greater<>());
+      const Index r = free_.back();
+      free_.pop_back();
+      return r;
+    }
+    if (next_unused_ == reserved_) ++next_unused_;
+    return next_unused_++;
+  }
+
+  /// Frees row r (its slot already erased).
+  void release(Index r) {
+    meta_[static_cast<std::size_t>(r)] = Stat{};
+    meta_[static_cast<std::size_t>(r)].key = 0;
+    if (decayed()) decay_[static_cast<std::size_t>(r)] = 0.0f;
+    if (options_.policy == EvictionPolicy::score) scores_[static_cast<std::size_t>(r)] = 0.0;
+    free_.push_back(static_cast<std::int32_t>(r));
+    std::push_heap(free_.begin(), free_.end(), std::greater<>());
+    --size_;
+  }
+
+  /// Rewrites the slots from the live rows (purging the tombstones), each row's first slot asked
+  /// for kLead rows ahead: the inserts land all over the table.
+  void rebuild_slots() {
+    slots_.clear();
+    constexpr Index kLead = 16;
+    std::uint64_t h[kLead];
+    for (Index r = 0; r < std::min(kLead, capacity_); ++r) {
+      h[r] = detail::mix_key(meta_[static_cast<std::size_t>(r)].key);
+      slots_.prefetch(h[r]);
+    }
+    for (Index r = 0; r < capacity_; ++r) {
+      const std::uint64_t x = h[r % kLead];
+      if (r + kLead < capacity_) {
+        std::uint64_t& ahead = h[r % kLead];
+        ahead = detail::mix_key(meta_[static_cast<std::size_t>(r + kLead)].key);
+        slots_.prefetch(ahead);
+      }
+      if (resident(r)) slots_.insert(x, r);
+    }
+  }
+
+  // ---- eviction candidates --------------------------------------------------------------------
+  //
+  // pool_ holds, sorted, every evictable key whose order is <= tau_ (the threshold of the last
+  // scan); late_ (a min-heap) the keys that fell to or below tau_ since. Every other resident key
+  // is above tau_, so the smallest valid candidate is the smallest evictable key. An entry is
+  // stale once its key's order changed, its key left, or its row was reused: popping skips it.
+
+  void invalidate_pool() noexcept {
+    pool_.clear();
+    late_.clear();
+    pool_next_ = 0;
+    pool_valid_ = false;
+  }
+
+  [[nodiscard]] bool current(const Candidate& c) const noexcept {
+    const auto u = static_cast<std::size_t>(c.row);
+    return meta_[u].count != 0 && meta_[u].key == c.key && meta_[u].last == c.last &&
+           primary(static_cast<Index>(c.row)) == c.primary;
+  }
+
+  void offer(Index r) {
+    const Candidate c = candidate(r);
+    if (!less(tau_, c)) {
+      late_.push_back(c);
+      std::push_heap(late_.begin(), late_.end(), Greater{});
+      if (late_.size() > std::max<std::size_t>(1024, pool_target() / 4)) invalidate_pool();
+    }
+  }
+
+  bool pop_candidate(Candidate& out) {
+    const bool has_pool = pool_next_ < pool_.size();
+    const bool has_late = !late_.empty();
+    if (!has_pool && !has_late) return false;
+    if (has_pool && (!has_late || less(pool_[pool_next_], late_.front()))) {
+      out = pool_[pool_next_++];
+      return true;
+    }
+    out = late_.front();
+    std::pop_heap(late_.begin(), late_.end(), Greater{});
+    late_.pop_back();
+    return true;
+  }
+
+  /// Keeps the candidates' memory near pool_target() after a batch that needed many: the smallest
+  /// pool_target() remaining candidates stay, the threshold drops to the largest of them, and
+  /// late entries above it go (the keys they name are above the threshold, where a scan finds
+  /// them).
+  void trim_pool() {
+    const std::size_t limit = 2 * pool_target();
+    if (pool_.capacity() <= limit && late_.capacity() <= limit) return;
+    const std::size_t keep = std::min(pool_.size() - pool_next_, pool_target());
+    if (keep == 0) {
+      invalidate_pool();
+      std::vector<Candidate>().swap(pool_);
+      std::vector<Candidate>().swap(late_);
+      return;
+    }
+    std::vector<Candidate> kept(pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_),
+                                pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_ + keep));
+    tau_ = kept.back();
+    std::vector<Candidate> late;
+    for (const Candidate& c : late_)
+      if (!less(tau_, c)) late.push_back(c);
+    std::make_heap(late.begin(), late.end(), Greater{});
+    pool_.swap(kept);
+    late_.swap(late);
+    pool_next_ = 0;
+  }
+
+  [[nodiscard]] std::size_t pool_target() const noexcept {
+    return static_cast<std::size_t>(std::max<Index>(256, key_capacity() / 12));
+  }
+
+  /// victims_ = the `need` smallest evictable keys (resident, not touched by the batch), in
+  /// order; each is marked so a duplicate entry is never chosen twice.
+  void choose_victims(Index need) {
+    constexpr std::size_t kLead = 8;
+    while (static_cast<Index>(victims_.size()) < need) {
+      if (pool_next_ + kLead < pool_.size()) prefetch_row(pool_[pool_next_ + kLead].row);
+      Candidate c;
+      if (!pool_valid_ || !pop_candidate(c)) {
+        scan(need - static_cast<Index>(victims_.size()));
+        continue;
+      }
+      if (!current(c) || marked(static_cast<Index>(c.row))) continue;
+      mark(static_cast<Index>(c.row));
+      victims_.push_back({c.key, static_cast<TokenId>(c.row)});
+    }
+  }
+
+  /// Rebuilds the candidates: at least `need` (and about pool_target()) of the smallest
+  /// evictable keys, all of those at or below the new threshold.
+  void scan(Index need) {
+    invalidate_pool();
+    const std::size_t target = std::max<std::size_t>(pool_target(), static_cast<std::size_t>(need));
+    const Index evictable =
+        size_ - static_cast<Index>(touched_.size()) - static_cast<Index>(victims_.size());
+    EMBER_ASSERT(evictable >= need);
+    // An estimate of the threshold from a strided sample of the rows.
+    bool everything = static_cast<std::size_t>(evictable) <= target + target / 2;
+    Candidate guess;
+    if (!everything) {
+      sample_.clear();
+      const Index stride = std::max<Index>(1, capacity_ / 4096);
+      for (Index r = 0; r < capacity_; r += stride)
+        if (resident(r) && !marked(r)) sample_.push_back(candidate(r));
+      const double share = static_cast<double>(target) * 1.25 / static_cast<double>(evictable);
+      const auto q = static_cast<std::size_t>(share * static_cast<double>(sample_.size()));
+      if (sample_.empty() || q + 1 >= sample_.size()) {
+        everything = true;
+      } else {
+        std::nth_element(sample_.begin(), sample_.begin() + static_cast<std::ptrdiff_t>(q),
+                         sample_.end(), Less{});
+        guess = sample_[q];
+      }
+    }
+    pool_.clear();
+    with_primary([&](auto primary_of) {
+      for (Index r = 0; r < capacity_; ++r) {
+        const Stat& st = meta_[static_cast<std::size_t>(r)];
+        if (st.count == 0) continue;  // not resident
+        const std::uint64_t p = primary_of(r);
+        // Cheap rejections on the primary value and the last step first.
+        if (!everything && (p > guess.primary || (p == guess.primary && st.last > guess.last)))
+          continue;
+        if (marked(r)) continue;
+        const Candidate c{p, st.last, static_cast<std::uint32_t>(r), st.key};
+        if (everything || !less(guess, c)) pool_.push_back(c);
+      }
+    });
+    if (static_cast<Index>(pool_.size()) < need) {
+      // The sample guessed too low: take every evictable key.
+      pool_.clear();
+      for (Index r = 0; r < capacity_; ++r)
+        if (resident(r) && !marked(r)) pool_.push_back(candidate(r));
+    }
+    if (pool_.size() > target) {
+      std::nth_element(pool_.begin(), pool_.begin() + static_cast<std::ptrdiff_t>(target - 1),
+                       pool_.end(), Less{});
+      pool_.resize(target);
+    }
+    if (pool_.capacity() > pool_.size() + pool_.size() / 4 + 64) pool_.shrink_to_fit();
+    sort_pool();
+    tau_ = pool_.back();
+    pool_next_ = 0;
+    pool_valid_ = true;
+  }
+
+  /// Sorts pool_ by less(): a least-significant-digit radix sort over the 20 bytes of (primary,
+  /// last, key), skipping the bytes all candidates share (under lru the primary is 0 and the
+  /// steps and keys' high bytes mostly agree), through a buffer freed on return. The candidates
+  /// are distinct rows, so the order is total and the result is std::sort's.
+  void sort_pool() {
+    const std::size_t n = pool_.size();
+    if (n < 1024) {
+      std::sort(pool_.begin(), pool_.end(), Less{});
+      return;
+    }
+    const Candidate& f = pool_.front();
+    std::uint64_t vary_key = 0, vary_primary = 0;
+    std::uint32_t vary_last = 0;
+    for (const Candidate& c : pool_) {
+      vary_key |= c.key ^ f.key;
+      vary_last |= c.last ^ f.last;
+      vary_primary |= c.primary ^ f.primary;
+    }
+    std::vector<Candidate> buffer(n);
+    Candidate* from = pool_.data();
+    Candidate* to = buffer.data();
+    std::size_t start[256];
+    const auto pass = [&](auto field, std::uint64_t vary, int bytes) {
+      for (int b = 0; b < bytes; ++b) {
+        const int shift = 8 * b;
+        if (((vary >> shift) & 0xFF) == 0) continue;
+        std::fill(std::begin(start), std::end(start), std::size_t{0});
+        for (std::size_t i = 0; i < n; ++i) ++start[(field(from[i]) >> shift) & 0xFF];
+        std::size_t sum = 0;
+        for (std::size_t& c : start) sum += std::exchange(c, sum);
+        for (std::size_t i = 0; i < n; ++i) to[start[(field(from[i]) >> shift) & 0xFF]++] = from[i];
+        std::swap(from, to);
+      }
+    };
+    pass([](const Candidate& c) { return c.key; }, vary_key, 8);
+    pass([](const Candidate& c) -> std::uint64_t { return c.last; }, vary_last, 4);
+    pass([](const Candidate& c) { return c.primary; }, vary_primary, 8);
+    if (from != pool_.data()) std::copy(from, from + n, pool_.data());
+  }
+
+  // ---- resize and restore helpers -------------------------------------------------------------
+
+  void copy_clocks(const KeyIndex& o) noexcept { clock_ = o.clock_; }
+
+  /// Puts key of row `from` of `o` on row `to` (this index is being built; finish_adopt after).
+  void adopt(Index to, const KeyIndex& o, Index from) {
+    const auto t = static_cast<std::size_t>(to);
+    const auto f = static_cast<std::size_t>(from);
+    meta_[t].key = o.meta_[f].key;
+    meta_[t] = o.meta_[f];
+    if (decayed()) decay_[t] = o.decay_[f];
+    if (options_.policy == EvictionPolicy::score) scores_[t] = o.scores_[f];
+    slots_.insert(detail::mix_key(meta_[t].key), to);
+    ++size_;
+  }
+
+  /// After adopting: the free rows are the rows not taken, lowest first.
+  void finish_adopt() {
+    free_.clear();
+    Index top = 0;
+    for (Index r = 0; r < capacity_; ++r)
+      if (resident(r)) top = r + 1;
+    next_unused_ = top;
+    for (Index r = 0; r < top; ++r)
+      if (!resident(r) && r != reserved_) free_.push_back(static_cast<std::int32_t>(r));
+    std::make_heap(free_.begin(), free_.end(), std::greater<>());
+    invalidate_pool();
+  }
+
+  Index capacity_;
+  KeyIndexOptions options_;
+  Index reserved_ = -1;
+  std::vector<Stat> meta_;
+  std::vector<float> decay_;
+  std::vector<double> scores_;
+  detail::KeySlots slots_;
+  detail::CountSketch sketch_;
+  Index size_ = 0;
+  Index next_unused_ = 0;
+  std::vector<std::int32_t> free_;
+  KeyIndexClocks clock_;
+  // Eviction candidates.
+  std::vector<Candidate> pool_;
+  std::size_t pool_next_ = 0;
+  std::vector<Candidate> late_;
+  Candidate tau_;
+  bool pool_valid_ = false;
+  // Per-call scratch.
+  std::vector<std::uint64_t> marks_;
+  std::vector<TokenId> work_;
+  std::vector<std::uint64_t> hashes_;
+  std::vector<Index> touched_;
+  std::vector<Index> touch_first_;
+  std::vector<Stat> saved_;
+  bool fused_ = true;
+  bool restore_ = false;
+  Index misses_ = 0;
+  std::vector<NewKey> new_;
+  Index admitted_ = 0;
+  std::vector<KeyRow> victims_;
+  std::vector<KeyRow> evicted_;
+  std::vector<KeyRow> added_;
+  std::vector<Candidate> sample_;
+  /// One slot of the batch's table of new keys: the key beside its stamp, so a probe reads one
+  /// line (stamp != stamp_ is an empty slot; bumping stamp_ empties the table).
+  struct GroupSlot {
+    std::uint64_t key;
+    std::uint32_t stamp;
+    std::uint32_t index;
+  };
+  std::vector<GroupSlot> group_;
+  std::vector<Index> miss_at_;  // the batch's positions without a row, ascending
+  std::uint32_t stamp_ = 0;
+};
+
+}  // namespace ember::inline EMBER_ISA
