@@ -4,12 +4,16 @@
 //   lookup: rows/s of forward(ids, out) for 4096 uniform ids whose rows (and the output) are
 //           evicted from every cache level before each iteration (clflush, timer paused), vs
 //           Embedding<float>::forward and vs a memcpy of the same encoded row bytes;
-//   logits: the tied logits of N = 1 and N = 64 hidden rows vs Embedding<float>::logits and vs a
-//           streaming read of the encoded table (a sum of its bytes; 74 MB for q4_K, more than
-//           the LLC, so every pass reads memory).
-// At the end it prints the ratios from the medians of the repetitions (CPU time), against the
-// targets: every type's lookup >= float rows/s, q4_K and q4_0 >= 1.5x, decode logits (N = 1)
-// >= 0.7x the streaming read.
+//   logits: the tied logits of N = 1, 2, 4, 8 and 64 hidden rows in both LogitsMode's, cold (the
+//           encoded table, the hidden rows and the output evicted from every cache level before
+//           each call, timer paused) and warm, vs Embedding<float>::logits and vs a streaming read
+//           of the encoded table (a sum of its bytes, cold and warm alike: 74 MB for q4_K, more
+//           than the LLC).
+// At the end it prints the ratios from the medians of the repetitions (CPU time): lookups against
+// their targets (every type >= float rows/s, q4_K and q4_0 >= 1.5x), and the logits of each type
+// cold at N = 1 and N = 8 in both modes against the streaming read of its bytes (targets:
+// quantized_hidden N = 1 >= 0.9x, f16 / bf16 >= 0.95x; exact N = 1 >= 0.5x) and against their
+// own N = 1 (quantized_hidden N = 8 <= 2.5x, exact <= 4x).
 //
 // The encoded tables hold 512 distinct rows quantized by ggml's reference quantizers from the
 // float table's first rows, repeated: every row is a real row of its type (speed does not depend
@@ -17,6 +21,7 @@
 //
 // Run (one line): OMP_NUM_THREADS=1 build/release/bench/bench_gguf --benchmark_repetitions=5
 //        --benchmark_report_aggregates_only=true [--benchmark_filter=...]
+// (--benchmark_filter='Lookup' or 'Logits|StreamRead' runs one half; the table lists what ran.)
 // SPDX-License-Identifier: MIT
 #include <benchmark/benchmark.h>
 
@@ -38,6 +43,7 @@
 #include <ember/ggml/encode.hpp>
 #include <ember/ggml_embedding.hpp>
 #include <ember/io/ggml_type.hpp>
+#include <ember/logits_mode.hpp>
 
 #include "support/bench_support.hpp"
 
@@ -168,24 +174,49 @@ void BM_LookupRaw(benchmark::State& state, GgmlType type) {
 
 RowMatrix<float> hidden(Index n) { return ember_bench::fast_table(n, kDim); }
 
-void BM_LogitsFloat(benchmark::State& state, Index n) {
+constexpr Index kLogitsRows[] = {1, 2, 4, 8, 64};
+using ember::LogitsMode;
+using ember_bench::Cache;
+
+/// Evicts a logits call's operands before a cold call.
+void flush_logits(const void* table, std::size_t table_bytes, const RowMatrix<float>& h,
+                  const RowMatrix<float>& out) {
+  ember_bench::flush_range(table, table_bytes);
+  ember_bench::flush_range(h.data(), static_cast<std::size_t>(h.size()) * sizeof(float));
+  ember_bench::flush_range(out.data(), static_cast<std::size_t>(out.size()) * sizeof(float));
+  ember_bench::flush_fence();
+}
+
+void BM_LogitsFloat(benchmark::State& state, Index n, Cache cache) {
   const auto& t = float_table();
   const RowMatrix<float> h = hidden(n);
   RowMatrix<float> out(n, kVocab);
+  const auto bytes = static_cast<std::size_t>(t.weight().size()) * sizeof(float);
   for (auto _ : state) {
+    if (cache == Cache::cold) {
+      state.PauseTiming();
+      flush_logits(t.weight().data(), bytes, h, out);
+      state.ResumeTiming();
+    }
     t.logits(h, out);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
   ember_bench::set_gflops(state, 2.0 * static_cast<double>(n * kVocab * kDim));
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(bytes));
 }
 
-void BM_Logits(benchmark::State& state, GgmlType type, Index n) {
+void BM_Logits(benchmark::State& state, GgmlType type, Index n, LogitsMode mode, Cache cache) {
   const Encoded& e = encoded(type);
   const RowMatrix<float> h = hidden(n);
   RowMatrix<float> out(n, kVocab);
   for (auto _ : state) {
-    e.view->logits(h, out);
+    if (cache == Cache::cold) {
+      state.PauseTiming();
+      flush_logits(e.bytes.data(), e.bytes.size(), h, out);
+      state.ResumeTiming();
+    }
+    e.view->logits(h, out, mode);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -193,13 +224,19 @@ void BM_Logits(benchmark::State& state, GgmlType type, Index n) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(e.bytes.size()));
 }
 
-/// The floor of the decode logits: one pass over the encoded table, summing its bytes (psadbw
-/// where the build has AVX2, so the pass is bound by memory, not by the adds).
-void BM_StreamRead(benchmark::State& state, GgmlType type) {
+/// The floor of the logits: one pass over the encoded table, summing its bytes (psadbw where the
+/// build has AVX2, so the pass is bound by memory, not by the adds).
+void BM_StreamRead(benchmark::State& state, GgmlType type, Cache cache) {
   const Encoded& e = encoded(type);
   const std::uint8_t* p = e.bytes.data();
   const std::size_t n = e.bytes.size() / 128 * 128;
   for (auto _ : state) {
+    if (cache == Cache::cold) {
+      state.PauseTiming();
+      ember_bench::flush_range(p, e.bytes.size());
+      ember_bench::flush_fence();
+      state.ResumeTiming();
+    }
     std::uint64_t total = 0;
 #if defined(__AVX2__)
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
@@ -228,12 +265,22 @@ void BM_StreamRead(benchmark::State& state, GgmlType type) {
 
 std::string name_of(GgmlType t) { return std::string(ember::io::to_string(t)); }
 
+std::string logits_name(const std::string& table, Index n, const char* mode, Cache cache) {
+  return "BM_Logits<" + table + ">/n:" + std::to_string(n) + "/" + mode + "/" +
+         ember_bench::name_of(cache);
+}
+
+const char* name_of(LogitsMode mode) { return mode == LogitsMode::exact ? "exact" : "quantized"; }
+
 void register_all() {
+  constexpr Cache caches[] = {Cache::cold, Cache::warm};
   benchmark::RegisterBenchmark("BM_Lookup<float>", BM_LookupFloat)->Unit(benchmark::kMillisecond);
-  for (const Index n : {Index{1}, Index{64}}) {
-    benchmark::RegisterBenchmark(("BM_Logits<float>/n:" + std::to_string(n)).c_str(),
-                                 BM_LogitsFloat, n)
-        ->Unit(benchmark::kMillisecond);
+  for (const Cache c : caches) {
+    for (const Index n : kLogitsRows) {
+      benchmark::RegisterBenchmark(logits_name("float", n, "exact", c).c_str(), BM_LogitsFloat, n,
+                                   c)
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   for (const GgmlType t : kTypes) {
     const std::string tn = name_of(t);
@@ -241,13 +288,18 @@ void register_all() {
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("BM_Lookup_Raw<" + tn + ">").c_str(), BM_LookupRaw, t)
         ->Unit(benchmark::kMillisecond);
-    for (const Index n : {Index{1}, Index{64}}) {
-      benchmark::RegisterBenchmark(("BM_Logits<" + tn + ">/n:" + std::to_string(n)).c_str(),
-                                   BM_Logits, t, n)
+    for (const Cache c : caches) {
+      benchmark::RegisterBenchmark(("BM_StreamRead<" + tn + ">/" + ember_bench::name_of(c)).c_str(),
+                                   BM_StreamRead, t, c)
           ->Unit(benchmark::kMillisecond);
+      for (const LogitsMode mode : {LogitsMode::exact, LogitsMode::quantized_hidden}) {
+        for (const Index n : kLogitsRows) {
+          benchmark::RegisterBenchmark(logits_name(tn, n, name_of(mode), c).c_str(), BM_Logits, t,
+                                       n, mode, c)
+              ->Unit(benchmark::kMillisecond);
+        }
+      }
     }
-    benchmark::RegisterBenchmark(("BM_StreamRead<" + tn + ">").c_str(), BM_StreamRead, t)
-        ->Unit(benchmark::kMillisecond);
   }
 }
 
@@ -269,24 +321,52 @@ class RatioReporter : public benchmark::ConsoleReporter {
   void print_ratios() const {
     std::printf(
         "\nSame-run ratios (medians). lookup: rows/s vs float and vs a memcpy of the encoded rows "
-        "(targets: >= 1.0x float, q4_K and q4_0 >= 1.5x); logits: speed (1/time) vs float and, at "
-        "N = 1, vs a streaming read of the encoded table (target >= 0.7x)\n");
-    std::printf("%-6s %10s %9s %9s | %9s %9s %9s | %9s %9s\n", "type", "rows/s", "vs float",
-                "vs raw", "N=1 ms", "vs float", "vs read", "N=64 ms", "vs float");
+        "(targets: >= 1.0x float, q4_K and q4_0 >= 1.5x)\n");
+    std::printf("%-6s %10s %9s %9s\n", "type", "rows/s", "vs float", "vs raw");
     const double f_rows = get("BM_Lookup<float>");
-    const double f1 = get("BM_Logits<float>/n:1");
-    const double f64 = get("BM_Logits<float>/n:64");
     for (const GgmlType t : kTypes) {
       const std::string tn = name_of(t);
       const double rows = get("BM_Lookup<" + tn + ">");
-      const double raw = get("BM_Lookup_Raw<" + tn + ">");
-      const double l1 = get("BM_Logits<" + tn + ">/n:1");
-      const double l64 = get("BM_Logits<" + tn + ">/n:64");
-      const double read = get("BM_StreamRead<" + tn + ">");
-      if (!(rows > 0 || l1 > 0)) continue;
-      std::printf("%-6s %10.0f %8.2fx %8.2fx | %9.2f %8.2fx %8.2fx | %9.1f %8.2fx\n", tn.c_str(),
-                  rows, ratio(rows, f_rows), ratio(rows, raw), l1, ratio(f1, l1), ratio(read, l1),
-                  l64, ratio(f64, l64));
+      if (!(rows > 0)) continue;
+      std::printf("%-6s %10.0f %8.2fx %8.2fx\n", tn.c_str(), rows, ratio(rows, f_rows),
+                  ratio(rows, get("BM_Lookup_Raw<" + tn + ">")));
+    }
+    for (const Cache c : {Cache::cold, Cache::warm}) {
+      const char* cn = ember_bench::name_of(c);
+      std::printf(
+          "\nlogits, %s: ms at N = 1 and 8; vs read = streaming read time / logits time (targets "
+          "at N = 1: quantized >= 0.9x, f16/bf16 0.95x; exact >= 0.5x); N8/N1 = time ratio "
+          "(targets: quantized <= 2.5x, exact <= 4x); vs float = float table time / time\n",
+          cn);
+      std::printf("%-6s %-9s %8s %8s %8s %8s %7s %8s %8s %8s %8s\n", "type", "mode", "N=1 ms",
+                  "vs read", "N=8 ms", "vs read", "N8/N1", "N=2 ms", "N=4 ms", "N=64 ms",
+                  "vs float");
+      const std::string fl = "float";
+      for (const GgmlType t : kTypes) {
+        const std::string tn = name_of(t);
+        const double read = get("BM_StreamRead<" + tn + ">/" + cn);
+        for (const char* mode : {"exact", "quantized"}) {
+          const double l1 = get(logits_name(tn, 1, mode, c));
+          if (!(l1 > 0)) continue;
+          const double l8 = get(logits_name(tn, 8, mode, c));
+          std::printf("%-6s %-9s %8.2f %7.2fx %8.2f %7.2fx %6.2fx %8.2f %8.2f %8.1f %7.2fx\n",
+                      tn.c_str(), mode, l1, ratio(read, l1), l8, ratio(read, l8), ratio(l8, l1),
+                      get(logits_name(tn, 2, mode, c)), get(logits_name(tn, 4, mode, c)),
+                      get(logits_name(tn, 64, mode, c)),
+                      ratio(get(logits_name(fl, 1, "exact", c)), l1));
+        }
+      }
+      const double f1 = get(logits_name(fl, 1, "exact", c));
+      if (f1 > 0) {
+        const double read = get(std::string("BM_StreamRead<f32>/") + cn);
+        const double f8 = get(logits_name(fl, 8, "exact", c));
+        std::printf(
+            "%-6s %-9s %8.2f %7.2fx %8.2f %7.2fx %6.2fx %8.2f %8.2f %8.1f (Embedding<float>; "
+            "target N = 8 >= 0.6x read)\n",
+            "float", "exact", f1, ratio(read, f1), f8, ratio(read, f8), ratio(f8, f1),
+            get(logits_name(fl, 2, "exact", c)), get(logits_name(fl, 4, "exact", c)),
+            get(logits_name(fl, 64, "exact", c)));
+      }
     }
   }
 

@@ -82,6 +82,13 @@ TEST_CASE("ember's codecs meet the contract they claim", "[codec]") {
   STATIC_REQUIRE(codec::StreamingDot<codec::Ggml>);
   STATIC_REQUIRE_FALSE(codec::StreamingDot<codec::Int8Rowwise>);
   STATIC_REQUIRE_FALSE(codec::StreamingDecode<codec::Reduced<Eigen::half>>);
+  // LogitsMode::quantized_hidden: every codec with a dot type of its own; plain rows are exact.
+  STATIC_REQUIRE(codec::QuantizedDot<codec::Ggml>);
+  STATIC_REQUIRE(codec::QuantizedDot<codec::Int8Rowwise>);
+  STATIC_REQUIRE(codec::QuantizedDot<codec::Reduced<Eigen::half>>);
+  STATIC_REQUIRE(codec::QuantizedDot<codec::Reduced<Eigen::bfloat16>>);
+  STATIC_REQUIRE_FALSE(codec::QuantizedDot<codec::Plain<float>>);
+  STATIC_REQUIRE_FALSE(codec::QuantizedDot<codec::Plain<double>>);
 }
 
 TEST_CASE("a type that misses part of the contract is not a codec", "[codec]") {

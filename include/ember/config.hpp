@@ -82,8 +82,11 @@
 /// helper whose only statements are prefetches (it sees no side effect).
 #if defined(__GNUC__) || defined(__clang__)
 #define EMBER_ALWAYS_INLINE __attribute__((always_inline)) inline
+/// The same for a lambda, written after its parameter list: `[&](auto j) EMBER_INLINE_LAMBDA {}`.
+#define EMBER_INLINE_LAMBDA __attribute__((always_inline))
 #else
 #define EMBER_ALWAYS_INLINE inline
+#define EMBER_INLINE_LAMBDA
 #endif
 
 // ---- the build-flavour namespace ---------------------------------------------------------------

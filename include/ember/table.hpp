@@ -371,24 +371,42 @@ class Table : public H<C> {
   // ---- tied logits ----------------------------------------------------------------------------
 
   /// hidden · Wᵀ, the tied output projection (no scale), in the value type: a plain table as
-  /// stored, any other codec through its float master if kept, else decoding 4096 rows at a time.
+  /// stored, any other codec through its float master if kept, else from the stored rows
+  /// (docs/lm_head.md): `mode` exact (the default) dots the hidden rows as given with the decoded
+  /// values; quantized_hidden rounds each hidden row once to the dot type ggml uses for the
+  /// storage type and takes integer dot products (the 16-bit codecs: float products of the
+  /// rounded values; plain tables and masters compute it as exact).
   ///
   /// Shapes:  hidden[n, d] -> logits[n, V].
-  /// Throws:  ShapeError if hidden has not d columns.
-  /// Complexity: 2·n·V·d flops (one GEMM; plus V·d decodes for a codec without a master).
-  [[nodiscard]] RowMatrix<Value> logits(const Eigen::Ref<const RowMatrix<Value>>& hidden) const {
+  /// Throws:  ShapeError if hidden has not d columns; ValueError if mode is not a LogitsMode, or
+  ///          (quantized_hidden on a table that quantizes) naming the row, column and value of a
+  ///          non-finite hidden value.
+  /// Complexity: 2·n·V·d flops; the table is read once per call for n <= 8 (a plain float table,
+  ///          a ggml table, or quantized_hidden), once per 4096 decoded rows otherwise.
+  [[nodiscard]] RowMatrix<Value> logits(const Eigen::Ref<const RowMatrix<Value>>& hidden,
+                                        LogitsMode mode = LogitsMode::exact) const {
     RowMatrix<Value> out(hidden.rows(), vocab_size());
-    logits(hidden, out);
+    logits(hidden, out, mode);
     return out;
   }
 
   /// Writes hidden · Wᵀ into out (n x V), which must not overlap hidden or the table.
-  /// Throws: ShapeError on a shape mismatch; out is untouched then.
-  void logits(const Eigen::Ref<const RowMatrix<Value>>& hidden,
-              Eigen::Ref<RowMatrix<Value>> out) const {
-    detail::check_logits(where("logits"), vocab_size(), d_model(), hidden.rows(), hidden.cols(),
-                         out.rows(), out.cols());
-    detail::logits(logits_table(), hidden, out);
+  /// Throws: as logits(hidden, mode), or ShapeError if out is not n x V; out is untouched then.
+  void logits(const Eigen::Ref<const RowMatrix<Value>>& hidden, Eigen::Ref<RowMatrix<Value>> out,
+              LogitsMode mode = LogitsMode::exact) const {
+    const detail::Where w = where("logits");
+    detail::check_logits(w, vocab_size(), d_model(), hidden.rows(), hidden.cols(), out.rows(),
+                         out.cols());
+    detail::check_logits_mode(w, mode);
+    if constexpr (codec::QuantizedDot<C>) {
+      if (mode == LogitsMode::quantized_hidden && master_ == nullptr &&
+          codec().quantizes_hidden()) {
+        if (const auto bad = find_non_finite(hidden)) {
+          detail::throw_non_finite(w.str() + ": hidden", "row", *bad);
+        }
+      }
+    }
+    detail::logits(logits_table(), hidden, out, mode);
   }
 
   /// Backward of logits(): grad_hidden = grad_logits · W (assigned) and
@@ -584,7 +602,8 @@ class Table : public H<C> {
 
   /// W for the logits kernels: the stored rows, and the master if one is kept (it has the
   /// table's shape: set_float_master checks it, and no table with a master changes its shape).
-  [[nodiscard]] detail::LogitsTable<C, codec::StreamingDot<C>> logits_table() const noexcept {
+  [[nodiscard]] detail::LogitsTable<C, codec::StreamingDot<C>, codec::QuantizedDot<C>>
+  logits_table() const noexcept {
     return {detail::rows_of(*this), master_.get()};
   }
 

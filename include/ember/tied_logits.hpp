@@ -12,6 +12,7 @@
 #include "ember/detail/checks.hpp"
 #include "ember/detail/logits.hpp"
 #include "ember/detail/table_ref.hpp"
+#include "ember/logits_mode.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA {
@@ -23,18 +24,23 @@ requires(Scalar<typename Derived::Scalar>&& static_cast<bool>(
     Derived::IsRowMajor)) using table_scalar_t = typename Derived::Scalar;
 
 /// out = hidden · tableᵀ: the output projection of a model whose input and output embeddings are
-/// tied (no lookup scale).
+/// tied (no lookup scale). A plain table computes LogitsMode::quantized_hidden as exact.
 /// Shapes:  table[V, d], hidden[n, d] -> out[n, V].
-/// Throws:  ShapeError if hidden has not d columns or out is not n x V; out is untouched then.
-/// Precondition: out overlaps neither hidden nor table (the product is computed with noalias()).
-/// Complexity: one GEMM, 2·n·V·d flops (Eigen's, or a BLAS when EIGEN_USE_BLAS is defined).
+/// Throws:  ShapeError if hidden has not d columns or out is not n x V; ValueError if mode is not
+///          a LogitsMode; out is untouched then.
+/// Precondition: out overlaps neither hidden nor table.
+/// Complexity: 2·n·V·d flops: a float table and up to 8 hidden rows stream the table once (a
+///          fixed float order per build, identical for any thread count: docs/lm_head.md), else
+///          one GEMM (Eigen's, or a BLAS when EIGEN_USE_BLAS is defined).
 template <class Derived, class T = table_scalar_t<Derived>>
 void logits(const Eigen::MatrixBase<Derived>& table,
             const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& hidden,
-            Eigen::Ref<RowMatrix<std::type_identity_t<T>>> out) {
+            Eigen::Ref<RowMatrix<std::type_identity_t<T>>> out,
+            LogitsMode mode = LogitsMode::exact) {
   constexpr const char* where = "ember::logits";
   detail::check_logits(where, table.rows(), table.cols(), hidden.rows(), hidden.cols(), out.rows(),
                        out.cols());
+  detail::check_logits_mode(detail::Where(where), mode);
   // A Ref views a matrix, block or Map without a copy (and evaluates an expression once).
   const Eigen::Ref<const RowMatrix<T>> ref(table.derived());
   const auto t = detail::const_table(ref);
@@ -42,13 +48,14 @@ void logits(const Eigen::MatrixBase<Derived>& table,
                  hidden, out);
 }
 
-/// Owning form of logits(table, hidden, out): returns the n x V logits.
+/// Owning form of logits(table, hidden, out, mode): returns the n x V logits.
 template <class Derived, class T = table_scalar_t<Derived>>
 [[nodiscard]] RowMatrix<T> logits(
     const Eigen::MatrixBase<Derived>& table,
-    const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& hidden) {
+    const Eigen::Ref<const RowMatrix<std::type_identity_t<T>>>& hidden,
+    LogitsMode mode = LogitsMode::exact) {
   RowMatrix<T> out(hidden.rows(), table.rows());
-  logits(table, hidden, out);
+  logits(table, hidden, out, mode);
   return out;
 }
 

@@ -1,7 +1,7 @@
 /// The codec contract as concepts: what every storage format of ember/codec/ provides (RowCodec),
 /// what owning tables and from_float need of it (OwnedCodec, EncodingCodec), and the optional
 /// members the shared code uses when a codec has them (ChecksEncodable, StreamingDecode,
-/// StreamingDot).
+/// StreamingDot, QuantizedDot).
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "ember/config.hpp"
+#include "ember/detail/quantized_hidden.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::codec {
@@ -84,6 +85,20 @@ template <class C>
 concept StreamingDot = RowCodec<C> &&
     requires(const C& c, const typename C::Unit* rows, Index i, const float* h, float* out) {
   c.dot_rows(rows, i, i, i, h, i, i, out, i);
+};
+
+/// Optional: the hidden rows rounded to a dot type and dotted with the stored rows, for
+/// LogitsMode::quantized_hidden (codec::Ggml, the 16-bit and int8 codecs): quantizes_hidden()
+/// (false: the codec computes quantized_hidden as exact), quantize_hidden(h, h_stride, n, d) ->
+/// detail::QuantizedHidden, and dot_rows_quantized(rows, row_stride, count, d, qh, j0, nj, out,
+/// out_stride), which writes out[(j - j0)·out_stride + r] for nj <= 8 hidden rows from j0.
+template <class C>
+concept QuantizedDot = RowCodec<C> &&
+    requires(const C& c, const typename C::Unit* rows, Index i, const float* h,
+             const detail::QuantizedHidden& qh, float* out) {
+  { c.quantizes_hidden() } -> std::convertible_to<bool>;
+  { c.quantize_hidden(h, i, i, i) } -> std::same_as<detail::QuantizedHidden>;
+  c.dot_rows_quantized(rows, i, i, i, qh, i, i, out, i);
 };
 
 }  // namespace ember::inline EMBER_ISA::codec

@@ -9,6 +9,7 @@
 
 #include "ember/config.hpp"
 #include "ember/errors.hpp"
+#include "ember/ggml/dot.hpp"
 #include "ember/ggml/rows.hpp"
 #include "ember/ggml/type.hpp"
 #include "ember/types.hpp"
@@ -71,6 +72,25 @@ class Ggml {
     detail::ggml::decode_row_scaled<true>(type_, row, d, s, dst);
   }
 #endif
+
+  /// True unless the rows are F32 (whose dot type is F32: quantized_hidden computes as exact).
+  [[nodiscard]] bool quantizes_hidden() const noexcept { return type_ != GgmlType::F32; }
+
+  /// The n hidden rows h[n, d] (finite; row j at h + j · h_stride) rounded to the dot type ggml
+  /// uses for type() (Q8_0, Q8_1, Q8_K, F16, BF16) by ggml's reference quantizers.
+  [[nodiscard]] detail::QuantizedHidden quantize_hidden(const float* h, Index h_stride, Index n,
+                                                        Index d) const {
+    return detail::ggml::quantize_hidden(type_, h, h_stride, n, d);
+  }
+
+  /// out[(j - j0)·out_stride + r] = the dot product of row r of the `count` rows at `rows`
+  /// (row_stride bytes apart) with hidden row j of qh, j0 <= j < j0 + nj <= j0 + 8:
+  /// detail::ggml::qdot_rows, which documents the order (the same bits in every build).
+  void dot_rows_quantized(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                          const detail::QuantizedHidden& qh, Index j0, Index nj, float* out,
+                          Index out_stride) const {
+    detail::ggml::qdot_rows(type_, rows, row_stride, count, d, qh, j0, nj, out, out_stride);
+  }
 
   /// out[j·out_stride + r] = Σ_c decoded(row r)[c] · h[j·h_stride + c] for `count` rows starting
   /// at `rows` (row_stride bytes apart) and n vectors h: detail::ggml::dot_rows, which documents

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "ember/config.hpp"
+#include "ember/detail/int8_dot.hpp"
 #include "ember/detail/simd.hpp"
 #include "ember/types.hpp"
 
@@ -53,6 +54,19 @@ struct Int8Rowwise {
   EMBER_ALWAYS_INLINE static void decode_row(const std::uint8_t* row, Index d, float s,
                                              float* dst) noexcept {
     detail::codes_times_plus(row, d, row_scale(row, d) * s, row_bias(row, d) * s, dst);
+  }
+
+  /// LogitsMode::quantized_hidden: hidden rows rounded in blocks of 32 as ggml's Q8_1, integer
+  /// dot products with the codes (detail/int8_dot.hpp: the same bits in every build).
+  [[nodiscard]] static constexpr bool quantizes_hidden() noexcept { return true; }
+  [[nodiscard]] static detail::QuantizedHidden quantize_hidden(const float* h, Index h_stride,
+                                                               Index n, Index d) {
+    return detail::int8_rows_hidden(h, h_stride, n, d);
+  }
+  static void dot_rows_quantized(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                                 const detail::QuantizedHidden& qh, Index j0, Index nj, float* out,
+                                 Index out_stride) {
+    detail::int8_rows_qdot(rows, row_stride, count, d, qh, j0, nj, out, out_stride);
   }
 
   /// FBGEMM's FloatToFused8BitRowwiseQuantizedSBFloat, reference (scalar) version: bias = min,

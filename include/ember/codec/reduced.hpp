@@ -18,6 +18,7 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
+#include "ember/detail/float_dots.hpp"
 #include "ember/errors.hpp"
 #include "ember/types.hpp"
 
@@ -83,6 +84,29 @@ struct Reduced {
       }
 #endif
       for (; c < d; ++c) dst[c] = static_cast<float>(row[c]) * s;
+    }
+  }
+
+  /// LogitsMode::quantized_hidden: hidden rows rounded to S (ggml's F16 / BF16 dot types), then
+  /// float products with the stored values, which are exact: the same bits in every build
+  /// (detail/float_dots.hpp).
+  [[nodiscard]] static constexpr bool quantizes_hidden() noexcept { return true; }
+  [[nodiscard]] static detail::QuantizedHidden quantize_hidden(const float* h, Index h_stride,
+                                                               Index n, Index d) {
+    return detail::round_hidden(dot_element(), h, h_stride, n, d);
+  }
+  static void dot_rows_quantized(const S* rows, Index row_stride, Index count, Index d,
+                                 const detail::QuantizedHidden& qh, Index j0, Index nj, float* out,
+                                 Index out_stride) {
+    detail::rounded_row_dots(dot_element(), reinterpret_cast<const std::uint8_t*>(rows),
+                             row_stride * Index{sizeof(S)}, count, d, qh, j0, nj, out, out_stride);
+  }
+  /// How the float dot kernels read a stored value (exactly: every S is a float).
+  static constexpr auto dot_element() noexcept {
+    if constexpr (std::is_same_v<S, Eigen::half>) {
+      return detail::Fp16Element{};
+    } else {
+      return detail::Bf16Element{};
     }
   }
 

@@ -19,6 +19,7 @@
 
 #include "ember/config.hpp"
 #include "ember/errors.hpp"
+#include "ember/logits_mode.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::detail {
@@ -79,6 +80,18 @@ template <class... Parts>
   out += ": ";
   (append_part(out, parts), ...);
   return out;
+}
+
+/// Throws ValueError naming the value unless `mode` is one of LogitsMode's enumerators (a value
+/// cast from an integer), before a logits call writes anything.
+inline void check_logits_mode(Where where, LogitsMode mode) {
+  if (mode == LogitsMode::exact || mode == LogitsMode::quantized_hidden) [[likely]] {
+    return;
+  }
+  const auto v = static_cast<unsigned>(mode);
+  throw ValueError(
+      message(where, "mode ", v, " is not a LogitsMode (exact = 0, quantized_hidden = 1)"),
+      static_cast<double>(v));
 }
 
 /// "entry" or "entries", for a count of `n` in a message.

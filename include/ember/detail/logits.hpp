@@ -1,16 +1,23 @@
 /// The tied-logits kernels of every table kind: out = hidden · Wᵀ and its backward, with W a plain
 /// table used as stored, a float master copy, or a table of any codec decoded block by block
-/// (never the whole table at once). Inputs were validated by the public caller.
+/// (never the whole table at once) or dotted with the hidden rows as stored, exactly or with the
+/// hidden rows rounded to the codec's dot type (LogitsMode). Inputs were validated by the public
+/// caller.
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 
 #include <Eigen/Core>
 
 #include "ember/config.hpp"
+#include "ember/detail/float_dots.hpp"
 #include "ember/detail/parallel.hpp"
+#include "ember/detail/quantized_hidden.hpp"
 #include "ember/detail/table_ref.hpp"
+#include "ember/logits_mode.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::detail {
@@ -29,8 +36,10 @@ template <class Codec>
 
 /// The table W of the tied logits: a plain table (used as stored), a float master, or the rows
 /// of `table` decoded (master null, codec not plain). DotRows: the codec has dot_rows
-/// (codec::StreamingDot), which the logits of a few hidden rows use.
-template <class Codec, bool DotRows = false>
+/// (codec::StreamingDot), which the logits of a few hidden rows use; QuantDot: it rounds hidden
+/// rows to a dot type and dots with them (codec::QuantizedDot), which LogitsMode::quantized_hidden
+/// uses.
+template <class Codec, bool DotRows = false, bool QuantDot = false>
 struct LogitsTable {
   CodecRows<Codec> table;
   const RowMatrix<float>* master = nullptr;
@@ -49,32 +58,116 @@ void decode_block(const CodecRows<Codec>& table, Index r0, Index len,
 /// a GEMM of a few rows is bound by reading W anyway.
 inline constexpr Index logits_stream_max_rows = 8;
 
-/// hidden[n, d], W[V, d] -> out[n, V] = hidden · Wᵀ: one GEMM over a plain table or the master,
-/// the codec's dot_rows over the encoded rows for n <= logits_stream_max_rows (DotRows; chunks of
-/// rows split across threads, each logit computed alike whatever the split),
-/// else one GEMM per block of logits_block_rows decoded rows.
-/// Validated by the public logits() callers (hidden n x d, out n x V, out overlapping neither).
-template <class Codec, bool DotRows>
-void logits(const LogitsTable<Codec, DotRows>& w,
+/// Table rows per chunk of the quantized and streaming logits: about 256 KB of encoded rows, so
+/// that a chunk stays in L2 while every tile of 8 hidden rows passes over it.
+[[nodiscard]] inline Index logits_chunk_rows(Index row_bytes) noexcept {
+  return std::max<Index>(16, (Index{256} << 10) / std::max<Index>(row_bytes, 1));
+}
+
+/// out = hidden · tableᵀ over a plain table or a float master (rows `stride` values apart): up to
+/// dots_max_rows float hidden rows stream the table once (float_row_dots, chunks of rows split
+/// across threads: each logit computed alike whatever the split), more go to one GEMM.
+template <class T>
+void plain_logits(const T* data, Index rows, Index d, Index stride,
+                  const Eigen::Ref<const RowMatrix<T>>& hidden, Eigen::Ref<RowMatrix<T>> out) {
+  const Index n = hidden.rows();
+  if constexpr (std::is_same_v<T, float>) {
+    if (n <= dots_max_rows) {
+      const auto* bytes = reinterpret_cast<const std::uint8_t*>(data);
+      const Index row_bytes = stride * Index{sizeof(float)};
+      parallel_rows(rows, rows * d * n, [&](Index begin, Index end, int /*worker*/) {
+        float_row_dots(F32Element{}, bytes + begin * row_bytes, row_bytes, end - begin, d,
+                       hidden.data(), hidden.outerStride(), n, out.data() + begin,
+                       out.outerStride());
+      });
+      return;
+    }
+  }
+  using Map = Eigen::Map<const RowMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+  out.noalias() = hidden * Map(data, rows, d, Eigen::OuterStride<>(stride)).transpose();
+}
+
+/// hidden[n, d], W[V, d] -> out[n, V] = hidden · Wᵀ:
+/// - a plain table or the master: plain_logits;
+/// - quantized_hidden on a codec that rounds hidden rows (QuantDot, quantizes_hidden()): the
+///   hidden rows rounded once, then
+///   chunks of rows (split across threads) dotted with tiles of 8 of them;
+/// - the codec's dot_rows over the encoded rows for n <= logits_stream_max_rows (DotRows;
+///   chunks of rows split across threads, each logit computed alike whatever the split);
+///   float_row_dots over the decoded rows for the other float codecs (the bits of plain_logits
+///   over the decoded table);
+/// - else one GEMM per block of logits_block_rows decoded rows.
+/// Validated by the public logits() callers (hidden n x d, finite for quantized_hidden; out n x V,
+/// overlapping neither; mode an enumerator).
+template <class Codec, bool DotRows, bool QuantDot>
+void logits(const LogitsTable<Codec, DotRows, QuantDot>& w,
             const Eigen::Ref<const RowMatrix<typename Codec::Value>>& hidden,
-            Eigen::Ref<RowMatrix<typename Codec::Value>> out) {
+            Eigen::Ref<RowMatrix<typename Codec::Value>> out, LogitsMode mode = LogitsMode::exact) {
   using V = typename Codec::Value;
   const CodecRows<Codec>& table = w.table;
   EMBER_ASSERT(hidden.cols() == table.d && out.rows() == hidden.rows() && out.cols() == table.rows);
+  static_cast<void>(mode);  // plain tables compute quantized_hidden as exact
+  if (hidden.rows() == 0) return;
   if constexpr (Codec::is_plain) {
-    out.noalias() = hidden * as_matrix(table).transpose();
+    plain_logits<V>(table.data, table.rows, table.d, table.stride, hidden, out);
   } else {
     if (w.master != nullptr) {
-      out.noalias() = hidden * w.master->transpose();
+      plain_logits<float>(w.master->data(), w.master->rows(), w.master->cols(),
+                          w.master->outerStride(), hidden, out);
       return;
     }
     const Index v = table.rows;
+    if constexpr (QuantDot) {
+      if (mode == LogitsMode::quantized_hidden && table.codec.quantizes_hidden()) {
+        const Index n = hidden.rows();
+        const QuantizedHidden qh =
+            table.codec.quantize_hidden(hidden.data(), hidden.outerStride(), n, table.d);
+        const Index chunk = logits_chunk_rows(table.row_bytes());
+        parallel_rows(v, v * table.d * n, [&](Index begin, Index end, int /*worker*/) {
+          for (Index r0 = begin; r0 < end; r0 += chunk) {
+            const Index len = std::min(chunk, end - r0);
+            for (Index j0 = 0; j0 < n; j0 += dots_max_rows) {
+              table.codec.dot_rows_quantized(table.row(r0), table.stride, len, table.d, qh, j0,
+                                             std::min(dots_max_rows, n - j0),
+                                             out.data() + j0 * out.outerStride() + r0,
+                                             out.outerStride());
+            }
+          }
+        });
+        return;
+      }
+    }
     if constexpr (DotRows) {
       if (hidden.rows() <= logits_stream_max_rows) {
         parallel_rows(v, v * table.d * hidden.rows(), [&](Index begin, Index end, int /*worker*/) {
           table.codec.dot_rows(table.row(begin), table.stride, end - begin, table.d, hidden.data(),
                                hidden.outerStride(), hidden.rows(), out.data() + begin,
                                out.outerStride());
+        });
+        return;
+      }
+    } else if constexpr (std::is_same_v<V, float>) {
+      // The plain kernel over the decoded rows (the bits of a plain table holding them): read
+      // through the codec's element type where it has one, else decoded a chunk at a time.
+      if (hidden.rows() <= dots_max_rows) {
+        const Index n = hidden.rows();
+        parallel_rows(v, v * table.d * n, [&](Index begin, Index end, int /*worker*/) {
+          if constexpr (requires { Codec::dot_element(); }) {
+            float_row_dots(
+                Codec::dot_element(), reinterpret_cast<const std::uint8_t*>(table.row(begin)),
+                table.stride * Index{sizeof(typename Codec::Unit)}, end - begin, table.d,
+                hidden.data(), hidden.outerStride(), n, out.data() + begin, out.outerStride());
+          } else {
+            constexpr Index chunk = 16;
+            RowMatrix<float> rows(std::min(chunk, end - begin), table.d);
+            for (Index r0 = begin; r0 < end; r0 += chunk) {
+              const Index len = std::min(chunk, end - r0);
+              for (Index r = 0; r < len; ++r) table.decode(r0 + r, 1.0f, rows.row(r).data());
+              float_row_dots(F32Element{}, reinterpret_cast<const std::uint8_t*>(rows.data()),
+                             table.d * Index{sizeof(float)}, len, table.d, hidden.data(),
+                             hidden.outerStride(), n, out.data() + r0, out.outerStride());
+            }
+          }
         });
         return;
       }
@@ -91,8 +184,8 @@ void logits(const LogitsTable<Codec, DotRows>& w,
 /// Backward of logits: grad_hidden[n, d] = grad_logits[n, V] · W (assigned) and
 /// grad_weight[V, d] += grad_logitsᵀ · hidden (accumulated). W as in logits(); validated by the
 /// public logits_backward() callers.
-template <class Codec, bool DotRows>
-void logits_backward(const LogitsTable<Codec, DotRows>& w,
+template <class Codec, bool DotRows, bool QuantDot>
+void logits_backward(const LogitsTable<Codec, DotRows, QuantDot>& w,
                      const Eigen::Ref<const RowMatrix<typename Codec::Value>>& hidden,
                      const Eigen::Ref<const RowMatrix<typename Codec::Value>>& grad_logits,
                      Eigen::Ref<RowMatrix<typename Codec::Value>> grad_hidden,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ember/config.hpp"
+#include "ember/detail/prefetch.hpp"
 #include "ember/ggml/blocks.hpp"
 #include "ember/ggml/decode.hpp"
 #include "ember/ggml/type.hpp"
@@ -31,7 +32,7 @@ namespace ember::inline EMBER_ISA::detail::ggml {
 
 /// Hidden rows one pass of dot_rows serves: each encoded row is decoded once per group of up to
 /// this many vectors.
-inline constexpr Index dot_group = 4;
+inline constexpr Index dot_group = 8;
 
 #if EMBER_DETAIL_GGML_AVX2
 namespace avx2 {
@@ -325,35 +326,39 @@ EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ6_K>, const std::uint8_t*
   }
 }
 
-/// The plain types: 32 values at a time through `load8` (8 values from element k on), then the
-/// last d mod 32 one by one through `load1`.
+/// The plain types, columns [c0, c1) of a row of d: 32 values at a time through `load8` (8 values
+/// from element k on), then, where c1 is d, the last d mod 32 one by one through `load1`.
 template <class Sink, class Load8, class Load1>
-EMBER_ALWAYS_INLINE void plain_row(Index d, Sink& sink, Load8 load8, Load1 load1) {
+EMBER_ALWAYS_INLINE void plain_row(Index d, Index c0, Index c1, Sink& sink, Load8 load8,
+                                   Load1 load1) {
   const Index whole = d - d % 32;
-  for (Index c = 0; c < whole; c += 32) {
+  for (Index c = c0; c < std::min(c1, whole); c += 32) {
     sink.put32(c, load8(c), load8(c + 8), load8(c + 16), load8(c + 24));
   }
-  for (Index c = whole; c < d; ++c) sink.put1(c, load1(c));
+  if (c1 == d) {
+    for (Index c = whole; c < d; ++c) sink.put1(c, load1(c));
+  }
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void f32_row(const std::uint8_t* row, Index d, Sink& sink) {
+EMBER_ALWAYS_INLINE void f32_row(const std::uint8_t* row, Index d, Index c0, Index c1, Sink& sink) {
   plain_row(
-      d, sink, [&](Index k) { return _mm256_castsi256_ps(load32(row + 4 * k)); },
+      d, c0, c1, sink, [&](Index k) { return _mm256_castsi256_ps(load32(row + 4 * k)); },
       [&](Index k) { return std::bit_cast<float>(load_u32(row + 4 * k)); });
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void f16_row(const std::uint8_t* row, Index d, Sink& sink) {
+EMBER_ALWAYS_INLINE void f16_row(const std::uint8_t* row, Index d, Index c0, Index c1, Sink& sink) {
   plain_row(
-      d, sink, [&](Index k) { return _mm256_cvtph_ps(load16(row + 2 * k)); },
+      d, c0, c1, sink, [&](Index k) { return _mm256_cvtph_ps(load16(row + 2 * k)); },
       [&](Index k) { return fp16_to_fp32(load_u16(row + 2 * k)); });
 }
 
 template <class Sink>
-EMBER_ALWAYS_INLINE void bf16_row(const std::uint8_t* row, Index d, Sink& sink) {
+EMBER_ALWAYS_INLINE void bf16_row(const std::uint8_t* row, Index d, Index c0, Index c1,
+                                  Sink& sink) {
   plain_row(
-      d, sink,
+      d, c0, c1, sink,
       [&](Index k) {
         const __m256i wide = _mm256_cvtepu16_epi32(load16(row + 2 * k));
         return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
@@ -361,26 +366,34 @@ EMBER_ALWAYS_INLINE void bf16_row(const std::uint8_t* row, Index d, Sink& sink) 
       [&](Index k) { return bf16_to_fp32(load_u16(row + 2 * k)); });
 }
 
-/// Feeds row `row` (d values of `type`) to `sink`, block after block.
+/// Feeds columns [c0, c1) of row `row` (d values of `type`; c0 and c1 whole blocks of it, or d)
+/// to `sink`, block after block.
 template <class Sink>
-EMBER_ALWAYS_INLINE void feed_row(GgmlType type, const std::uint8_t* row, Index d, Sink& sink) {
+EMBER_ALWAYS_INLINE void feed_range(GgmlType type, const std::uint8_t* row, Index d, Index c0,
+                                    Index c1, Sink& sink) {
   const bool blocks = visit_block(type, [&](auto block) {
     using B = typename decltype(block)::type;
-    for (Index i = 0; i < d / B::elements; ++i)
+    for (Index i = c0 / B::elements; i < c1 / B::elements; ++i)
       feed(block, row + i * Index{sizeof(B)}, i * B::elements, sink);
   });
   if (blocks) return;
   switch (type) {
     case GgmlType::F32:
-      f32_row(row, d, sink);
+      f32_row(row, d, c0, c1, sink);
       break;
     case GgmlType::F16:
-      f16_row(row, d, sink);
+      f16_row(row, d, c0, c1, sink);
       break;
     default:  // BF16
-      bf16_row(row, d, sink);
+      bf16_row(row, d, c0, c1, sink);
       break;
   }
+}
+
+/// Feeds row `row` (d values of `type`) to `sink`, block after block.
+template <class Sink>
+EMBER_ALWAYS_INLINE void feed_row(GgmlType type, const std::uint8_t* row, Index d, Sink& sink) {
+  feed_range(type, row, d, 0, d, sink);
 }
 
 /// Sink of a lookup: dst[c] = y · s, stored (or streamed: dst 32-byte aligned).
@@ -475,34 +488,49 @@ EMBER_ALWAYS_INLINE float dot_sum(__m256 v) noexcept { return lane_sum(v); }
 /// h_c, the sums of h over each 16 columns computed once per call (hsum) and the coefficients b - k
 /// · a of the row collected (coef) and applied when the row ends. The Σ q · h go into vector
 /// accumulators, two per vector h alternating (so consecutive multiply-adds do not wait on each
-/// other) while N <= 2, one per vector above. The plain types' values go into the same accumulators
-/// (8 at a time), the tail of their last 31 columns into a scalar sum.
+/// other) for the vectors of a quarter (0-3, 4-7) of at most 2 vectors, one per vector otherwise
+/// (the order of passes of 4, which dot_rows has always had). The plain types' values go into the
+/// same accumulators (8 at a time), the tail of their last 31 columns into a scalar sum.
 template <std::size_t N>
 struct Dots {
-  static constexpr std::size_t lanes = N <= 2 ? 2 : 1;
+  /// True when vector j alternates between two accumulators.
+  [[nodiscard]] static constexpr bool two(std::size_t j) noexcept {
+    return (j < 4 ? std::min<std::size_t>(N, 4) : N - 4) <= 2;
+  }
+  /// Calls f(std::integral_constant<std::size_t, j>) for j = 0 .. N - 1, unrolled.
+  template <class F>
+  EMBER_ALWAYS_INLINE static void each(F&& f) {
+    each_of(f, std::make_index_sequence<N>{});
+  }
+  template <class F, std::size_t... J>
+  EMBER_ALWAYS_INLINE static void each_of(F& f, std::index_sequence<J...>) {
+    (f(std::integral_constant<std::size_t, J>{}), ...);
+  }
   const float* h;
   Index h_stride;
   const float* hsum;  // hsum[j · groups + g] = Σ of h_j over columns 16g .. 16g + 15
   Index groups;
   float* coef;  // coef[g]: the row's b - k · a of columns 16g .. 16g + 15
-  DotVector acc[N][lanes] = {};
+  DotVector acc[N][2] = {};
   __m256 acc8[N] = {};
   float tail[N] = {};
 
   EMBER_ALWAYS_INLINE void reset() noexcept {
-    for (std::size_t j = 0; j < N; ++j) {
-      for (std::size_t k = 0; k < lanes; ++k) acc[j][k] = dot_zero();
+    each([&](auto j) EMBER_INLINE_LAMBDA {
+      acc[j][0] = acc[j][1] = dot_zero();
       acc8[j] = _mm256_setzero_ps();
       tail[j] = 0.0f;
-    }
+    });
   }
   [[nodiscard]] EMBER_ALWAYS_INLINE const float* x(std::size_t j, Index c) const noexcept {
     return h + static_cast<Index>(j) * h_stride + c;
   }
   /// Adds a · p into vector j's accumulators, alternating between its two while it has two.
-  EMBER_ALWAYS_INLINE void add(std::size_t j, DotVector p, float a) noexcept {
-    acc[j][0] = dot_fma(p, dot_set1(a), acc[j][0]);
-    if constexpr (lanes == 2) std::swap(acc[j][0], acc[j][1]);
+  template <std::size_t J>
+  EMBER_ALWAYS_INLINE void add(std::integral_constant<std::size_t, J>, DotVector p,
+                               float a) noexcept {
+    acc[J][0] = dot_fma(p, dot_set1(a), acc[J][0]);
+    if constexpr (two(J)) std::swap(acc[J][0], acc[J][1]);
   }
 
   template <bool Offset, bool Same, bool Signed>
@@ -513,7 +541,7 @@ struct Dots {
 #if defined(__AVX512F__)
     const __m512 v0 = code_floats<Signed>(g.bytes[0]);
     const __m512 v1 = code_floats<Signed>(g.bytes[1]);
-    for (std::size_t j = 0; j < N; ++j) {
+    each([&](auto j) EMBER_INLINE_LAMBDA {
       const __m512 p0 = dot_mul(v0, dot_load(x(j, c)));
       if constexpr (Same) {
         add(j, dot_fma(v1, dot_load(x(j, c + 16)), p0), g.a0);
@@ -521,11 +549,11 @@ struct Dots {
         add(j, p0, g.a0);
         add(j, dot_mul(v1, dot_load(x(j, c + 16))), g.a1);
       }
-    }
+    });
 #else
     __m256 v[4];
     for (int i = 0; i < 4; ++i) v[i] = _mm256_cvtepi32_ps(g.codes8(i));
-    for (std::size_t j = 0; j < N; ++j) {
+    each([&](auto j) EMBER_INLINE_LAMBDA {
       const __m256 p0 = dot_fma(v[1], dot_load(x(j, c + 8)), dot_mul(v[0], dot_load(x(j, c))));
       const __m256 p1 =
           dot_fma(v[3], dot_load(x(j, c + 24)), dot_mul(v[2], dot_load(x(j, c + 16))));
@@ -535,26 +563,26 @@ struct Dots {
         add(j, p0, g.a0);
         add(j, p1, g.a1);
       }
-    }
+    });
 #endif
   }
   EMBER_ALWAYS_INLINE void put32(Index c, __m256 y0, __m256 y1, __m256 y2, __m256 y3) noexcept {
-    for (std::size_t j = 0; j < N; ++j) {
+    each([&](auto j) EMBER_INLINE_LAMBDA {
       const __m256 p0 = multiply_add(y1, _mm256_loadu_ps(x(j, c + 8)),
                                      _mm256_mul_ps(y0, _mm256_loadu_ps(x(j, c))));
       const __m256 p1 = multiply_add(y3, _mm256_loadu_ps(x(j, c + 24)),
                                      _mm256_mul_ps(y2, _mm256_loadu_ps(x(j, c + 16))));
       acc8[j] = _mm256_add_ps(acc8[j], _mm256_add_ps(p0, p1));
-    }
+    });
   }
   EMBER_ALWAYS_INLINE void put1(Index c, float y) noexcept {
-    for (std::size_t j = 0; j < N; ++j) tail[j] += rounded(y * *x(j, c));
+    each([&](auto j) EMBER_INLINE_LAMBDA { tail[j] += rounded(y * *x(j, c)); });
   }
   /// The dot product with vector j: its accumulators, then the offsets' Σ coef · hsum (codes),
   /// then the tail (plain types).
   [[nodiscard]] EMBER_ALWAYS_INLINE float result(std::size_t j, bool coded) const noexcept {
     DotVector v = acc[j][0];
-    for (std::size_t k = 1; k < lanes; ++k) v = dot_add(v, acc[j][k]);
+    if (two(j)) v = dot_add(v, acc[j][1]);
     float r = dot_sum(v) + lane_sum(acc8[j]);
     if (coded) {
       const float* hs = hsum + static_cast<Index>(j) * groups;
@@ -571,6 +599,13 @@ struct Dots {
   }
 };
 
+/// Columns per tile of dot_rows_n for N hidden rows of d: about 32 KB of hidden rows (whole
+/// blocks of 256), or the whole row for N <= 2.
+[[nodiscard]] inline Index dot_tile_columns(std::size_t n, Index d) noexcept {
+  if (n <= 2) return d;
+  return std::max<Index>(256, Index{8192} / static_cast<Index>(n) / 256 * 256);
+}
+
 template <std::size_t N>
 void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
                 const float* h, Index h_stride, float* out, Index out_stride) {
@@ -586,12 +621,51 @@ void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index
       hsum[j * static_cast<std::size_t>(groups) + static_cast<std::size_t>(g)] = s;
     }
   }
-  Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
-  for (Index r = 0; r < count; ++r) {
-    dots.reset();
-    feed_row(type, rows + r * row_stride, d, dots);
-    for (std::size_t j = 0; j < N; ++j) {
-      out[static_cast<Index>(j) * out_stride + r] = dots.result(j, coded);
+  const Index row_bytes = ember::detail::ggml::row_bytes(type, d);
+  const Index tile = dot_tile_columns(N, d);
+  if (tile >= d) {
+    Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
+    for (Index r = 0; r < count; ++r) {
+      if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
+      dots.reset();
+      feed_row(type, rows + r * row_stride, d, dots);
+      for (std::size_t j = 0; j < N; ++j) {
+        out[static_cast<Index>(j) * out_stride + r] = dots.result(j, coded);
+      }
+    }
+    return;
+  }
+  // Columns in tiles, so the tile of the hidden rows stays in L1 while a chunk of rows passes
+  // over it: each row's accumulators are kept between its tiles (the same operations in the same
+  // order as a row fed whole).
+  constexpr Index chunk = 8;
+  std::vector<float> coefs(static_cast<std::size_t>(chunk * std::max<Index>(groups, 1)));
+  std::vector<Dots<N>> state;
+  state.reserve(chunk);
+  for (Index r = 0; r < chunk; ++r) {
+    state.push_back(Dots<N>{h, h_stride, hsum.data(), groups, coefs.data() + r * groups});
+  }
+  for (Index r0 = 0; r0 < count; r0 += chunk) {
+    const Index len = std::min(chunk, count - r0);
+    for (Index r = 0; r < len; ++r) state[static_cast<std::size_t>(r)].reset();
+    for (Index c0 = 0; c0 < d; c0 += tile) {
+      const Index c1 = std::min(d, c0 + tile);
+      const Index bytes0 = row_bytes * c0 / d;
+      const Index span = row_bytes * c1 / d - bytes0;
+      for (Index r = 0; r < len; ++r) {
+        const std::uint8_t* row = rows + (r0 + r) * row_stride;
+        const Index next = r + 1 < len ? r0 + r + 1 : r0 + chunk;
+        if (next < count) prefetch_row(rows + next * row_stride + bytes0, span, span);
+        Dots<N> dots = state[static_cast<std::size_t>(r)];
+        feed_range(type, row, d, c0, c1, dots);
+        state[static_cast<std::size_t>(r)] = dots;
+      }
+    }
+    for (Index r = 0; r < len; ++r) {
+      for (std::size_t j = 0; j < N; ++j) {
+        out[static_cast<Index>(j) * out_stride + r0 + r] =
+            state[static_cast<std::size_t>(r)].result(j, coded);
+      }
     }
   }
 }
@@ -619,8 +693,8 @@ void decode_row_scaled(GgmlType type, const std::uint8_t* row, Index d, float s,
 
 /// out[j·out_stride + r] = Σ_c decoded(row r)[c] · h[j·h_stride + c] for the `count` encoded rows
 /// starting at `rows` (row_stride bytes apart) and the n vectors of h, each row decoded once per
-/// group of dot_group vectors and never stored whole. The kernel of tied logits for a few hidden
-/// rows.
+/// group of dot_group vectors and never stored whole, the rows two ahead prefetched. The kernel of
+/// tied logits for a few hidden rows (exact mode).
 ///
 /// The decoded values are decode_row's exactly; their products with h are summed in float in an
 /// order fixed by the build (with AVX2: 8-lane vector accumulators, products fused into the adds
@@ -637,18 +711,34 @@ inline void dot_rows(GgmlType type, const std::uint8_t* rows, Index row_stride, 
     const float* hj = h + j0 * h_stride;
     float* oj = out + j0 * out_stride;
 #if EMBER_DETAIL_GGML_AVX2
+    const auto run = [&](auto n_rows) {
+      avx2::dot_rows_n<decltype(n_rows)::value>(type, rows, row_stride, count, d, hj, h_stride, oj,
+                                                out_stride);
+    };
     switch (g) {
       case 1:
-        avx2::dot_rows_n<1>(type, rows, row_stride, count, d, hj, h_stride, oj, out_stride);
+        run(std::integral_constant<std::size_t, 1>{});
         break;
       case 2:
-        avx2::dot_rows_n<2>(type, rows, row_stride, count, d, hj, h_stride, oj, out_stride);
+        run(std::integral_constant<std::size_t, 2>{});
         break;
       case 3:
-        avx2::dot_rows_n<3>(type, rows, row_stride, count, d, hj, h_stride, oj, out_stride);
+        run(std::integral_constant<std::size_t, 3>{});
+        break;
+      case 4:
+        run(std::integral_constant<std::size_t, 4>{});
+        break;
+      case 5:
+        run(std::integral_constant<std::size_t, 5>{});
+        break;
+      case 6:
+        run(std::integral_constant<std::size_t, 6>{});
+        break;
+      case 7:
+        run(std::integral_constant<std::size_t, 7>{});
         break;
       default:
-        avx2::dot_rows_n<4>(type, rows, row_stride, count, d, hj, h_stride, oj, out_stride);
+        run(std::integral_constant<std::size_t, 8>{});
         break;
     }
 #else

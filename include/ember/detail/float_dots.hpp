@@ -1,0 +1,289 @@
+/// Float dot products of stored rows with up to 8 hidden rows, each stored row read once: the
+/// small-n tied logits of plain float tables (stream_dots) and of half / bfloat16 rows with hidden
+/// rows rounded to the same type (exact_product_dots, whose products are exact, so every build
+/// gives the same bits).
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "ember/config.hpp"
+#include "ember/detail/pass_rows.hpp"
+#include "ember/detail/prefetch.hpp"
+#include "ember/detail/quantized_hidden.hpp"
+#include "ember/ggml/blocks.hpp"
+#include "ember/types.hpp"
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__) && defined(__F16C__) && \
+    defined(__FMA__)
+#include <immintrin.h>
+#define EMBER_DETAIL_FLOAT_DOTS_AVX 1
+#else
+#define EMBER_DETAIL_FLOAT_DOTS_AVX 0
+#endif
+
+namespace ember::inline EMBER_ISA::detail {
+
+/// Hidden rows one pass of the small-n kernels serves, and the lanes of their accumulators.
+inline constexpr Index dots_max_rows = 8;
+inline constexpr int dots_lanes = 32;
+
+/// A stored row of IEEE half bits (little-endian) as floats.
+struct Fp16Element {
+  [[nodiscard]] static float at(const std::uint8_t* row, Index c) noexcept {
+    const std::uint32_t w = static_cast<std::uint32_t>(row[2 * c] | (row[2 * c + 1] << 8)) << 16;
+    // Exact half -> float, as ggml's fp16_to_fp32 (every half is a float).
+    const std::uint32_t sign = w & 0x80000000u;
+    const std::uint32_t two_w = w + w;
+    const float normalized = std::bit_cast<float>((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+    const float denormalized = std::bit_cast<float>((two_w >> 17) | (126u << 23)) - 0.5f;
+    return std::bit_cast<float>(sign |
+                                (two_w < (1u << 27) ? std::bit_cast<std::uint32_t>(denormalized)
+                                                    : std::bit_cast<std::uint32_t>(normalized)));
+  }
+  static constexpr Index bytes = 2;
+};
+
+/// A stored row of bfloat16 bits (little-endian) as floats.
+struct Bf16Element {
+  [[nodiscard]] static float at(const std::uint8_t* row, Index c) noexcept {
+    return std::bit_cast<float>(static_cast<std::uint32_t>(row[2 * c] | (row[2 * c + 1] << 8))
+                                << 16);
+  }
+  static constexpr Index bytes = 2;
+};
+
+/// A stored row of floats.
+struct F32Element {
+  [[nodiscard]] static float at(const std::uint8_t* row, Index c) noexcept {
+    float v;
+    std::memcpy(&v, row + 4 * c, sizeof v);
+    return v;
+  }
+  static constexpr Index bytes = 4;
+};
+
+/// The sum of 32 lanes: t16[i] = a[i] + a[i + 16], then the tree of detail/qdot.hpp over t16.
+[[nodiscard]] inline float tree32(const float* a) noexcept {
+  float t16[16];
+  for (int i = 0; i < 16; ++i) t16[i] = a[i] + a[i + 16];
+  float t8[8];
+  for (int i = 0; i < 8; ++i) t8[i] = t16[i] + t16[i + 8];
+  float t4[4];
+  for (int i = 0; i < 4; ++i) t4[i] = t8[i] + t8[i + 4];
+  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+}
+
+#if EMBER_DETAIL_FLOAT_DOTS_AVX
+namespace avx {
+
+/// 8 stored values from element c on, as floats.
+EMBER_ALWAYS_INLINE __m256 load8(Fp16Element, const std::uint8_t* row, Index c) noexcept {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
+}
+EMBER_ALWAYS_INLINE __m256 load8(Bf16Element, const std::uint8_t* row, Index c) noexcept {
+  const __m256i wide =
+      _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+EMBER_ALWAYS_INLINE __m256 load8(F32Element, const std::uint8_t* row, Index c) noexcept {
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(row + 4 * c));
+}
+
+/// The sum of the 32 lanes of a[0..3] (lanes 8i .. 8i + 7 in a[i]) in tree32's order.
+EMBER_ALWAYS_INLINE float tree32(const __m256* a) noexcept {
+  const __m256 lo = _mm256_add_ps(a[0], a[2]);  // t16[0..7]
+  const __m256 hi = _mm256_add_ps(a[1], a[3]);  // t16[8..15]
+  const __m256 t8 = _mm256_add_ps(lo, hi);
+  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
+}
+
+template <Index N, class E>
+EMBER_ALWAYS_INLINE void dots_n(E e, const std::uint8_t* rows, Index row_stride, Index count,
+                                Index d, const float* v, Index v_stride, float* out,
+                                Index out_stride) {
+  const Index whole = d - d % dots_lanes;
+  const Index row_bytes = d * E::bytes;
+  for (Index r = 0; r < count; ++r) {
+    const std::uint8_t* row = rows + r * row_stride;
+    if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
+    constexpr auto n = static_cast<std::size_t>(N);
+    __m256 acc[n][4];
+    for (Index j = 0; j < N; ++j)
+      for (int k = 0; k < 4; ++k) acc[j][k] = _mm256_setzero_ps();
+    for (Index c = 0; c < whole; c += dots_lanes) {
+      __m256 w[4];
+      for (int k = 0; k < 4; ++k) w[k] = load8(e, row, c + 8 * k);
+      for (Index j = 0; j < N; ++j) {
+        const float* x = v + j * v_stride + c;
+        for (int k = 0; k < 4; ++k)
+          acc[j][k] = _mm256_fmadd_ps(w[k], _mm256_loadu_ps(x + 8 * k), acc[j][k]);
+      }
+    }
+    for (Index j = 0; j < N; ++j) {
+      float lanes[dots_lanes];
+      for (int k = 0; k < 4; ++k) _mm256_storeu_ps(lanes + 8 * k, acc[j][k]);
+      const float* x = v + j * v_stride;
+      for (Index c = whole; c < d; ++c)
+        lanes[c - whole] = std::fma(E::at(row, c), x[c], lanes[c - whole]);
+      out[j * out_stride + r] = detail::tree32(lanes);
+    }
+  }
+}
+
+}  // namespace avx
+#endif
+
+#if EMBER_DETAIL_FLOAT_DOTS_AVX && defined(__AVX512F__)
+namespace avx512 {
+
+/// 16 stored values from element c on, as floats.
+EMBER_ALWAYS_INLINE __m512 load16(Fp16Element, const std::uint8_t* row, Index c) noexcept {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
+}
+EMBER_ALWAYS_INLINE __m512 load16(Bf16Element, const std::uint8_t* row, Index c) noexcept {
+  const __m512i wide =
+      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+EMBER_ALWAYS_INLINE __m512 load16(F32Element, const std::uint8_t* row, Index c) noexcept {
+  return _mm512_loadu_ps(reinterpret_cast<const float*>(row + 4 * c));
+}
+
+/// Columns of one tile: the tile of N hidden rows (32 KB) stays in L1 while a chunk of table
+/// rows passes over it.
+template <Index N>
+inline constexpr Index tile_columns = std::max<Index>(dots_lanes,
+                                                      Index{8192} / N / dots_lanes * dots_lanes);
+
+/// Table rows per chunk: their accumulators live in memory between tiles.
+inline constexpr Index chunk_rows = 8;
+
+/// As avx::dots_n (the same order per lane: lanes 0-15 and 16-31 of the two accumulators), over
+/// tiles of columns: each accumulator is saved and reloaded exactly between tiles.
+template <Index N, class E>
+EMBER_ALWAYS_INLINE void dots_n(E e, const std::uint8_t* rows, Index row_stride, Index count,
+                                Index d, const float* v, Index v_stride, float* out,
+                                Index out_stride) {
+  const Index whole = d - d % dots_lanes;
+  constexpr Index tile = tile_columns<N>;
+  constexpr auto n = static_cast<std::size_t>(N);
+  alignas(64) float saved[chunk_rows][n][dots_lanes];
+  for (Index r0 = 0; r0 < count; r0 += chunk_rows) {
+    const Index len = std::min(chunk_rows, count - r0);
+    for (Index c0 = 0; c0 < whole; c0 += tile) {
+      const Index c1 = std::min(whole, c0 + tile);
+      for (Index r = 0; r < len; ++r) {
+        const std::uint8_t* row = rows + (r0 + r) * row_stride;
+        if (r + 1 < len) {
+          prefetch_row(row + row_stride + c0 * E::bytes, (c1 - c0) * E::bytes,
+                       (c1 - c0) * E::bytes);
+        } else if (r0 + chunk_rows < count) {
+          prefetch_row(rows + (r0 + chunk_rows) * row_stride + c0 * E::bytes, (c1 - c0) * E::bytes,
+                       (c1 - c0) * E::bytes);
+        }
+        __m512 acc[n][2];
+        for (std::size_t j = 0; j < n; ++j) {
+          acc[j][0] = c0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(saved[r][j]);
+          acc[j][1] = c0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(saved[r][j] + 16);
+        }
+        for (Index c = c0; c < c1; c += dots_lanes) {
+          const __m512 w0 = load16(e, row, c);
+          const __m512 w1 = load16(e, row, c + 16);
+          for (std::size_t j = 0; j < n; ++j) {
+            const float* x = v + static_cast<Index>(j) * v_stride + c;
+            acc[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc[j][0]);
+            acc[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc[j][1]);
+          }
+        }
+        for (std::size_t j = 0; j < n; ++j) {
+          _mm512_store_ps(saved[r][j], acc[j][0]);
+          _mm512_store_ps(saved[r][j] + 16, acc[j][1]);
+        }
+      }
+    }
+    for (Index r = 0; r < len; ++r) {
+      const std::uint8_t* row = rows + (r0 + r) * row_stride;
+      for (std::size_t j = 0; j < n; ++j) {
+        float* lanes = saved[r][j];
+        if (whole == 0) std::fill(lanes, lanes + dots_lanes, 0.0f);
+        const float* x = v + static_cast<Index>(j) * v_stride;
+        for (Index c = whole; c < d; ++c)
+          lanes[c - whole] = std::fma(E::at(row, c), x[c], lanes[c - whole]);
+        out[static_cast<Index>(j) * out_stride + r0 + r] = detail::tree32(lanes);
+      }
+    }
+  }
+}
+
+}  // namespace avx512
+#endif
+
+/// out[j·out_stride + r] = Σ_c w_rc · v_jc for the `count` stored rows at `rows` (row_stride
+/// bytes apart, elements read through E) and nj <= 8 float rows v (v_stride apart), each stored
+/// row read once: lane c mod 32 accumulates w · v in increasing c, fused or not, and the lanes
+/// are summed by tree32. Where every product w · v is exact in float (half or bfloat16 values
+/// times values of the same type) the result is the same bits in every build; otherwise the
+/// build's FMA makes the difference (within d · 2⁻²⁴ · Σ |w · v| of the exact sum either way).
+template <class E>
+void float_row_dots(E e, const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                    const float* v, Index v_stride, Index nj, float* out, Index out_stride) {
+  EMBER_ASSERT(nj >= 1 && nj <= dots_max_rows);
+#if EMBER_DETAIL_FLOAT_DOTS_AVX
+  const auto run = [&](auto n) {
+#if defined(__AVX512F__)
+    avx512::dots_n<decltype(n)::value>(e, rows, row_stride, count, d, v, v_stride, out, out_stride);
+#else
+    avx::dots_n<decltype(n)::value>(e, rows, row_stride, count, d, v, v_stride, out, out_stride);
+#endif
+  };
+  visit_pass_rows(nj, run);
+#else
+  static_cast<void>(e);
+  for (Index r = 0; r < count; ++r) {
+    const std::uint8_t* row = rows + r * row_stride;
+    for (Index j = 0; j < nj; ++j) {
+      float lanes[dots_lanes] = {};
+      const float* x = v + j * v_stride;
+      for (Index c = 0; c < d; ++c) lanes[c % dots_lanes] += E::at(row, c) * x[c];
+      out[j * out_stride + r] = tree32(lanes);
+    }
+  }
+#endif
+}
+
+/// Hidden rows h[n, d] (row j at h + j · h_stride) rounded to half (E = Fp16Element) or bfloat16
+/// (Bf16Element) to nearest even, as ggml rounds the hidden rows of an F16 or BF16 product, kept
+/// as floats for float_row_dots.
+template <class E>
+[[nodiscard]] QuantizedHidden round_hidden(E, const float* h, Index h_stride, Index n, Index d) {
+  static_assert(std::is_same_v<E, Fp16Element> || std::is_same_v<E, Bf16Element>);
+  QuantizedHidden q;
+  q.reset(QuantizedHidden::Layout::values, n, d, false);
+  for (Index j = 0; j < n; ++j) {
+    const float* x = h + j * h_stride;
+    float* v = q.row_values(j);
+    for (Index c = 0; c < d; ++c) {
+      v[c] = std::is_same_v<E, Fp16Element> ? ggml::fp16_to_fp32(ggml::fp32_to_fp16(x[c]))
+                                            : ggml::bf16_to_fp32(ggml::fp32_to_bf16(x[c]));
+    }
+  }
+  return q;
+}
+
+/// float_row_dots of rows of E with rounded hidden rows j0 .. j0 + nj of q.
+template <class E>
+void rounded_row_dots(E e, const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                      const QuantizedHidden& q, Index j0, Index nj, float* out, Index out_stride) {
+  float_row_dots(e, rows, row_stride, count, d, q.row_values(j0), q.d, nj, out, out_stride);
+}
+
+}  // namespace ember::inline EMBER_ISA::detail

@@ -1,0 +1,120 @@
+/// LogitsMode::quantized_hidden for FBGEMM's 8-bit rows (codec::Int8Rowwise): the hidden rows
+/// rounded in blocks of 32 as ggml's Q8_1 rounds them, and integer dot products of the row codes
+/// with them, in the units order of detail/qdot.hpp (the same bits on every instruction set).
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "ember/config.hpp"
+#include "ember/detail/pass_rows.hpp"
+#include "ember/detail/qdot.hpp"
+#include "ember/detail/quantized_hidden.hpp"
+#include "ember/ggml/dot.hpp"
+#include "ember/ggml/hidden.hpp"
+#include "ember/types.hpp"
+
+namespace ember::inline EMBER_ISA::detail {
+
+/// Hidden rows h[n, d] (finite) for dot products with int8 rows of width d: each block of 32
+/// values (the last zero-padded) gets ggml's Q8_1 codes and scale (quantize_row_q8_1_ref's
+/// qs and d), and the offset term y = float(Σ q) · d of the block in float (Q8_1 stores it in
+/// fp16: an int8 row's bias multiplies it, and its rounding would be the largest error).
+[[nodiscard]] inline QuantizedHidden int8_rows_hidden(const float* h, Index h_stride, Index n,
+                                                      Index d) {
+  const Index units = (d + qdot_unit - 1) / qdot_unit;
+  QuantizedHidden q;
+  q.reset(QuantizedHidden::Layout::units, n, units * qdot_unit, true);
+  q.d = d;
+  for (Index j = 0; j < n; ++j) {
+    const float* x = h + j * h_stride;
+    for (Index u = 0; u < units; ++u) {
+      float block[qdot_unit] = {};
+      const Index len = std::min(qdot_unit, d - u * qdot_unit);
+      std::copy_n(x + u * qdot_unit, len, block);
+      std::uint8_t b[sizeof(ggml::BlockQ8_1)];
+      ggml::quantize_q8_block<true>(block, b);
+      std::int8_t c[qdot_unit];
+      std::memcpy(c, b + offsetof(ggml::BlockQ8_1, qs), sizeof c);
+      put_unit_codes(q.group_codes(j, 0), u, c);
+      std::int32_t sum = 0;
+      for (const std::int8_t v : c) sum += v;
+      const float scale = ggml::load_half(b + offsetof(ggml::BlockQ8_1, d));
+      const Index g = u / qdot_lanes;
+      const Index lane = u % qdot_lanes;
+      q.group_isum(j, g)[lane] = sum;
+      q.group_scale(j, g)[lane] = scale;
+      q.group_extra(j, g)[lane] = static_cast<float>(sum) * scale;
+    }
+  }
+  return q;
+}
+
+/// The scale and bias of a stored int8 row of d codes.
+inline void int8_row_params(const std::uint8_t* row, Index d, float& scale, float& bias) noexcept {
+  std::memcpy(&scale, row + d, sizeof scale);
+  std::memcpy(&bias, row + d + Index{sizeof(float)}, sizeof bias);
+}
+
+/// out[(j - j0)·out_stride + r] = the dot product of int8 row r of the `count` at `rows`
+/// (row_stride bytes apart, d codes + scale + bias each) with hidden row j of q
+/// (int8_rows_hidden), nj <= 8: units of 32 codes, dw = the row's scale, mw = its bias.
+inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                           const QuantizedHidden& q, Index j0, Index nj, float* out,
+                           Index out_stride) {
+  EMBER_ASSERT(nj >= 1 && nj <= 8 && j0 + nj <= q.rows);
+  const Index units = (d + qdot_unit - 1) / qdot_unit;
+  const Index row_bytes = d + 2 * Index{sizeof(float)};
+  const auto run = [&](auto rows_in_pass) {
+    constexpr Index N = decltype(rows_in_pass)::value;
+    static_cast<void>(N);
+#if EMBER_DETAIL_QDOT_VNNI
+    ggml::qdot_vnni::units_rows<0, true, N>(
+        [d](const std::uint8_t* row, Index g, Index active, ggml::qdot_vnni::Units& t) {
+          ggml::qdot_vnni::load_contiguous_units(row + g * qdot_group,
+                                                 std::min(d - g * qdot_group, qdot_group), t.w);
+          float scale = 0;
+          float bias = 0;
+          int8_row_params(row, d, scale, bias);
+          t.dw = _mm512_set1_ps(scale);
+          t.mw = _mm512_set1_ps(bias);
+          static_cast<void>(active);
+        },
+        rows, row_stride, row_bytes, count, units, q, j0, out, out_stride);
+#elif EMBER_DETAIL_QDOT_AVX2
+    // Codes minus 128 through the sign trick, corrected by +128 · Σ hidden codes.
+    ggml::qdot_avx2::units_rows<-128, true, true, N>(
+        [d](const std::uint8_t* row, Index first, Index active, ggml::qdot_avx2::Units& t) {
+          const Index begin = first * qdot_unit;
+          ggml::qdot_avx2::load_contiguous_units(row + begin, std::min(d - begin, 8 * qdot_unit),
+                                                 t.w);
+          float scale = 0;
+          float bias = 0;
+          int8_row_params(row, d, scale, bias);
+          t.dw = _mm256_set1_ps(scale);
+          t.mw = _mm256_set1_ps(bias);
+          static_cast<void>(active);
+        },
+        rows, row_stride, row_bytes, count, units, q, j0, out, out_stride);
+#else
+    qdot_units_portable<0, true>(
+        [d](const std::uint8_t* row, Index u, WeightUnit& wu) {
+          const Index begin = u * qdot_unit;
+          for (Index e = 0; e < qdot_unit; ++e) wu.w[e] = begin + e < d ? row[begin + e] : 0;
+          int8_row_params(row, d, wu.dw, wu.mw);
+        },
+        rows, row_stride, count, units, q, j0, nj, out, out_stride);
+    static_cast<void>(row_bytes);
+#endif
+  };
+#if EMBER_DETAIL_QDOT_VNNI || EMBER_DETAIL_QDOT_AVX2
+  visit_pass_rows(nj, run);
+#else
+  run(std::integral_constant<Index, 1>{});
+#endif
+}
+
+}  // namespace ember::inline EMBER_ISA::detail

@@ -1,0 +1,250 @@
+/// Tied logits of ggml rows with quantized hidden rows, as ggml computes a matrix product: each
+/// hidden row rounded once to the weight type's dot type (Q8_0, Q8_1, Q8_K, F16 or BF16, by
+/// ggml's reference quantizers) and the products taken in integers (the block types) or in float
+/// (F16, BF16), in the one order of detail/qdot.hpp whatever the instruction set.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "ember/config.hpp"
+#include "ember/detail/float_dots.hpp"
+#include "ember/detail/qdot.hpp"
+#include "ember/ggml/blocks.hpp"
+#include "ember/ggml/decode.hpp"
+#include "ember/ggml/hidden.hpp"
+#include "ember/ggml/type.hpp"
+#include "ember/types.hpp"
+
+// The kernels this build has: AVX-512 VNNI (with BW, VL, VBMI and BITALG), AVX2 (with F16C), and
+// the portable ones, which every build has and the others are tested against.
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__AVX512VBMI__) &&                \
+    defined(__AVX512BITALG__)
+#define EMBER_DETAIL_QDOT_VNNI 1
+#include "ember/ggml/dot_vnni.hpp"
+#else
+#define EMBER_DETAIL_QDOT_VNNI 0
+#endif
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__) && defined(__F16C__)
+#define EMBER_DETAIL_QDOT_AVX2 1
+#include "ember/ggml/dot_avx2.hpp"
+#else
+#define EMBER_DETAIL_QDOT_AVX2 0
+#endif
+
+namespace ember::inline EMBER_ISA::detail::ggml {
+
+// ---- the hidden rows ----------------------------------------------------------------------------
+
+/// Rounds hidden rows h[n, d] (row j at h + j · h_stride; finite) for dot products with rows of
+/// `weight`: to its dot type by ggml's reference quantizers, in the layout the kernels read.
+/// Precondition: decodes(weight), weight != F32, d a multiple of its block size.
+inline QuantizedHidden quantize_hidden(GgmlType weight, const float* h, Index h_stride, Index n,
+                                       Index d) {
+  using Layout = QuantizedHidden::Layout;
+  const GgmlType dot = dot_type(weight);
+  QuantizedHidden q;
+  if (dot == GgmlType::F16) return round_hidden(Fp16Element{}, h, h_stride, n, d);
+  if (dot == GgmlType::BF16) return round_hidden(Bf16Element{}, h, h_stride, n, d);
+  const Index bytes = row_bytes(dot, d);
+  std::vector<std::uint8_t> blocks(static_cast<std::size_t>(bytes));
+  if (dot == GgmlType::Q8_K) {
+    using B = BlockQ8_K;
+    q.reset(Layout::super_blocks, n, d, false);
+    for (Index j = 0; j < n; ++j) {
+      quantize_dot_type(dot, h + j * h_stride, d, blocks.data());
+      for (Index s = 0; s < q.groups; ++s) {
+        const std::uint8_t* b = blocks.data() + s * Index{sizeof(B)};
+        std::memcpy(q.group_codes(j, s), b + offsetof(B, qs), B::elements);
+        std::int32_t* bsum = q.group_isum(j, s);
+        for (std::size_t l = 0; l < 16; ++l) {
+          bsum[l] = static_cast<std::int16_t>(load_u16(b + offsetof(B, bsums) + 2 * l));
+        }
+        std::memcpy(q.group_scale(j, s), b + offsetof(B, d), sizeof(float));
+      }
+    }
+    return q;
+  }
+  // Q8_0 and Q8_1: one unit per block.
+  const bool with_sum = dot == GgmlType::Q8_1;
+  q.reset(Layout::units, n, d, with_sum);
+  const Index units = d / qdot_unit;
+  for (Index j = 0; j < n; ++j) {
+    quantize_dot_type(dot, h + j * h_stride, d, blocks.data());
+    std::int8_t* codes = q.group_codes(j, 0);
+    for (Index u = 0; u < units; ++u) {
+      const std::uint8_t* b = blocks.data() + u * traits(dot).block_bytes;
+      const std::uint8_t* qs = b + (with_sum ? offsetof(BlockQ8_1, qs) : offsetof(BlockQ8_0, qs));
+      std::int8_t c[qdot_unit];
+      std::memcpy(c, qs, sizeof c);
+      put_unit_codes(codes, u, c);
+      std::int32_t sum = 0;
+      for (const std::int8_t v : c) sum += v;
+      const Index g = u / qdot_lanes;
+      const Index lane = u % qdot_lanes;
+      q.group_isum(j, g)[lane] = sum;
+      q.group_scale(j, g)[lane] = load_half(b);
+      if (with_sum) {
+        q.group_extra(j, g)[lane] = load_half(b + offsetof(BlockQ8_1, s));
+      }
+    }
+  }
+  return q;
+}
+
+// ---- the portable kernels: one block type's units or super-blocks
+// --------------------------------
+
+/// The code offset of a block type in the integer kernels (its codes w stand for w - offset).
+template <class B>
+inline constexpr int code_offset = std::is_same_v<B, BlockQ4_0>   ? 8
+                                   : std::is_same_v<B, BlockQ5_0> ? 16
+                                   : std::is_same_v<B, BlockQ8_0> ? 128
+                                   : std::is_same_v<B, BlockQ3_K> ? 4
+                                   : std::is_same_v<B, BlockQ6_K> ? 32
+                                                                  : 0;
+/// True for the 32-element types with an offset m (Q4_1, Q5_1).
+template <class B>
+inline constexpr bool has_offset_term =
+    std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>;
+/// True for the super-block types with mins (Q2_K, Q4_K, Q5_K).
+template <class B>
+inline constexpr bool has_mins =
+    std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ4_K> || std::is_same_v<B, BlockQ5_K>;
+
+/// Unit u of a row of 32-element blocks: codes, scale and offset.
+template <class B>
+inline void weight_unit(const std::uint8_t* row, Index u, WeightUnit& wu) noexcept {
+  const std::uint8_t* b = row + u * Index{sizeof(B)};
+  wu.dw = load_half(b + offsetof(B, d));
+  wu.mw = 0.0f;
+  if constexpr (std::is_same_v<B, BlockQ8_0>) {
+    for (std::size_t e = 0; e < 32; ++e) wu.w[e] = b[offsetof(B, qs) + e] ^ 0x80u;
+  } else if constexpr (std::is_same_v<B, BlockQ4_0> || std::is_same_v<B, BlockQ4_1>) {
+    const std::uint8_t* qs = b + offsetof(B, qs);
+    for (std::size_t e = 0; e < 16; ++e) {
+      wu.w[e] = qs[e] & 0x0F;
+      wu.w[e + 16] = static_cast<std::uint8_t>(qs[e] >> 4);
+    }
+  } else {
+    int q[32];
+    q5_codes(b + offsetof(B, qs), load_u32(b + offsetof(B, qh)), q);
+    for (std::size_t e = 0; e < 32; ++e) wu.w[e] = static_cast<std::uint8_t>(q[e]);
+  }
+  if constexpr (has_offset_term<B>) wu.mw = load_half(b + offsetof(B, m));
+}
+
+/// Super-block s of a row of K-quants: codes, sub-block scales and mins, d and dmin.
+template <class B>
+inline void weight_super_block(const std::uint8_t* row, Index s, WeightSuperBlock& wb) noexcept {
+  const std::uint8_t* b = row + s * Index{sizeof(B)};
+  wb.d = load_half(b + offsetof(B, d));
+  wb.dmin = 0.0f;
+  for (std::size_t e = 0; e < 256; ++e) {
+    const std::size_t half = e / 128;  // 128-element halves
+    const std::size_t i = e % 32;
+    const std::size_t quarter = (e % 128) / 32;
+    if constexpr (std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>) {
+      int w = (b[offsetof(B, qs) + 32 * half + i] >> (2 * quarter)) & 3;
+      if constexpr (std::is_same_v<B, BlockQ3_K>) {
+        w |= ((b[offsetof(B, hmask) + i] >> (4 * half + quarter)) & 1) << 2;
+      }
+      wb.w[e] = static_cast<std::uint8_t>(w);
+    } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
+      const int low =
+          (b[offsetof(B, ql) + 64 * half + 32 * (quarter % 2) + i] >> (4 * (quarter / 2))) & 0xF;
+      const int high = (b[offsetof(B, qh) + 32 * half + i] >> (2 * quarter)) & 3;
+      wb.w[e] = static_cast<std::uint8_t>(low | (high << 4));
+    } else {  // Q4_K, Q5_K: sub-block e / 32 holds nibble (e / 32) % 2 of 32 bytes of qs
+      const std::size_t sub = e / 32;
+      int w = (b[offsetof(B, qs) + 32 * (sub / 2) + i] >> (4 * (sub % 2))) & 0xF;
+      if constexpr (std::is_same_v<B, BlockQ5_K>) w |= ((b[offsetof(B, qh) + i] >> sub) & 1) << 4;
+      wb.w[e] = static_cast<std::uint8_t>(w);
+    }
+  }
+  if constexpr (std::is_same_v<B, BlockQ2_K>) {
+    for (std::size_t l = 0; l < 16; ++l) {
+      wb.sc[l] = b[offsetof(B, scales) + l] & 0xF;
+      wb.m[l] = b[offsetof(B, scales) + l] >> 4;
+    }
+    wb.dmin = load_half(b + offsetof(B, dmin));
+  } else if constexpr (std::is_same_v<B, BlockQ3_K>) {
+    int sc[16];
+    q3_k_scales(b + offsetof(B, scales), sc);
+    for (std::size_t l = 0; l < 16; ++l) wb.sc[l] = sc[l] - 32;
+  } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
+    for (std::size_t l = 0; l < 16; ++l) {
+      wb.sc[l] = static_cast<std::int8_t>(b[offsetof(B, scales) + l]);
+    }
+  } else {
+    for (int l = 0; l < 16; ++l) {
+      int sc = 0;
+      int m = 0;
+      scale_min_k4(l / 2, b + offsetof(B, scales), sc, m);
+      wb.sc[l] = sc;
+      wb.m[l] = m;
+    }
+    wb.dmin = load_half(b + offsetof(B, dmin));
+  }
+}
+
+namespace portable {
+
+/// The portable kernel of one block type (the reference of the vector kernels).
+template <class B>
+void qdot_block_rows(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                     const QuantizedHidden& h, Index j0, Index nj, float* out, Index out_stride) {
+  if constexpr (B::elements == 32) {
+    qdot_units_portable<code_offset<B>, has_offset_term<B>>(
+        [](const std::uint8_t* row, Index u, WeightUnit& wu) { weight_unit<B>(row, u, wu); }, rows,
+        row_stride, count, d / 32, h, j0, nj, out, out_stride);
+  } else {
+    qdot_super_portable<code_offset<B>, has_mins<B>>(
+        [](const std::uint8_t* row, Index s, WeightSuperBlock& wb) {
+          weight_super_block<B>(row, s, wb);
+        },
+        rows, row_stride, count, d / 256, h, j0, nj, out, out_stride);
+  }
+}
+
+}  // namespace portable
+
+/// out[(j - j0)·out_stride + r] = the dot product of encoded row r (of the `count` rows at `rows`,
+/// row_stride bytes apart) with hidden row j of `h` (quantized for `type` by quantize_hidden),
+/// for j in [j0, j0 + nj), nj <= 8, in the order of detail/qdot.hpp (F16, BF16: float_dots'
+/// exact-product order): the same bits from every kernel. Preconditions: as quantize_hidden.
+inline void qdot_rows(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count,
+                      Index d, const QuantizedHidden& h, Index j0, Index nj, float* out,
+                      Index out_stride) {
+  EMBER_ASSERT(decodes(type) && type != GgmlType::F32 && d % traits(type).block_size == 0);
+  EMBER_ASSERT(nj >= 1 && nj <= 8 && j0 + nj <= h.rows);
+  if (type == GgmlType::F16 || type == GgmlType::BF16) {
+    if (type == GgmlType::F16) {
+      rounded_row_dots(Fp16Element{}, rows, row_stride, count, d, h, j0, nj, out, out_stride);
+    } else {
+      rounded_row_dots(Bf16Element{}, rows, row_stride, count, d, h, j0, nj, out, out_stride);
+    }
+    return;
+  }
+  visit_block(type, [&](auto block) {
+    using B = typename decltype(block)::type;
+    constexpr bool extra = has_offset_term<B> || has_mins<B>;
+#if EMBER_DETAIL_QDOT_VNNI
+    qdot_vnni::block_rows<B, code_offset<B>, extra>(rows, row_stride, count, d, h, j0, nj, out,
+                                                    out_stride);
+#elif EMBER_DETAIL_QDOT_AVX2
+    qdot_avx2::block_rows<B, code_offset<B>, extra>(rows, row_stride, count, d, h, j0, nj, out,
+                                               out_stride);
+#else
+    static_cast<void>(extra);
+    portable::qdot_block_rows<B>(rows, row_stride, count, d, h, j0, nj, out, out_stride);
+#endif
+  });
+}
+
+}  // namespace ember::inline EMBER_ISA::detail::ggml

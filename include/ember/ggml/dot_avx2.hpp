@@ -1,0 +1,408 @@
+/// The AVX2 kernels of ggml/dot.hpp (vpmaddubsw / vpmaddwd): the order of detail/qdot.hpp, the
+/// same bits as the portable kernels; the 16 lanes of the order are two 8-lane registers.
+/// Included by ggml/dot.hpp where the build has AVX2 and F16C (and not the VNNI kernels).
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__) && defined(__F16C__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "ember/config.hpp"
+#include "ember/detail/pass_rows.hpp"
+#include "ember/detail/prefetch.hpp"
+#include "ember/detail/quantized_hidden.hpp"
+#include "ember/ggml/blocks.hpp"
+#include "ember/types.hpp"
+
+namespace ember::inline EMBER_ISA::detail::ggml::qdot_avx2 {
+
+/// Σ over pairs of u8 a · s8 b, then over pairs again: 8 sums of 4 products (a < 128 or b's
+/// magnitude small enough that no pair saturates).
+EMBER_ALWAYS_INLINE __m256i dot4(__m256i a, __m256i b) noexcept {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1));
+}
+
+/// dot4 of signed a (|a| <= 128) and signed b (|b| <= 127), by the sign trick.
+EMBER_ALWAYS_INLINE __m256i dot4_signed(__m256i a, __m256i b) noexcept {
+  return dot4(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+/// The 8 x 8 transpose of dwords: out[k] lane i = in[i] lane k.
+EMBER_ALWAYS_INLINE void transpose8(__m256i* v) noexcept {
+  const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]);
+  const __m256i t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]);
+  const __m256i t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+  const __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]);
+  const __m256i t5 = _mm256_unpackhi_epi32(v[4], v[5]);
+  const __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]);
+  const __m256i t7 = _mm256_unpackhi_epi32(v[6], v[7]);
+  const __m256i s0 = _mm256_unpacklo_epi64(t0, t2);
+  const __m256i s1 = _mm256_unpackhi_epi64(t0, t2);
+  const __m256i s2 = _mm256_unpacklo_epi64(t1, t3);
+  const __m256i s3 = _mm256_unpackhi_epi64(t1, t3);
+  const __m256i s4 = _mm256_unpacklo_epi64(t4, t6);
+  const __m256i s5 = _mm256_unpackhi_epi64(t4, t6);
+  const __m256i s6 = _mm256_unpacklo_epi64(t5, t7);
+  const __m256i s7 = _mm256_unpackhi_epi64(t5, t7);
+  v[0] = _mm256_permute2x128_si256(s0, s4, 0x20);
+  v[1] = _mm256_permute2x128_si256(s1, s5, 0x20);
+  v[2] = _mm256_permute2x128_si256(s2, s6, 0x20);
+  v[3] = _mm256_permute2x128_si256(s3, s7, 0x20);
+  v[4] = _mm256_permute2x128_si256(s0, s4, 0x31);
+  v[5] = _mm256_permute2x128_si256(s1, s5, 0x31);
+  v[6] = _mm256_permute2x128_si256(s2, s6, 0x31);
+  v[7] = _mm256_permute2x128_si256(s3, s7, 0x31);
+}
+
+/// The 32 codes of a 32-element block in order: unsigned for Q4_0 ... Q5_1, signed for Q8_0.
+template <class B>
+EMBER_ALWAYS_INLINE __m256i block_codes(const std::uint8_t* b) noexcept {
+  if constexpr (std::is_same_v<B, BlockQ8_0>) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(B, qs)));
+  } else {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, qs)));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(x, low4)),
+                                        _mm_and_si128(_mm_srli_epi16(x, 4), low4), 1);
+    if constexpr (std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1>) {
+      // Byte e of `bits` is all ones when bit e of qh is set (ggml's bytes_from_bits_32).
+      const __m256i spread = _mm256_shuffle_epi8(
+          _mm256_set1_epi32(static_cast<int>(load_u32(b + offsetof(B, qh)))),
+          _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+      const __m256i bits = _mm256_cmpeq_epi8(
+          _mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
+      q = _mm256_or_si256(q, _mm256_and_si256(bits, _mm256_set1_epi8(16)));
+    }
+    return q;
+  }
+}
+
+/// The 8 halves at byte offset `offset` of blocks 0..7 (`active` of them; zero past) as floats.
+template <class B>
+EMBER_ALWAYS_INLINE __m256 block_halves(const std::uint8_t* first, Index active,
+                                        std::size_t offset) noexcept {
+  alignas(16) std::uint16_t h[8] = {};
+  for (Index u = 0; u < active; ++u) h[u] = load_u16(first + u * Index{sizeof(B)} + offset);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+/// -offset · sums (8 lanes), offset a power of two (or 0; negative: +|offset| · sums).
+template <int Offset>
+EMBER_ALWAYS_INLINE __m256i offset_init(const std::int32_t* sums) noexcept {
+  if constexpr (Offset == 0) {
+    return _mm256_setzero_si256();
+  } else {
+    constexpr int a = Offset < 0 ? -Offset : Offset;
+    constexpr int shift = a == 4 ? 2 : a == 8 ? 3 : a == 16 ? 4 : a == 32 ? 5 : 7;
+    const __m256i scaled =
+        _mm256_slli_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(sums)), shift);
+    return Offset < 0 ? scaled : _mm256_sub_epi32(_mm256_setzero_si256(), scaled);
+  }
+}
+
+/// The sum of the 16 lanes lo (0..7) and hi (8..15) in the order of detail/qdot.hpp's lane_tree.
+EMBER_ALWAYS_INLINE float lane_tree(__m256 lo, __m256 hi) noexcept {
+  const __m256 t8 = _mm256_add_ps(lo, hi);
+  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
+}
+
+/// w[k] lane u = bytes 32u + 4k .. + 3 of the `bytes` bytes at p (8 units of 32 codes, each
+/// contiguous), minus 128 (signed, for the sign trick); dwords past `bytes` read as zero.
+EMBER_ALWAYS_INLINE void load_contiguous_units(const std::uint8_t* p, Index bytes,
+                                               __m256i* w) noexcept {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (Index u = 0; u < 8; ++u) {
+    const auto dwords = static_cast<int>(std::clamp<Index>((bytes - 32 * u + 3) / 4, 0, 8));
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(dwords), lane);
+    const __m256i q = _mm256_maskload_epi32(reinterpret_cast<const int*>(p + 32 * u), m);
+    w[u] = _mm256_xor_si256(q, flip);
+  }
+  transpose8(w);
+}
+
+/// The 8 units of half h of a group of a row, as the kernel reads them.
+struct Units {
+  __m256i w[8];
+  __m256 dw;
+  __m256 mw;
+};
+
+template <class B>
+EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* first, Index active, Units& t) noexcept {
+  for (Index u = 0; u < 8; ++u) {
+    t.w[u] = u < active ? block_codes<B>(first + u * Index{sizeof(B)}) : _mm256_setzero_si256();
+  }
+  transpose8(t.w);
+  t.dw = block_halves<B>(first, active, offsetof(B, d));
+  t.mw = _mm256_setzero_ps();
+  if constexpr (std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>) {
+    t.mw = block_halves<B>(first, active, offsetof(B, m));
+  }
+}
+
+/// The units kernel for N hidden rows: see detail::qdot_units_portable. `load(row, first,
+/// active, Units&)` gives units first .. first + 7 of a row (`active` of them present); Signed:
+/// its codes are signed (the sign trick; Offset then corrects codes stored minus 128).
+template <int Offset, bool Signed, bool Extra, Index N, class Load>
+void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index row_bytes,
+                Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
+                Index out_stride) {
+  const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
+  for (Index r = 0; r < count; ++r) {
+    const std::uint8_t* row = rows + r * row_stride;
+    if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
+    constexpr auto n = static_cast<std::size_t>(N);
+    __m256 f[n][2];
+    __m256 gx[n][2];
+    for (Index j = 0; j < N; ++j)
+      for (int half = 0; half < 2; ++half) f[j][half] = gx[j][half] = _mm256_setzero_ps();
+    for (Index g = 0; g < groups; ++g) {
+      for (int half = 0; half < 2; ++half) {
+        const Index first = g * qdot_lanes + 8 * half;
+        const Index active = std::clamp<Index>(units - first, 0, 8);
+        if (active == 0) continue;
+        Units t;
+        load(row, first, active, t);
+        for (Index j = 0; j < N; ++j) {
+          const std::int8_t* hq = h.group_codes(j0 + j, g) + 32 * half;
+          __m256i acc = offset_init<Offset>(h.group_isum(j0 + j, g) + 8 * half);
+          for (int k = 0; k < 8; ++k) {
+            const __m256i hk = _mm256_load_si256(reinterpret_cast<const __m256i*>(hq + 64 * k));
+            acc = _mm256_add_epi32(acc, Signed ? dot4_signed(t.w[k], hk) : dot4(t.w[k], hk));
+          }
+          const __m256 s = _mm256_mul_ps(t.dw, _mm256_load_ps(h.group_scale(j0 + j, g) + 8 * half));
+          f[j][half] =
+              _mm256_add_ps(f[j][half], rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(acc), s)));
+          if constexpr (Extra) {
+            const __m256 y = _mm256_load_ps(h.group_extra(j0 + j, g) + 8 * half);
+            gx[j][half] = _mm256_add_ps(gx[j][half], rounded(_mm256_mul_ps(t.mw, y)));
+          }
+        }
+      }
+    }
+    for (Index j = 0; j < N; ++j) {
+      float result = lane_tree(f[j][0], f[j][1]);
+      if constexpr (Extra) result += lane_tree(gx[j][0], gx[j][1]);
+      out[j * out_stride + r] = result;
+    }
+  }
+}
+
+// ---- super-blocks -------------------------------------------------------------------------------
+
+/// One super-block: w[c][half] = codes 64c + 32·half .. + 31; sc, m the 16 sub-block scales and
+/// mins (lanes 0..7, 8..15); scv[c][half] lane l = sc(4c + (8·half + l) / 4) as an int16 pair.
+struct Super {
+  __m256i w[4][2];
+  __m256i sc[2];
+  __m256i m[2];
+  __m256i scv[4][2];
+  float d;
+  float dmin;
+};
+
+/// Each byte's bits [shift, shift + width) as values, shift an immediate.
+template <int Shift, int Mask>
+EMBER_ALWAYS_INLINE __m256i bits(__m256i v) noexcept {
+  return _mm256_and_si256(_mm256_srli_epi16(v, Shift), _mm256_set1_epi8(static_cast<char>(Mask)));
+}
+EMBER_ALWAYS_INLINE __m256i bits_at(__m256i v, int shift, int mask) noexcept {
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)),
+                          _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+EMBER_ALWAYS_INLINE __m256i load32(const std::uint8_t* p) noexcept {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+/// ggml's kmask shuffles, as in the VNNI kernels: Q4_K/Q5_K scales (bytes 0..7) and mins
+/// (8..15); Q3_K's 16 scales (stored minus 32).
+EMBER_ALWAYS_INLINE __m128i k4_scales_mins(const std::uint8_t* s) noexcept {
+  std::uint32_t u[4];
+  std::memcpy(u, s, 12);
+  constexpr std::uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
+  const std::uint32_t mins_low = u[1] & kmask1;
+  u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+  u[2] = mins_low;
+  u[0] &= kmask1;
+  return _mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]), static_cast<int>(u[2]),
+                        static_cast<int>(u[3]));
+}
+EMBER_ALWAYS_INLINE __m128i q3k_scales(const std::uint8_t* s) noexcept {
+  std::uint32_t a[4];
+  std::memcpy(a, s, 12);
+  constexpr std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  const std::uint32_t t = a[2];
+  a[2] = ((a[0] >> 4) & kmask2) | (((t >> 4) & kmask1) << 4);
+  a[3] = ((a[1] >> 4) & kmask2) | (((t >> 6) & kmask1) << 4);
+  a[0] = (a[0] & kmask2) | (((t >> 0) & kmask1) << 4);
+  a[1] = (a[1] & kmask2) | (((t >> 2) & kmask1) << 4);
+  return _mm_setr_epi32(static_cast<int>(a[0]), static_cast<int>(a[1]), static_cast<int>(a[2]),
+                        static_cast<int>(a[3]));
+}
+
+/// 16 bytes as 16 int32 in two registers (zero- or sign-extended).
+template <bool Signed>
+EMBER_ALWAYS_INLINE void widen16(__m128i bytes, __m256i* out) noexcept {
+  out[0] = Signed ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+  const __m128i high = _mm_srli_si128(bytes, 8);
+  out[1] = Signed ? _mm256_cvtepi8_epi32(high) : _mm256_cvtepu8_epi32(high);
+}
+
+template <class B>
+EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
+  t.d = load_half(b + offsetof(B, d));
+  t.dmin = 0.0f;
+  t.m[0] = t.m[1] = _mm256_setzero_si256();
+  if constexpr (std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>) {
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load32(b + offsetof(B, qs) + 32 * (c / 2));
+      t.w[c][0] = bits_at(q, 4 * (c % 2), 3);
+      t.w[c][1] = bits_at(q, 4 * (c % 2) + 2, 3);
+      if constexpr (std::is_same_v<B, BlockQ3_K>) {
+        const __m256i hm = load32(b + offsetof(B, hmask));
+        const int bit = 4 * (c / 2) + 2 * (c % 2);
+        t.w[c][0] = _mm256_or_si256(t.w[c][0], _mm256_slli_epi16(bits_at(hm, bit, 1), 2));
+        t.w[c][1] = _mm256_or_si256(t.w[c][1], _mm256_slli_epi16(bits_at(hm, bit + 1, 1), 2));
+      }
+    }
+    if constexpr (std::is_same_v<B, BlockQ2_K>) {
+      __m256i s[2];
+      widen16<false>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))), s);
+      for (int half = 0; half < 2; ++half) {
+        t.sc[half] = _mm256_and_si256(s[half], _mm256_set1_epi32(0xF));
+        t.m[half] = _mm256_srli_epi32(s[half], 4);
+      }
+      t.dmin = load_half(b + offsetof(B, dmin));
+    } else {
+      widen16<false>(q3k_scales(b + offsetof(B, scales)), t.sc);
+      for (auto& s : t.sc) s = _mm256_sub_epi32(s, _mm256_set1_epi32(32));
+    }
+  } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
+    for (int c = 0; c < 4; ++c) {
+      for (int half = 0; half < 2; ++half) {
+        const __m256i ql = load32(b + offsetof(B, ql) + 64 * (c / 2) + 32 * half);
+        const __m256i low = bits_at(ql, 4 * (c % 2), 0x0F);
+        const __m256i qh = load32(b + offsetof(B, qh) + 32 * (c / 2));
+        const __m256i high = bits_at(qh, 4 * (c % 2) + 2 * half, 3);
+        t.w[c][half] = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+      }
+    }
+    widen16<true>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))), t.sc);
+  } else {  // Q4_K, Q5_K
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load32(b + offsetof(B, qs) + 32 * c);
+      t.w[c][0] = bits<0, 0x0F>(q);
+      t.w[c][1] = bits<4, 0x0F>(q);
+      if constexpr (std::is_same_v<B, BlockQ5_K>) {
+        const __m256i qh = load32(b + offsetof(B, qh));
+        t.w[c][0] = _mm256_or_si256(t.w[c][0], _mm256_slli_epi16(bits_at(qh, 2 * c, 1), 4));
+        t.w[c][1] = _mm256_or_si256(t.w[c][1], _mm256_slli_epi16(bits_at(qh, 2 * c + 1, 1), 4));
+      }
+    }
+    const __m128i sm = k4_scales_mins(b + offsetof(B, scales));
+    const __m128i pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    widen16<false>(_mm_shuffle_epi8(sm, pairs), t.sc);
+    widen16<false>(_mm_shuffle_epi8(_mm_srli_si128(sm, 8), pairs), t.m);
+    t.dmin = load_half(b + offsetof(B, dmin));
+  }
+  // scv[c][half] lane l: sub-block 4c + 2·half + l / 4, low 16 bits.
+  const __m256i low16 = _mm256_set1_epi32(0xFFFF);
+  for (int c = 0; c < 4; ++c) {
+    for (int half = 0; half < 2; ++half) {
+      const int s0 = 4 * c + 2 * half;
+      const __m256i src = t.sc[s0 / 8];
+      const int i = s0 % 8;
+      const __m256i idx = _mm256_setr_epi32(i, i, i, i, i + 1, i + 1, i + 1, i + 1);
+      t.scv[c][half] = _mm256_and_si256(_mm256_permutevar8x32_epi32(src, idx), low16);
+    }
+  }
+}
+
+/// The super-block kernel for N hidden rows: see detail::qdot_super_portable.
+template <class B, int Offset, bool Mins, Index N>
+void super_rows(const std::uint8_t* rows, Index row_stride, Index count, Index supers,
+                const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
+  const Index row_bytes = supers * Index{sizeof(B)};
+  for (Index r = 0; r < count; ++r) {
+    const std::uint8_t* row = rows + r * row_stride;
+    if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
+    constexpr auto n = static_cast<std::size_t>(N);
+    __m256 f[n][2];
+    __m256 gx[n][2];
+    for (Index j = 0; j < N; ++j)
+      for (int half = 0; half < 2; ++half) f[j][half] = gx[j][half] = _mm256_setzero_ps();
+    for (Index s = 0; s < supers; ++s) {
+      Super t;
+      load_super<B>(row + s * Index{sizeof(B)}, t);
+      for (Index j = 0; j < N; ++j) {
+        const std::int8_t* hq = h.group_codes(j0 + j, s);
+        const std::int32_t* bs = h.group_isum(j0 + j, s);
+        const float dh = *h.group_scale(j0 + j, s);
+        const __m256 sd = _mm256_set1_ps(t.d * dh);
+        const __m256 sm = _mm256_set1_ps(-t.dmin * dh);
+        for (int half = 0; half < 2; ++half) {
+          __m256i v = _mm256_setzero_si256();
+          for (int c = 0; c < 4; ++c) {
+            const __m256i hc =
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(hq + 64 * c + 32 * half));
+            v = _mm256_add_epi32(v, _mm256_madd_epi16(dot4(t.w[c][half], hc), t.scv[c][half]));
+          }
+          const __m256i bsum = _mm256_load_si256(reinterpret_cast<const __m256i*>(bs + 8 * half));
+          if constexpr (Offset != 0) {
+            constexpr int shift = Offset == 4 ? 2 : 5;
+            v = _mm256_sub_epi32(v, _mm256_slli_epi32(_mm256_mullo_epi32(t.sc[half], bsum), shift));
+          }
+          f[j][half] = _mm256_add_ps(f[j][half], rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(v), sd)));
+          if constexpr (Mins) {
+            const __m256 mins = _mm256_cvtepi32_ps(_mm256_mullo_epi32(t.m[half], bsum));
+            gx[j][half] = _mm256_add_ps(gx[j][half], rounded(_mm256_mul_ps(mins, sm)));
+          }
+        }
+      }
+    }
+    for (Index j = 0; j < N; ++j) {
+      float result = lane_tree(f[j][0], f[j][1]);
+      if constexpr (Mins) result += lane_tree(gx[j][0], gx[j][1]);
+      out[j * out_stride + r] = result;
+    }
+  }
+}
+
+/// The kernel of one block type for nj <= 8 hidden rows (ggml/dot.hpp: qdot_rows).
+template <class B, int Offset, bool ExtraOrMins>
+void block_rows(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                const QuantizedHidden& h, Index j0, Index nj, float* out, Index out_stride) {
+  const auto run = [&](auto n) {
+    constexpr Index N = decltype(n)::value;
+    if constexpr (B::elements == 32) {
+      // Q8_0's codes are signed here (the sign trick): no offset to correct.
+      constexpr bool is_signed = std::is_same_v<B, BlockQ8_0>;
+      constexpr int offset = is_signed ? 0 : Offset;
+      units_rows<offset, is_signed, ExtraOrMins, N>(
+          [](const std::uint8_t* row, Index first, Index active, Units& t) {
+            load_units<B>(row + first * Index{sizeof(B)}, active, t);
+          },
+          rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride);
+    } else {
+      super_rows<B, Offset, ExtraOrMins, N>(rows, row_stride, count, d / 256, h, j0, out,
+                                            out_stride);
+    }
+  };
+  visit_pass_rows(nj, run);
+}
+
+}  // namespace ember::inline EMBER_ISA::detail::ggml::qdot_avx2
+
+#endif

@@ -1,0 +1,463 @@
+/// The AVX-512 VNNI kernels of ggml/dot.hpp (vpdpbusd, with VBMI's byte permutes to gather the
+/// codes of 16 blocks into the lanes of one register): the order of detail/qdot.hpp, the same
+/// bits as the portable kernels. Included by ggml/dot.hpp where the build has AVX-512 F, BW, VL,
+/// VNNI and VBMI.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__AVX512VBMI__) &&                \
+    defined(__AVX512BITALG__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "ember/config.hpp"
+#include "ember/detail/pass_rows.hpp"
+#include "ember/detail/prefetch.hpp"
+#include "ember/detail/quantized_hidden.hpp"
+#include "ember/ggml/blocks.hpp"
+#include "ember/types.hpp"
+
+namespace ember::inline EMBER_ISA::detail::ggml::qdot_vnni {
+
+// ---- gathering the codes of 16 blocks -----------------------------------------------------------
+
+/// How gather_dwords reads 16 dwords at byte Stride·u + Offset (u = 0..15) of a region loaded as
+/// 64-byte registers: each lane from the 128 bytes of registers start and start + 1 that hold it,
+/// the lanes of one such pair taken by one two-source byte permute.
+struct GatherPlan {
+  int pairs = 0;
+  int start[8] = {};
+  std::uint64_t bytes[8] = {};  // the byte mask of the lanes of each pair
+  std::uint8_t idx[8][64] = {};
+};
+
+[[nodiscard]] constexpr GatherPlan gather_plan(int stride, int offset) {
+  GatherPlan p;
+  int u = 0;
+  while (u < 16) {
+    const int first = stride * u + offset;
+    const int start = first / 64;
+    int& i = p.pairs;
+    p.start[i] = start;
+    while (u < 16 && stride * u + offset + 4 <= 64 * start + 128) {
+      for (int e = 0; e < 4; ++e) {
+        p.idx[i][4 * u + e] = static_cast<std::uint8_t>(stride * u + offset + e - 64 * start);
+        p.bytes[i] |= std::uint64_t{1} << (4 * u + e);
+      }
+      ++u;
+    }
+    ++i;
+  }
+  return p;
+}
+
+template <int Stride, int Offset>
+inline constexpr GatherPlan plan_of = gather_plan(Stride, Offset);
+
+/// Lane u = the 4 bytes at Stride·u + Offset of the region whose bytes [64i, 64i + 64) are r[i].
+template <int Stride, int Offset>
+EMBER_ALWAYS_INLINE __m512i gather_dwords(const __m512i* r) noexcept {
+  constexpr const GatherPlan& p = plan_of<Stride, Offset>;
+  __m512i z = _mm512_setzero_si512();
+  for (int i = 0; i < p.pairs; ++i) {
+    const __m512i idx = _mm512_loadu_si512(p.idx[i]);
+    const __m512i part =
+        _mm512_maskz_permutex2var_epi8(p.bytes[i], r[p.start[i]], idx, r[p.start[i] + 1]);
+    z = i == 0 ? part : _mm512_or_si512(z, part);
+  }
+  return z;
+}
+
+/// Loads `count` bytes at p as ceil(count / 64) + 1 registers (bytes past count read as zero and
+/// never touched in memory: masked loads).
+template <std::size_t Registers>
+EMBER_ALWAYS_INLINE void load_region(const std::uint8_t* p, Index count, __m512i* r) noexcept {
+  for (Index i = 0; i < static_cast<Index>(Registers); ++i) {
+    const Index left = count - 64 * i;
+    const __mmask64 m = left >= 64  ? ~__mmask64{0}
+                        : left <= 0 ? __mmask64{0}
+                                    : (__mmask64{1} << left) - 1;
+    r[i] = _mm512_maskz_loadu_epi8(m, p + 64 * i);
+  }
+}
+
+/// The 16 halves at bytes Stride·u + Offset as floats.
+template <int Stride, int Offset>
+EMBER_ALWAYS_INLINE __m512 gather_halves(const __m512i* r) noexcept {
+  const __m512i dw = gather_dwords<Stride, Offset>(r);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dw));
+}
+
+// ---- units: 32-element blocks
+// ---------------------------------------------------------------------
+
+/// Byte b of fifth_bits[k]: the bit of qh (lane b / 4, within its 64-bit pair) that is the fifth
+/// bit of element 4k + b mod 4 of lane b / 4's block.
+struct FifthBits {
+  alignas(64) std::uint8_t sel[8][64];
+};
+[[nodiscard]] constexpr FifthBits fifth_bit_selectors() {
+  FifthBits f{};
+  for (int k = 0; k < 8; ++k)
+    for (int b = 0; b < 64; ++b)
+      f.sel[k][b] = static_cast<std::uint8_t>(32 * ((b / 4) % 2) + 4 * k + b % 4);
+  return f;
+}
+inline constexpr FifthBits fifth_bit_table = fifth_bit_selectors();
+inline constexpr const auto& fifth_bits = fifth_bit_table.sel;
+
+/// The 16 units of a group as the kernel reads them: w[k] lane u = codes 4k .. 4k + 3 of unit u.
+struct Units {
+  __m512i w[8];
+  __m512 dw;
+  __m512 mw;
+};
+
+/// Group g of a row of 32-element blocks B, `active` of its 16 blocks present (the others read
+/// as zero codes and scales).
+template <class B>
+EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* group, Index active, Units& t) noexcept {
+  constexpr int S = sizeof(B);
+  constexpr std::size_t R = (16 * sizeof(B) + 63) / 64 + 1;
+  __m512i r[R];
+  load_region<R>(group, active * S, r);
+  t.dw = gather_halves<S, offsetof(B, d)>(r);
+  t.mw = _mm512_setzero_ps();
+  if constexpr (std::is_same_v<B, BlockQ8_0>) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    constexpr int Q = offsetof(B, qs);
+    t.w[0] = _mm512_xor_si512(gather_dwords<S, Q + 0>(r), flip);
+    t.w[1] = _mm512_xor_si512(gather_dwords<S, Q + 4>(r), flip);
+    t.w[2] = _mm512_xor_si512(gather_dwords<S, Q + 8>(r), flip);
+    t.w[3] = _mm512_xor_si512(gather_dwords<S, Q + 12>(r), flip);
+    t.w[4] = _mm512_xor_si512(gather_dwords<S, Q + 16>(r), flip);
+    t.w[5] = _mm512_xor_si512(gather_dwords<S, Q + 20>(r), flip);
+    t.w[6] = _mm512_xor_si512(gather_dwords<S, Q + 24>(r), flip);
+    t.w[7] = _mm512_xor_si512(gather_dwords<S, Q + 28>(r), flip);
+    // Lanes without a block hold 0x80 codes against zero hidden codes: no contribution.
+  } else {
+    constexpr int Q = offsetof(B, qs);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i z[4] = {gather_dwords<S, Q + 0>(r), gather_dwords<S, Q + 4>(r),
+                          gather_dwords<S, Q + 8>(r), gather_dwords<S, Q + 12>(r)};
+    for (int k = 0; k < 4; ++k) {
+      t.w[k] = _mm512_and_si512(z[k], low4);
+      t.w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(z[k], 4), low4);
+    }
+    if constexpr (std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1>) {
+      // The fifth bit of element 4k + e is bit 4k + e of qh: bit-shuffled into a byte mask.
+      const __m512i qh = gather_dwords<S, offsetof(B, qh)>(r);
+      const __m512i sixteen = _mm512_set1_epi8(16);
+      for (int k = 0; k < 8; ++k) {
+        const __mmask64 m = _mm512_bitshuffle_epi64_mask(qh, _mm512_load_si512(fifth_bits[k]));
+        t.w[k] = _mm512_mask_add_epi8(t.w[k], m, t.w[k], sixteen);
+      }
+    }
+    if constexpr (std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>) {
+      t.mw = gather_halves<S, offsetof(B, m)>(r);
+    }
+  }
+}
+
+/// w[k] lane u = bytes 32u + 4k .. 32u + 4k + 3 of the `bytes` bytes at p (16 units of 32 codes,
+/// each contiguous; bytes past `bytes` read as zero, never touched): a 16 x 8 dword transpose.
+EMBER_ALWAYS_INLINE void load_contiguous_units(const std::uint8_t* p, Index bytes,
+                                               __m512i* w) noexcept {
+  const auto unit = [&](Index u) {
+    const Index left = std::clamp<Index>(bytes - 32 * u, 0, 32);
+    const auto m = static_cast<__mmask32>(left == 32 ? ~0u : (1u << left) - 1);
+    return _mm256_maskz_loadu_epi8(m, p + 32 * u);
+  };
+  __m512i r[8];
+  for (Index i = 0; i < 8; ++i) {
+    r[i] = _mm512_inserti64x4(_mm512_castsi256_si512(unit(i)), unit(i + 8), 1);
+  }
+  __m512i t[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  __m512i v[8];
+  for (int i = 0; i < 2; ++i) {
+    v[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+    v[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+    v[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    v[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  const __m512i low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (int k = 0; k < 4; ++k) {
+    w[k] = _mm512_permutex2var_epi64(v[k], low, v[k + 4]);
+    w[k + 4] = _mm512_permutex2var_epi64(v[k], high, v[k + 4]);
+  }
+}
+
+/// The sum of the 16 lanes in the order of detail/qdot.hpp's lane_tree.
+EMBER_ALWAYS_INLINE float lane_tree(__m512 x) noexcept {
+  const __m512d bits = _mm512_castps_pd(x);
+  const __m256 lo = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8{0xF}, bits, 0));
+  const __m256 hi = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8{0xF}, bits, 1));
+  const __m256 t8 = _mm256_add_ps(lo, hi);
+  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
+}
+
+/// -offset · sums, offset a power of two (or 0).
+template <int Offset>
+EMBER_ALWAYS_INLINE __m512i offset_init(const std::int32_t* sums) noexcept {
+  if constexpr (Offset == 0) {
+    return _mm512_setzero_si512();
+  } else {
+    static_assert((Offset & (Offset - 1)) == 0);
+    constexpr int shift = Offset == 4    ? 2
+                          : Offset == 8  ? 3
+                          : Offset == 16 ? 4
+                          : Offset == 32 ? 5
+                                         : 7;
+    return _mm512_sub_epi32(_mm512_setzero_si512(),
+                            _mm512_slli_epi32(_mm512_load_si512(sums), shift));
+  }
+}
+
+/// The units kernel for N hidden rows: see detail::qdot_units_portable. `load(row, g, active,
+/// Units&)` gives group g of a row.
+template <int Offset, bool Extra, Index N, class Load>
+void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index row_bytes,
+                Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
+                Index out_stride) {
+  const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
+  for (Index r = 0; r < count; ++r) {
+    const std::uint8_t* row = rows + r * row_stride;
+    if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
+    constexpr auto n = static_cast<std::size_t>(N);
+    __m512 f[n];
+    __m512 gx[n];
+    for (Index j = 0; j < N; ++j) {
+      f[j] = _mm512_setzero_ps();
+      gx[j] = _mm512_setzero_ps();
+    }
+    for (Index g = 0; g < groups; ++g) {
+      Units t;
+      load(row, g, std::min<Index>(qdot_lanes, units - g * qdot_lanes), t);
+      for (Index j = 0; j < N; ++j) {
+        const std::int8_t* hq = h.group_codes(j0 + j, g);
+        __m512i acc = offset_init<Offset>(h.group_isum(j0 + j, g));
+        for (int k = 0; k < 8; ++k)
+          acc = _mm512_dpbusd_epi32(acc, t.w[k], _mm512_load_si512(hq + 64 * k));
+        const __m512 s = _mm512_mul_ps(t.dw, _mm512_load_ps(h.group_scale(j0 + j, g)));
+        f[j] = _mm512_add_ps(f[j], rounded(_mm512_mul_ps(_mm512_cvtepi32_ps(acc), s)));
+        if constexpr (Extra) {
+          gx[j] = _mm512_add_ps(
+              gx[j], rounded(_mm512_mul_ps(t.mw, _mm512_load_ps(h.group_extra(j0 + j, g)))));
+        }
+      }
+    }
+    for (Index j = 0; j < N; ++j) {
+      float result = lane_tree(f[j]);
+      if constexpr (Extra) result += lane_tree(gx[j]);
+      out[j * out_stride + r] = result;
+    }
+  }
+}
+
+// ---- super-blocks -------------------------------------------------------------------------------
+
+/// One super-block as the kernel reads it: w[c] = codes 64c .. 64c + 63 in order; sc, m the
+/// 16 sub-block scales and mins; scv[c] lane l = sc(4c + l / 4) as an int16 pair.
+struct Super {
+  __m512i w[4];
+  __m512i sc;
+  __m512i m;
+  __m512i scv[4];
+  float d;
+  float dmin;
+};
+
+/// scv[c] from sc: lane l of chunk c takes sub-block 4c + l/4, in the low 16 bits.
+EMBER_ALWAYS_INLINE void chunk_scales(Super& t) noexcept {
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF);
+  for (int c = 0; c < 4; ++c) {
+    const __m512i idx = _mm512_setr_epi32(4 * c, 4 * c, 4 * c, 4 * c, 4 * c + 1, 4 * c + 1,
+                                          4 * c + 1, 4 * c + 1, 4 * c + 2, 4 * c + 2, 4 * c + 2,
+                                          4 * c + 2, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3);
+    t.scv[c] = _mm512_and_si512(_mm512_permutexvar_epi32(idx, t.sc), low16);
+  }
+}
+
+/// 32 bytes at p in both halves of a register.
+EMBER_ALWAYS_INLINE __m512i both_halves(const std::uint8_t* p) noexcept {
+  return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+/// Each byte's bits [shift_lo, +width) (low half) and [shift_hi, +width) (high half) as values.
+EMBER_ALWAYS_INLINE __m512i bits_of(__m512i v, int shift_lo, int shift_hi, int mask) noexcept {
+  const __m512i counts = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(shift_lo)),
+                                            _mm256_set1_epi16(static_cast<short>(shift_hi)), 1);
+  return _mm512_and_si512(_mm512_srlv_epi16(v, counts), _mm512_set1_epi8(static_cast<char>(mask)));
+}
+
+/// ggml's kmask shuffle: the 8 six-bit scales (low 8 bytes) and mins (high 8 bytes) of Q4_K/Q5_K.
+EMBER_ALWAYS_INLINE __m128i k4_scales_mins(const std::uint8_t* s) noexcept {
+  std::uint32_t u[4];
+  std::memcpy(u, s, 12);
+  constexpr std::uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
+  const std::uint32_t mins_low = u[1] & kmask1;
+  u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+  u[2] = mins_low;
+  u[0] &= kmask1;
+  return _mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]), static_cast<int>(u[2]),
+                        static_cast<int>(u[3]));
+}
+
+/// The 16 six-bit scales of a Q3_K block (stored minus 32), as ggml's kmask shuffle.
+EMBER_ALWAYS_INLINE __m128i q3k_scales(const std::uint8_t* s) noexcept {
+  std::uint32_t a[4];
+  std::memcpy(a, s, 12);
+  constexpr std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  const std::uint32_t t = a[2];
+  a[2] = ((a[0] >> 4) & kmask2) | (((t >> 4) & kmask1) << 4);
+  a[3] = ((a[1] >> 4) & kmask2) | (((t >> 6) & kmask1) << 4);
+  a[0] = (a[0] & kmask2) | (((t >> 0) & kmask1) << 4);
+  a[1] = (a[1] & kmask2) | (((t >> 2) & kmask1) << 4);
+  return _mm_setr_epi32(static_cast<int>(a[0]), static_cast<int>(a[1]), static_cast<int>(a[2]),
+                        static_cast<int>(a[3]));
+}
+
+/// Super-block b (its bytes) of type B.
+template <class B>
+EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
+  t.d = load_half(b + offsetof(B, d));
+  t.dmin = 0.0f;
+  t.m = _mm512_setzero_si512();
+  if constexpr (std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>) {
+    for (int c = 0; c < 4; ++c) {
+      const __m512i q = both_halves(b + offsetof(B, qs) + 32 * (c / 2));
+      t.w[c] = bits_of(q, 4 * (c % 2), 4 * (c % 2) + 2, 3);
+      if constexpr (std::is_same_v<B, BlockQ3_K>) {
+        const __m512i hm = both_halves(b + offsetof(B, hmask));
+        const int bit = 4 * (c / 2) + 2 * (c % 2);
+        t.w[c] = _mm512_or_si512(t.w[c], _mm512_slli_epi16(bits_of(hm, bit, bit + 1, 1), 2));
+      }
+    }
+    if constexpr (std::is_same_v<B, BlockQ2_K>) {
+      const __m512i s = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))));
+      t.sc = _mm512_and_si512(s, _mm512_set1_epi32(0xF));
+      t.m = _mm512_srli_epi32(s, 4);
+      t.dmin = load_half(b + offsetof(B, dmin));
+    } else {
+      t.sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q3k_scales(b + offsetof(B, scales))),
+                              _mm512_set1_epi32(32));
+    }
+  } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
+    for (int c = 0; c < 4; ++c) {
+      const __m512i ql = _mm512_loadu_si512(b + offsetof(B, ql) + 64 * (c / 2));
+      const __m512i low =
+          _mm512_and_si512(c % 2 == 0 ? ql : _mm512_srli_epi16(ql, 4), _mm512_set1_epi8(0x0F));
+      const __m512i qh = both_halves(b + offsetof(B, qh) + 32 * (c / 2));
+      const __m512i high = bits_of(qh, 4 * (c % 2), 4 * (c % 2) + 2, 3);
+      t.w[c] = _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
+    }
+    t.sc = _mm512_cvtepi8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))));
+  } else {  // Q4_K, Q5_K
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(B, qs) + 32 * c));
+      const __m512i both =
+          _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
+      t.w[c] = _mm512_and_si512(both, _mm512_set1_epi8(0x0F));
+      if constexpr (std::is_same_v<B, BlockQ5_K>) {
+        const __m512i qh = both_halves(b + offsetof(B, qh));
+        t.w[c] = _mm512_or_si512(t.w[c], _mm512_slli_epi16(bits_of(qh, 2 * c, 2 * c + 1, 1), 4));
+      }
+    }
+    // 8 scales and 8 mins, each for two 16-element sub-blocks.
+    const __m128i sm = k4_scales_mins(b + offsetof(B, scales));
+    const __m128i pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    t.sc = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(sm, pairs));
+    t.m = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(_mm_srli_si128(sm, 8), pairs));
+    t.dmin = load_half(b + offsetof(B, dmin));
+  }
+  chunk_scales(t);
+}
+
+/// The super-block kernel for N hidden rows: see detail::qdot_super_portable.
+template <class B, int Offset, bool Mins, Index N>
+void super_rows(const std::uint8_t* rows, Index row_stride, Index count, Index supers,
+                const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
+  const Index row_bytes = supers * Index{sizeof(B)};
+  for (Index r = 0; r < count; ++r) {
+    const std::uint8_t* row = rows + r * row_stride;
+    if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
+    constexpr auto n = static_cast<std::size_t>(N);
+    __m512 f[n];
+    __m512 gx[n];
+    for (Index j = 0; j < N; ++j) {
+      f[j] = _mm512_setzero_ps();
+      gx[j] = _mm512_setzero_ps();
+    }
+    for (Index s = 0; s < supers; ++s) {
+      Super t;
+      load_super<B>(row + s * Index{sizeof(B)}, t);
+      for (Index j = 0; j < N; ++j) {
+        const std::int8_t* hq = h.group_codes(j0 + j, s);
+        const __m512i bsum = _mm512_load_si512(h.group_isum(j0 + j, s));
+        const float dh = *h.group_scale(j0 + j, s);
+        __m512i v = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+          const __m512i part =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), t.w[c], _mm512_load_si512(hq + 64 * c));
+          v = _mm512_dpwssd_epi32(v, part, t.scv[c]);
+        }
+        if constexpr (Offset != 0) {
+          constexpr int shift = Offset == 4 ? 2 : 5;
+          v = _mm512_sub_epi32(v, _mm512_slli_epi32(_mm512_mullo_epi32(t.sc, bsum), shift));
+        }
+        const __m512 sd = _mm512_set1_ps(t.d * dh);
+        f[j] = _mm512_add_ps(f[j], rounded(_mm512_mul_ps(_mm512_cvtepi32_ps(v), sd)));
+        if constexpr (Mins) {
+          const __m512 mins = _mm512_cvtepi32_ps(_mm512_mullo_epi32(t.m, bsum));
+          gx[j] = _mm512_add_ps(gx[j], rounded(_mm512_mul_ps(mins, _mm512_set1_ps(-t.dmin * dh))));
+        }
+      }
+    }
+    for (Index j = 0; j < N; ++j) {
+      float result = lane_tree(f[j]);
+      if constexpr (Mins) result += lane_tree(gx[j]);
+      out[j * out_stride + r] = result;
+    }
+  }
+}
+
+/// The kernel of one block type for nj <= 8 hidden rows (ggml/dot.hpp: qdot_rows).
+template <class B, int Offset, bool ExtraOrMins>
+void block_rows(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                const QuantizedHidden& h, Index j0, Index nj, float* out, Index out_stride) {
+  const auto run = [&](auto n) {
+    constexpr Index N = decltype(n)::value;
+    if constexpr (B::elements == 32) {
+      units_rows<Offset, ExtraOrMins, N>(
+          [](const std::uint8_t* row, Index g, Index active, Units& t) {
+            load_units<B>(row + g * 16 * Index{sizeof(B)}, active, t);
+          },
+          rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride);
+    } else {
+      super_rows<B, Offset, ExtraOrMins, N>(rows, row_stride, count, d / 256, h, j0, out,
+                                            out_stride);
+    }
+  };
+  visit_pass_rows(nj, run);
+}
+
+}  // namespace ember::inline EMBER_ISA::detail::ggml::qdot_vnni
+
+#endif
