@@ -621,7 +621,7 @@ void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index
       hsum[j * static_cast<std::size_t>(groups) + static_cast<std::size_t>(g)] = s;
     }
   }
-  const Index row_bytes = ember::detail::ggml::row_bytes(type, d);
+  const Index row_bytes = detail::ggml::row_bytes(type, d);
   const Index tile = dot_tile_columns(N, d);
   if (tile >= d) {
     Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
