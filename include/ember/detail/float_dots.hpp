@@ -147,12 +147,13 @@ namespace avx512 {
 
 /// 16 stored values from element c on, as floats.
 EMBER_ALWAYS_INLINE __m512 load16(Fp16Element, const std::uint8_t* row, Index c) noexcept {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
+  return _mm512_maskz_cvtph_ps(__mmask16{0xFFFF},
+                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
 }
 EMBER_ALWAYS_INLINE __m512 load16(Bf16Element, const std::uint8_t* row, Index c) noexcept {
-  const __m512i wide =
-      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  const __m512i wide = _mm512_maskz_cvtepu16_epi32(
+      __mmask16{0xFFFF}, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16{0xFFFF}, wide, 16));
 }
 EMBER_ALWAYS_INLINE __m512 load16(F32Element, const std::uint8_t* row, Index c) noexcept {
   return _mm512_loadu_ps(reinterpret_cast<const float*>(row + 4 * c));

@@ -91,7 +91,8 @@ EMBER_ALWAYS_INLINE void load_region(const std::uint8_t* p, Index count, __m512i
 template <int Stride, int Offset>
 EMBER_ALWAYS_INLINE __m512 gather_halves(const __m512i* r) noexcept {
   const __m512i dw = gather_dwords<Stride, Offset>(r);
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dw));
+  return _mm512_maskz_cvtph_ps(__mmask16{0xFFFF},
+                               _mm512_maskz_cvtepi32_epi16(__mmask16{0xFFFF}, dw));
 }
 
 // ---- units: 32-element blocks
@@ -176,19 +177,20 @@ EMBER_ALWAYS_INLINE void load_contiguous_units(const std::uint8_t* p, Index byte
   };
   __m512i r[8];
   for (Index i = 0; i < 8; ++i) {
-    r[i] = _mm512_inserti64x4(_mm512_castsi256_si512(unit(i)), unit(i + 8), 1);
+    r[i] =
+        _mm512_maskz_inserti64x4(__mmask8{0xFF}, _mm512_castsi256_si512(unit(i)), unit(i + 8), 1);
   }
   __m512i t[8];
   for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i] = _mm512_maskz_unpacklo_epi32(__mmask16{0xFFFF}, r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_maskz_unpackhi_epi32(__mmask16{0xFFFF}, r[2 * i], r[2 * i + 1]);
   }
   __m512i v[8];
   for (int i = 0; i < 2; ++i) {
-    v[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
-    v[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
-    v[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    v[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    v[4 * i + 0] = _mm512_maskz_unpacklo_epi64(__mmask8{0xFF}, t[4 * i + 0], t[4 * i + 2]);
+    v[4 * i + 1] = _mm512_maskz_unpackhi_epi64(__mmask8{0xFF}, t[4 * i + 0], t[4 * i + 2]);
+    v[4 * i + 2] = _mm512_maskz_unpacklo_epi64(__mmask8{0xFF}, t[4 * i + 1], t[4 * i + 3]);
+    v[4 * i + 3] = _mm512_maskz_unpackhi_epi64(__mmask8{0xFF}, t[4 * i + 1], t[4 * i + 3]);
   }
   const __m512i low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
   const __m512i high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
@@ -221,8 +223,9 @@ EMBER_ALWAYS_INLINE __m512i offset_init(const std::int32_t* sums) noexcept {
                           : Offset == 16 ? 4
                           : Offset == 32 ? 5
                                          : 7;
-    return _mm512_sub_epi32(_mm512_setzero_si512(),
-                            _mm512_slli_epi32(_mm512_load_si512(sums), shift));
+    return _mm512_sub_epi32(
+        _mm512_setzero_si512(),
+        _mm512_maskz_slli_epi32(__mmask16{0xFFFF}, _mm512_load_si512(sums), shift));
   }
 }
 
@@ -252,7 +255,8 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
         for (int k = 0; k < 8; ++k)
           acc = _mm512_dpbusd_epi32(acc, t.w[k], _mm512_load_si512(hq + 64 * k));
         const __m512 s = _mm512_mul_ps(t.dw, _mm512_load_ps(h.group_scale(j0 + j, g)));
-        f[j] = _mm512_add_ps(f[j], rounded(_mm512_mul_ps(_mm512_cvtepi32_ps(acc), s)));
+        f[j] = _mm512_add_ps(
+            f[j], rounded(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, acc), s)));
         if constexpr (Extra) {
           gx[j] = _mm512_add_ps(
               gx[j], rounded(_mm512_mul_ps(t.mw, _mm512_load_ps(h.group_extra(j0 + j, g)))));
@@ -287,19 +291,22 @@ EMBER_ALWAYS_INLINE void chunk_scales(Super& t) noexcept {
     const __m512i idx = _mm512_setr_epi32(4 * c, 4 * c, 4 * c, 4 * c, 4 * c + 1, 4 * c + 1,
                                           4 * c + 1, 4 * c + 1, 4 * c + 2, 4 * c + 2, 4 * c + 2,
                                           4 * c + 2, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3);
-    t.scv[c] = _mm512_and_si512(_mm512_permutexvar_epi32(idx, t.sc), low16);
+    t.scv[c] =
+        _mm512_and_si512(_mm512_maskz_permutexvar_epi32(__mmask16{0xFFFF}, idx, t.sc), low16);
   }
 }
 
 /// 32 bytes at p in both halves of a register.
 EMBER_ALWAYS_INLINE __m512i both_halves(const std::uint8_t* p) noexcept {
-  return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_maskz_broadcast_i64x4(__mmask8{0xFF},
+                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
 /// Each byte's bits [shift_lo, +width) (low half) and [shift_hi, +width) (high half) as values.
 EMBER_ALWAYS_INLINE __m512i bits_of(__m512i v, int shift_lo, int shift_hi, int mask) noexcept {
-  const __m512i counts = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(shift_lo)),
-                                            _mm256_set1_epi16(static_cast<short>(shift_hi)), 1);
+  const __m512i counts =
+      _mm512_maskz_inserti64x4(__mmask8{0xFF}, _mm512_set1_epi16(static_cast<short>(shift_lo)),
+                               _mm256_set1_epi16(static_cast<short>(shift_hi)), 1);
   return _mm512_and_si512(_mm512_srlv_epi16(v, counts), _mm512_set1_epi8(static_cast<char>(mask)));
 }
 
@@ -348,14 +355,16 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
       }
     }
     if constexpr (std::is_same_v<B, BlockQ2_K>) {
-      const __m512i s = _mm512_cvtepu8_epi32(
+      const __m512i s = _mm512_maskz_cvtepu8_epi32(
+          __mmask16{0xFFFF},
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))));
       t.sc = _mm512_and_si512(s, _mm512_set1_epi32(0xF));
-      t.m = _mm512_srli_epi32(s, 4);
+      t.m = _mm512_maskz_srli_epi32(__mmask16{0xFFFF}, s, 4);
       t.dmin = load_half(b + offsetof(B, dmin));
     } else {
-      t.sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q3k_scales(b + offsetof(B, scales))),
-                              _mm512_set1_epi32(32));
+      t.sc = _mm512_sub_epi32(
+          _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, q3k_scales(b + offsetof(B, scales))),
+          _mm512_set1_epi32(32));
     }
   } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
     for (int c = 0; c < 4; ++c) {
@@ -366,14 +375,15 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
       const __m512i high = bits_of(qh, 4 * (c % 2), 4 * (c % 2) + 2, 3);
       t.w[c] = _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
     }
-    t.sc = _mm512_cvtepi8_epi32(
+    t.sc = _mm512_maskz_cvtepi8_epi32(
+        __mmask16{0xFFFF},
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))));
   } else {  // Q4_K, Q5_K
     for (int c = 0; c < 4; ++c) {
       const __m256i q =
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(B, qs) + 32 * c));
-      const __m512i both =
-          _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
+      const __m512i both = _mm512_maskz_inserti64x4(__mmask8{0xFF}, _mm512_castsi256_si512(q),
+                                                    _mm256_srli_epi16(q, 4), 1);
       t.w[c] = _mm512_and_si512(both, _mm512_set1_epi8(0x0F));
       if constexpr (std::is_same_v<B, BlockQ5_K>) {
         const __m512i qh = both_halves(b + offsetof(B, qh));
@@ -383,8 +393,9 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
     // 8 scales and 8 mins, each for two 16-element sub-blocks.
     const __m128i sm = k4_scales_mins(b + offsetof(B, scales));
     const __m128i pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    t.sc = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(sm, pairs));
-    t.m = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(_mm_srli_si128(sm, 8), pairs));
+    t.sc = _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, _mm_shuffle_epi8(sm, pairs));
+    t.m = _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF},
+                                     _mm_shuffle_epi8(_mm_srli_si128(sm, 8), pairs));
     t.dmin = load_half(b + offsetof(B, dmin));
   }
   chunk_scales(t);
@@ -420,12 +431,15 @@ void super_rows(const std::uint8_t* rows, Index row_stride, Index count, Index s
         }
         if constexpr (Offset != 0) {
           constexpr int shift = Offset == 4 ? 2 : 5;
-          v = _mm512_sub_epi32(v, _mm512_slli_epi32(_mm512_mullo_epi32(t.sc, bsum), shift));
+          v = _mm512_sub_epi32(
+              v, _mm512_maskz_slli_epi32(__mmask16{0xFFFF}, _mm512_mullo_epi32(t.sc, bsum), shift));
         }
         const __m512 sd = _mm512_set1_ps(t.d * dh);
-        f[j] = _mm512_add_ps(f[j], rounded(_mm512_mul_ps(_mm512_cvtepi32_ps(v), sd)));
+        f[j] = _mm512_add_ps(
+            f[j], rounded(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, v), sd)));
         if constexpr (Mins) {
-          const __m512 mins = _mm512_cvtepi32_ps(_mm512_mullo_epi32(t.m, bsum));
+          const __m512 mins =
+              _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, _mm512_mullo_epi32(t.m, bsum));
           gx[j] = _mm512_add_ps(gx[j], rounded(_mm512_mul_ps(mins, _mm512_set1_ps(-t.dmin * dh))));
         }
       }
