@@ -75,7 +75,7 @@ template <class... Parts>
 
 /// The text of an error: "<where>: " and the parts (append_part). Built only when a check fails.
 template <class... Parts>
-[[nodiscard]] std::string message(Where where, const Parts&... parts) {
+[[nodiscard]] std::string message(const Where& where, const Parts&... parts) {
   std::string out = where.str();
   out += ": ";
   (append_part(out, parts), ...);
@@ -84,7 +84,7 @@ template <class... Parts>
 
 /// Throws ValueError naming the value unless `mode` is one of LogitsMode's enumerators (a value
 /// cast from an integer), before a logits call writes anything.
-inline void check_logits_mode(Where where, LogitsMode mode) {
+inline void check_logits_mode(const Where& where, LogitsMode mode) {
   if (mode == LogitsMode::exact || mode == LogitsMode::quantized_hidden) [[likely]] {
     return;
   }
@@ -120,6 +120,7 @@ inline void check_logits_mode(Where where, LogitsMode mode) {
     }
     ranked.emplace_back(row[name.size()], i);
   }
+  if (ranked.empty()) return {};
   const std::size_t keep = std::min(k, ranked.size());
   std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep),
                     ranked.end());
@@ -200,7 +201,7 @@ template <std::integral I>
 /// range can hold: no offset or length is that large, and after this check every value reads
 /// exactly as an int64.
 template <std::integral I>
-void check_int64_range(std::span<const I> values, Where where, const char* name) {
+void check_int64_range(std::span<const I> values, const Where& where, const char* name) {
   if constexpr (std::is_unsigned_v<I> && sizeof(I) >= sizeof(std::int64_t)) {
     constexpr auto max = static_cast<I>(std::numeric_limits<std::int64_t>::max());
     for (std::size_t k = 0; k < values.size(); ++k) {
@@ -227,7 +228,7 @@ struct IdOrigin {
 /// (an unsigned id above INT64_MAX is outside like any id >= bound; the message has its exact
 /// value, value() is INT64_MAX).
 template <TokenIdType Id>
-void check_ids(std::span<const Id> ids, Index bound, Where where, IdOrigin origin = {}) {
+void check_ids(std::span<const Id> ids, Index bound, const Where& where, IdOrigin origin = {}) {
   const auto n = static_cast<Index>(ids.size());
   for (Index i = 0; i < n; ++i) {
     const Id id = ids[static_cast<std::size_t>(i)];
@@ -245,7 +246,7 @@ void check_ids(std::span<const Id> ids, Index bound, Where where, IdOrigin origi
 
 /// Throws IndexError "<where>: <name> <value> is outside [0, <bound>)" unless the single index
 /// argument `value` is in [0, bound) (position -1: an argument, not an element of an input).
-inline void check_index(Where where, const char* name, Index value, Index bound) {
+inline void check_index(const Where& where, const char* name, Index value, Index bound) {
   if (value < 0 || value >= bound) [[unlikely]] {
     throw IndexError(message(where, name, " ", value, " is outside [0, ", bound, ")"), -1, value,
                      bound);
@@ -253,14 +254,16 @@ inline void check_index(Where where, const char* name, Index value, Index bound)
 }
 
 /// Throws IndexError unless the single row index r is in [0, bound): check_index of "row".
-inline void check_row(Index r, Index bound, Where where) { check_index(where, "row", r, bound); }
+inline void check_row(Index r, Index bound, const Where& where) {
+  check_index(where, "row", r, bound);
+}
 
 // ---- shapes and sizes ---------------------------------------------------------------------------
 
 /// Throws ShapeError unless `actual == expected` for dimension `dim` (0 rows, 1 cols) of the
 /// matrix `name`: "<where>: <name> has <actual> rows, expected <expected_what> = <expected>".
-inline void check_extent(Where where, const char* name, int dim, Index expected, Index actual,
-                         const char* expected_what) {
+inline void check_extent(const Where& where, const char* name, int dim, Index expected,
+                         Index actual, const char* expected_what) {
   if (actual != expected) [[unlikely]] {
     throw ShapeError(message(where, name, " has ", actual, dim == 0 ? " rows" : " columns",
                              ", expected ", expected_what, " = ", expected),
@@ -271,7 +274,7 @@ inline void check_extent(Where where, const char* name, int dim, Index expected,
 /// Throws ShapeError unless the list `name` (ids, weights, optimizers, gradients) has `expected`
 /// entries: "<where>: <name> has <actual> entries, expected <expected_what> = <expected>"
 /// (dimension 0).
-inline void check_entries(Where where, const char* name, Index expected, Index actual,
+inline void check_entries(const Where& where, const char* name, Index expected, Index actual,
                           const char* expected_what) {
   if (actual != expected) [[unlikely]] {
     throw ShapeError(message(where, name, " has ", actual, entries(actual), ", expected ",
@@ -281,14 +284,14 @@ inline void check_entries(Where where, const char* name, Index expected, Index a
 }
 
 /// Throws ShapeError unless the size argument `value` is strictly positive.
-inline void check_positive_size(Where where, const char* name, Index value) {
+inline void check_positive_size(const Where& where, const char* name, Index value) {
   if (value <= 0) [[unlikely]] {
     throw ShapeError(message(where, name, " must be positive, got ", value), -1, 1, value);
   }
 }
 
 /// Throws ShapeError unless the size argument `value` is >= 0 (`zero_means` says what 0 asks for).
-inline void check_non_negative_size(Where where, const char* name, Index value,
+inline void check_non_negative_size(const Where& where, const char* name, Index value,
                                     const char* zero_means) {
   if (value < 0) [[unlikely]] {
     throw ShapeError(message(where, name, " must be >= 0 (0: ", zero_means, "), got ", value), -1,
@@ -297,7 +300,7 @@ inline void check_non_negative_size(Where where, const char* name, Index value,
 }
 
 /// Throws ShapeError unless n is a multiple of seq_len (> 0): a batch of whole sequences.
-inline void check_whole_sequences(Where where, const char* what, Index n, Index seq_len) {
+inline void check_whole_sequences(const Where& where, const char* what, Index n, Index seq_len) {
   if (n % seq_len != 0) [[unlikely]] {
     throw ShapeError(message(where, n, " ", what, " not a multiple of seq_len = ", seq_len), 0,
                      (n / seq_len + 1) * seq_len, n);
@@ -306,7 +309,7 @@ inline void check_whole_sequences(Where where, const char* what, Index n, Index 
 
 /// Throws unless seq_len > 0, offset >= 0 and offset + seq_len <= max_len: the position rows a
 /// batch of sequences uses exist.
-inline void check_positions(Where where, Index seq_len, Index offset, Index max_len) {
+inline void check_positions(const Where& where, Index seq_len, Index offset, Index max_len) {
   check_positive_size(where, "seq_len", seq_len);
   if (offset < 0) {
     throw IndexError(message(where, "offset ", offset, " is outside [0, ", max_len, ")"), -1,
@@ -321,14 +324,14 @@ inline void check_positions(Where where, Index seq_len, Index offset, Index max_
 }
 
 /// Throws ShapeError unless the output of an n-id lookup is n x d.
-inline void check_lookup_out(Where where, Index n, Index d, Index out_rows, Index out_cols) {
+inline void check_lookup_out(const Where& where, Index n, Index d, Index out_rows, Index out_cols) {
   check_extent(where, "out", 0, n, out_rows, "the number of ids");
   check_extent(where, "out", 1, d, out_cols, "d_model");
 }
 
 /// Throws ShapeError unless the grad_out of an n-id backward is n x d (checked before the
 /// gradient's own checks, so a wrong width never binds an empty SparseRowGrad to it).
-inline void check_backward_grad_out(Where where, Index n, Index d, Index grad_rows,
+inline void check_backward_grad_out(const Where& where, Index n, Index d, Index grad_rows,
                                     Index grad_cols) {
   check_extent(where, "grad_out", 0, n, grad_rows, "the number of ids");
   check_extent(where, "grad_out", 1, d, grad_cols, "d_model");
@@ -336,7 +339,7 @@ inline void check_backward_grad_out(Where where, Index n, Index d, Index grad_ro
 
 /// The checks of a lookup with positions added: positions[max_len, d] cover seq_len rows from
 /// offset, out is n x d and n is a multiple of seq_len.
-inline void check_fused(Where where, Index n, Index d, Index pos_rows, Index pos_cols,
+inline void check_fused(const Where& where, Index n, Index d, Index pos_rows, Index pos_cols,
                         Index out_rows, Index out_cols, Index seq_len, Index offset) {
   check_positions(where, seq_len, offset, pos_rows);
   check_extent(where, "positions", 1, d, pos_cols, "d_model");
@@ -345,7 +348,7 @@ inline void check_fused(Where where, Index n, Index d, Index pos_rows, Index pos
 }
 
 /// The checks of tied logits over a V x d table: hidden has d columns, out is hidden.rows() x V.
-inline void check_logits(Where where, Index v, Index d, Index hidden_rows, Index hidden_cols,
+inline void check_logits(const Where& where, Index v, Index d, Index hidden_rows, Index hidden_cols,
                          Index out_rows, Index out_cols) {
   check_extent(where, "hidden", 1, d, hidden_cols, "d_model");
   check_extent(where, "out", 0, hidden_rows, out_rows, "hidden's rows");
@@ -355,8 +358,8 @@ inline void check_logits(Where where, Index v, Index d, Index hidden_rows, Index
 /// The checks of the tied logits' backward over a V x d table: hidden[n, d], grad_logits[n, V],
 /// grad_hidden[n, d], grad_weight[V, d].
 template <class H, class GL, class GH, class GW>
-void check_logits_backward(Where where, Index v, Index d, const H& hidden, const GL& grad_logits,
-                           const GH& grad_hidden, const GW& grad_weight) {
+void check_logits_backward(const Where& where, Index v, Index d, const H& hidden,
+                           const GL& grad_logits, const GH& grad_hidden, const GW& grad_weight) {
   const Index n = hidden.rows();
   check_extent(where, "hidden", 1, d, hidden.cols(), "d_model");
   check_extent(where, "grad_logits", 0, n, grad_logits.rows(), "hidden's rows");
@@ -370,29 +373,30 @@ void check_logits_backward(Where where, Index v, Index d, const H& hidden, const
 // ---- scalar arguments ---------------------------------------------------------------------------
 
 /// Throws ValueError "<where>: <name> must be <rule>, got <value>" unless `ok`.
-inline void check_scalar(bool ok, Where where, const char* name, double value, const char* rule) {
+inline void check_scalar(bool ok, const Where& where, const char* name, double value,
+                         const char* rule) {
   if (!ok) [[unlikely]] {
     throw ValueError(message(where, name, " must be ", rule, ", got ", value), value);
   }
 }
 
 /// Throws ValueError unless `value` is finite and strictly positive.
-inline void check_positive_finite(Where where, const char* name, double value) {
+inline void check_positive_finite(const Where& where, const char* name, double value) {
   check_scalar(std::isfinite(value) && value > 0.0, where, name, value, "finite and positive");
 }
 
 /// Throws ValueError unless `value` is finite.
-inline void check_finite_value(Where where, const char* name, double value) {
+inline void check_finite_value(const Where& where, const char* name, double value) {
   check_scalar(std::isfinite(value), where, name, value, "finite");
 }
 
 /// Throws ValueError unless `value` is finite and >= 0.
-inline void check_non_negative(Where where, const char* name, double value) {
+inline void check_non_negative(const Where& where, const char* name, double value) {
   check_scalar(std::isfinite(value) && value >= 0.0, where, name, value, "finite and >= 0");
 }
 
 /// Throws ValueError unless value is in [0, 1).
-inline void check_unit_interval(Where where, const char* name, double value) {
+inline void check_unit_interval(const Where& where, const char* name, double value) {
   check_scalar(value >= 0.0 && value < 1.0, where, name, value, "in [0, 1)");
 }
 
@@ -400,7 +404,7 @@ inline void check_unit_interval(Where where, const char* name, double value) {
 /// positive (ShapeError), row_stride (-1: `packed`, the units of a packed row) at least `packed`
 /// (ShapeError), data not null and aligned to alignof(Unit) (ValueError). Returns the stride.
 template <class Unit>
-[[nodiscard]] Index checked_view_stride(Where where, const Unit* data, Index vocab_size,
+[[nodiscard]] Index checked_view_stride(const Where& where, const Unit* data, Index vocab_size,
                                         Index d_model, Index packed, Index row_stride) {
   check_positive_size(where, "vocab_size", vocab_size);
   check_positive_size(where, "d_model", d_model);

@@ -179,7 +179,8 @@ inline void weight_super_block(const std::uint8_t* row, Index s, WeightSuperBloc
     for (std::size_t l = 0; l < 16; ++l) wb.sc[l] = sc[l] - 32;
   } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
     for (std::size_t l = 0; l < 16; ++l) {
-      wb.sc[l] = static_cast<std::int8_t>(b[offsetof(B, scales) + l]);
+      // The byte is an int8 scale: (u ^ 0x80) - 128 reads it as signed without a char type.
+      wb.sc[l] = static_cast<std::int32_t>(b[offsetof(B, scales) + l] ^ 0x80u) - 128;
     }
   } else {
     for (int l = 0; l < 16; ++l) {

@@ -79,7 +79,7 @@ inline void quantize_q8_k_block(const float* x, std::uint8_t* b) noexcept {
   std::memset(b, 0, sizeof(B));
   if (amax == 0.0f) return;
   const float iscale = -127.f / max;
-  std::int8_t q[B::elements];
+  std::int8_t q[B::elements] = {};
   for (int j = 0; j < B::elements; ++j)
     q[j] = static_cast<std::int8_t>(std::min(127, nearest_int(iscale * x[j])));
   std::memcpy(b + offsetof(B, qs), q, sizeof q);
