@@ -202,16 +202,19 @@ void gather(const CodecRows<Codec>& table, std::span<const Id> ids, typename Cod
   }
 
   lookup_rows<O>(table, ids, scale, out, [&](Index i, V* dst) {
-    Eigen::Map<RowVector<V>> row(dst, d);
+    // Plain loops, not Eigen's +=: Eigen's out-of-line assignment loops are shared by name
+    // between units built for different instruction sets, which ember's namespace cannot tag.
     if (add.positions.data != nullptr) {
-      row += Eigen::Map<const RowVector<V>>(add.positions.row(add.offset + i % add.seq_len), d);
+      const V* p = add.positions.row(add.offset + i % add.seq_len);
+      for (Index c = 0; c < d; ++c) dst[c] += p[c];
     }
     if (add.segments.data != nullptr) {
       const Index s = add.segment_ids.empty()
                           ? 0
                           : static_cast<Index>(add.segment_ids[static_cast<std::size_t>(i)]);
       EMBER_ASSERT(s >= 0 && s < add.segments.rows);
-      row += Eigen::Map<const RowVector<V>>(add.segments.row(s), d);
+      const V* seg = add.segments.row(s);
+      for (Index c = 0; c < d; ++c) dst[c] += seg[c];
     }
     if (add.keep != nullptr) {
       const std::uint8_t* k = add.keep + i * d;

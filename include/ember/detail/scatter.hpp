@@ -222,26 +222,27 @@ template <class T, class Rows>
 void add_row_sum(const Rows& rows, Index d, std::span<const Index> positions, T row_scale,
                  bool assign, T* dst, T* sum, T* scratch) {
   EMBER_ASSERT(!positions.empty());
-  Eigen::Map<RowVector<T>> out(dst, d);
-  const auto first = Eigen::Map<const RowVector<T>>(rows.contribution(positions[0], scratch), d);
+  // Plain loops, not Eigen expressions: Eigen's out-of-line assignment loops are shared by name
+  // between units built for different instruction sets, which ember's namespace cannot tag.
+  const T* first = rows.contribution(positions[0], scratch);
   if (assign && positions.size() == 1) {
-    out = row_scale * first;  // a product alone: nothing to contract
+    for (Index c = 0; c < d; ++c) dst[c] = row_scale * first[c];  // a product alone
     return;
   }
-  Eigen::Map<RowVector<T>> acc(sum, d);
-  acc = first;
+  for (Index c = 0; c < d; ++c) sum[c] = first[c];
   for (std::size_t p = 1; p < positions.size(); ++p) {
-    acc += Eigen::Map<const RowVector<T>>(rows.contribution(positions[p], scratch), d);
+    const T* next = rows.contribution(positions[p], scratch);
+    for (Index c = 0; c < d; ++c) sum[c] += next[c];
   }
   if (assign) {
-    out = row_scale * acc;
+    for (Index c = 0; c < d; ++c) dst[c] = row_scale * sum[c];
     return;
   }
   // Scaled and rounded, then added: a fused multiply-add would make the running value depend on
   // the order of backward calls.
-  acc *= row_scale;
+  for (Index c = 0; c < d; ++c) sum[c] *= row_scale;
   rounded(std::span<T>(sum, static_cast<std::size_t>(d)));
-  out += acc;
+  for (Index c = 0; c < d; ++c) dst[c] += sum[c];
 }
 
 /// The scratch of the sparse backward, one per thread and reused by every call on that thread, so
