@@ -1,7 +1,8 @@
 // Tests of ember/fused_step.hpp: the fused backward + step (RowOptimizer::backward_step) on
 // Embedding: the same bits as backward followed by step for every optimizer, thread count, padding
 // row, frequency scaling and id width; the tied form; the fused-only options; bad input changes
-// nothing. SPDX-License-Identifier: MIT
+// nothing.
+// SPDX-License-Identifier: MIT
 #include <ember/bag.hpp>
 #include <ember/input_stem.hpp>
 #include <ember/optim.hpp>
