@@ -21,6 +21,7 @@
 #include "ember/detail/prefetch.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/ggml/blocks.hpp"
+#include "ember/ggml/k_scales.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::detail::ggml::qdot_vnni {
@@ -308,34 +309,6 @@ EMBER_ALWAYS_INLINE __m512i bits_of(__m512i v, int shift_lo, int shift_hi, int m
       _mm512_maskz_inserti64x4(__mmask8{0xFF}, _mm512_set1_epi16(static_cast<short>(shift_lo)),
                                _mm256_set1_epi16(static_cast<short>(shift_hi)), 1);
   return _mm512_and_si512(_mm512_srlv_epi16(v, counts), _mm512_set1_epi8(static_cast<char>(mask)));
-}
-
-/// ggml's kmask shuffle: the 8 six-bit scales (low 8 bytes) and mins (high 8 bytes) of Q4_K/Q5_K.
-EMBER_ALWAYS_INLINE __m128i k4_scales_mins(const std::uint8_t* s) noexcept {
-  std::uint32_t u[4];
-  std::memcpy(u, s, 12);
-  constexpr std::uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-  u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
-  const std::uint32_t mins_low = u[1] & kmask1;
-  u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
-  u[2] = mins_low;
-  u[0] &= kmask1;
-  return _mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]), static_cast<int>(u[2]),
-                        static_cast<int>(u[3]));
-}
-
-/// The 16 six-bit scales of a Q3_K block (stored minus 32), as ggml's kmask shuffle.
-EMBER_ALWAYS_INLINE __m128i q3k_scales(const std::uint8_t* s) noexcept {
-  std::uint32_t a[4];
-  std::memcpy(a, s, 12);
-  constexpr std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-  const std::uint32_t t = a[2];
-  a[2] = ((a[0] >> 4) & kmask2) | (((t >> 4) & kmask1) << 4);
-  a[3] = ((a[1] >> 4) & kmask2) | (((t >> 6) & kmask1) << 4);
-  a[0] = (a[0] & kmask2) | (((t >> 0) & kmask1) << 4);
-  a[1] = (a[1] & kmask2) | (((t >> 2) & kmask1) << 4);
-  return _mm_setr_epi32(static_cast<int>(a[0]), static_cast<int>(a[1]), static_cast<int>(a[2]),
-                        static_cast<int>(a[3]));
 }
 
 /// Super-block b (its bytes) of type B.
