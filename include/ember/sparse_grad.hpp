@@ -135,8 +135,7 @@ class SparseRowGrad {
   void add_to(Eigen::Ref<RowMatrix<T>> dense) const {
     constexpr const char* where = "SparseRowGrad::add_to";
     if (vocab_size_ == 0) return;
-    detail::check_extent(where, "dense", 0, vocab_size_, dense.rows(), "vocab_size");
-    detail::check_extent(where, "dense", 1, d_model_, dense.cols(), "d_model");
+    detail::check_dims(where, "dense", dense, vocab_size_, "vocab_size", d_model_, "d_model");
     const auto k = static_cast<Index>(rows_.size());
     for (Index j = 0; j < k; ++j)
       dense.row(static_cast<Index>(rows_[static_cast<std::size_t>(j)])) += values_.row(j);

@@ -418,8 +418,7 @@ class TableBatchedBags {
                     detail::Where where) const {
     detail::with_ids(indices, [&](auto ids) {
       check_inputs(ids, layout, weights, where);
-      detail::check_extent(where, "out", 0, layout.batch, out.rows(), "the batch size");
-      detail::check_extent(where, "out", 1, width(), out.cols(), "width()");
+      detail::check_dims(where, "out", out, layout.batch, "the batch size", width(), "width()");
       if (argmax != nullptr) argmax->assign(static_cast<std::size_t>(num_features()), {});
       for (Index f = 0; f < num_features(); ++f) {
         const BagFeature& feat = feature_at(f);
@@ -590,8 +589,8 @@ class TableBatchedBags {
                      const std::vector<BagArgmax>* argmax, detail::Where where, const Sink& sink) {
     detail::with_ids(indices, [&](auto ids) {
       check_inputs(ids, layout, weights, where);
-      detail::check_extent(where, "grad_out", 0, layout.batch, grad_out.rows(), "the batch size");
-      detail::check_extent(where, "grad_out", 1, width(), grad_out.cols(), "width()");
+      detail::check_dims(where, "grad_out", grad_out, layout.batch, "the batch size", width(),
+                         "width()");
       check_argmax(argmax, layout.batch, where);
       sink.check_all();
       // Everything validated: from here on nothing throws but std::bad_alloc.

@@ -54,10 +54,8 @@ void check_step(detail::Where where, const Embedding<T>& emb, const SparseRowGra
     detail::SparseRowGradAccess::check_shape(*sparse, where, emb.vocab_size(), emb.d_model());
   }
   if (dense != nullptr) {
-    detail::check_extent(where, "the dense gradient", 0, emb.vocab_size(), (*dense).rows(),
-                         "the table's vocab_size");
-    detail::check_extent(where, "the dense gradient", 1, emb.d_model(), (*dense).cols(),
-                         "the table's d_model");
+    detail::check_dims(where, "the dense gradient", *dense, emb.vocab_size(),
+                       "the table's vocab_size", emb.d_model(), "the table's d_model");
   }
 }
 
