@@ -87,37 +87,16 @@ inline constexpr std::size_t gguf_max_name = 63;
 /// get<V> asks for exactly this type.
 template <class V>
 [[nodiscard]] constexpr GgufValueType gguf_type_of() noexcept {
-  if constexpr (std::is_same_v<V, std::uint8_t>)
-    return GgufValueType::UINT8;
-  else if constexpr (std::is_same_v<V, std::int8_t>)
-    return GgufValueType::INT8;
-  else if constexpr (std::is_same_v<V, std::uint16_t>)
-    return GgufValueType::UINT16;
-  else if constexpr (std::is_same_v<V, std::int16_t>)
-    return GgufValueType::INT16;
-  else if constexpr (std::is_same_v<V, std::uint32_t>)
-    return GgufValueType::UINT32;
-  else if constexpr (std::is_same_v<V, std::int32_t>)
-    return GgufValueType::INT32;
-  else if constexpr (std::is_same_v<V, std::uint64_t>)
-    return GgufValueType::UINT64;
-  else if constexpr (std::is_same_v<V, std::int64_t>)
-    return GgufValueType::INT64;
-  else if constexpr (std::is_same_v<V, float>)
-    return GgufValueType::FLOAT32;
-  else if constexpr (std::is_same_v<V, double>)
-    return GgufValueType::FLOAT64;
-  else if constexpr (std::is_same_v<V, bool>)
-    return GgufValueType::BOOL;
-  else if constexpr (std::is_same_v<V, std::string> || std::is_same_v<V, std::string_view>) {
-    return GgufValueType::STRING;
-  } else {
-    static_assert(std::is_same_v<V, std::string>,
-                  "GgufFile::get<V>: V must be an exact GGUF scalar type (std::uint8_t ... "
-                  "std::int64_t, float, double, bool, std::string, std::string_view) or a "
-                  "std::vector of one");
-    return GgufValueType::STRING;
-  }
+  using S = std::conditional_t<std::is_same_v<V, std::string_view>, std::string, V>;
+  // The types in the order of GgufValueType's values (void for ARRAY, which no scalar is).
+  constexpr int i = detail::type_index<S, std::uint8_t, std::int8_t, std::uint16_t, std::int16_t,
+                                       std::uint32_t, std::int32_t, float, bool, std::string, void,
+                                       std::uint64_t, std::int64_t, double>;
+  static_assert(i >= 0,
+                "GgufFile::get<V>: V must be an exact GGUF scalar type (std::uint8_t ... "
+                "std::int64_t, float, double, bool, std::string, std::string_view) or a "
+                "std::vector of one");
+  return static_cast<GgufValueType>(i);
 }
 
 /// A metadata value asked for as the wrong type: get<std::uint32_t>("general.alignment") on a key

@@ -74,29 +74,12 @@ enum class SafetensorsDtype {
 /// SafetensorsWriter::add_array and SafetensorsFile::load_array.
 template <class V>
 [[nodiscard]] constexpr SafetensorsDtype dtype_of() noexcept {
-  using D = SafetensorsDtype;
-  if constexpr (std::is_same_v<V, std::uint8_t>)
-    return D::U8;
-  else if constexpr (std::is_same_v<V, std::int8_t>)
-    return D::I8;
-  else if constexpr (std::is_same_v<V, std::uint16_t>)
-    return D::U16;
-  else if constexpr (std::is_same_v<V, std::int16_t>)
-    return D::I16;
-  else if constexpr (std::is_same_v<V, std::uint32_t>)
-    return D::U32;
-  else if constexpr (std::is_same_v<V, std::int32_t>)
-    return D::I32;
-  else if constexpr (std::is_same_v<V, std::uint64_t>)
-    return D::U64;
-  else if constexpr (std::is_same_v<V, std::int64_t>)
-    return D::I64;
-  else if constexpr (std::is_same_v<V, float>)
-    return D::F32;
-  else if constexpr (std::is_same_v<V, double>)
-    return D::F64;
-  else
-    static_assert(detail::always_false<V>, "dtype_of<V>: V has no safetensors dtype");
+  // The types in the order of SafetensorsDtype's values (void where no C++ type is stored).
+  constexpr int i = detail::type_index<V, void, std::uint8_t, std::int8_t, void, void, std::int16_t,
+                                       std::uint16_t, void, void, std::int32_t, std::uint32_t,
+                                       float, double, std::int64_t, std::uint64_t>;
+  static_assert(i >= 0, "dtype_of<V>: V has no safetensors dtype");
+  return static_cast<SafetensorsDtype>(i);
 }
 
 /// One tensor entry of a safetensors header. Offsets are relative to the start of the data
