@@ -282,18 +282,6 @@ struct SparseRowGradAccess {
     grad.check_shape(where, vocab_size, d, table, index);
   }
 
-  /// accumulate_validated after checking the ids and the gradient's shape (check_shape), for a
-  /// caller that has not validated them. Throws: IndexError for an id outside [0, vocab_size);
-  /// ShapeError if (vocab_size, d) differs from the bound shape. Nothing changes when it throws.
-  template <class T, class Id, class Rows>
-  static void accumulate_rows_of(SparseRowGrad<T>& grad, std::span<const Id> ids, const Rows& rows,
-                                 Index d, T scale, Index vocab_size, AccumulateOptions options,
-                                 Where where, bool needs_scratch = true) {
-    check_shape(grad, where, vocab_size, d);
-    check_ids(ids, vocab_size, where);
-    accumulate_validated(grad, ids, rows, d, scale, vocab_size, options, needs_scratch);
-  }
-
   /// grad[ids[i]] += scale * (what `rows` says position i contributes), after the caller checked
   /// every id against vocab_size and the gradient with check_shape: binds an unbound gradient and
   /// accumulates without checking again. `rows` is a row policy of detail/scatter.hpp whose
