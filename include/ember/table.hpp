@@ -7,14 +7,10 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
-#include <cstring>
-#include <limits>
 #include <memory>
 #include <span>
-#include <string>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include <Eigen/Core>
 

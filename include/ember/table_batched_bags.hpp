@@ -10,7 +10,6 @@
 #include <exception>
 #include <numeric>
 #include <span>
-#include <string>
 #include <utility>
 #include <vector>
 

@@ -9,7 +9,6 @@
 #include <climits>
 #include <cstdint>
 #include <span>
-#include <string>
 #include <utility>
 #include <vector>
 
