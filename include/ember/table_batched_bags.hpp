@@ -211,7 +211,7 @@ class TableBatchedBags {
     constexpr detail::Where where{"TableBatchedBags", "backward"};
     const Layout layout = from_offsets(indices, offsets, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
-                  accumulate_into(grads, where));
+                  AccumulateSink{this, &grads, where});
   }
 
   /// backward of forward_lengths(indices, lengths). Throws: as backward and forward_lengths.
@@ -225,7 +225,7 @@ class TableBatchedBags {
     constexpr detail::Where where{"TableBatchedBags", "backward_lengths"};
     const Layout layout = from_lengths(indices, lengths, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
-                  accumulate_into(grads, where));
+                  AccumulateSink{this, &grads, where});
   }
 
   /// The backward fused with a step of optimizers[t] on each table t (any ember::optim
@@ -249,7 +249,7 @@ class TableBatchedBags {
     constexpr detail::Where where{"TableBatchedBags", "backward_step"};
     const Layout layout = from_offsets(indices, offsets, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
-                  step_with(optimizers, grad_out, fused, where));
+                  StepSink<Opt>{this, optimizers, &grad_out, &fused, where});
   }
 
   /// backward_step of forward_lengths(indices, lengths). Throws: as backward_step and
@@ -264,7 +264,7 @@ class TableBatchedBags {
     constexpr detail::Where where{"TableBatchedBags", "backward_step_lengths"};
     const Layout layout = from_lengths(indices, lengths, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
-                  step_with(optimizers, grad_out, fused, where));
+                  StepSink<Opt>{this, optimizers, &grad_out, &fused, where});
   }
 
  private:
@@ -570,17 +570,6 @@ class TableBatchedBags {
           detail::fused_rows(ids, rows, needs_scratch, T(1), tab.accumulate_options()), checks());
     }
   };
-
-  [[nodiscard]] AccumulateSink accumulate_into(std::vector<SparseRowGrad<T>>& grads,
-                                               detail::Where where) {
-    return {this, &grads, where};
-  }
-  template <class Opt>
-  [[nodiscard]] StepSink<Opt> step_with(std::span<Opt> optimizers,
-                                        const Eigen::Ref<const RowMatrix<T>>& grad_out,
-                                        const optim::FusedStepOptions& fused, detail::Where where) {
-    return {this, optimizers, &grad_out, &fused, where};
-  }
 
   template <class R, class Sink>
   void backward_impl(const R& indices, const Layout& layout,
