@@ -279,13 +279,6 @@ io::WordVectors<T> load_binary(const std::string& path, const io::WordVectorsLoa
   return out;
 }
 
-/// Shortest round-trip decimal form of v.
-template <class T>
-void append_number(std::string& s, T v) {
-  char buf[64];
-  s.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-}
-
 template <class Derived>
 void check_words_for_save(const char* where, const Vocabulary& vocab,
                           const Eigen::MatrixBase<Derived>& table, bool binary) {
@@ -383,7 +376,7 @@ void save_word_vectors(const std::string& path, WordFormat format, const Vocabul
     } else {
       for (Index c = 0; c < table.cols(); ++c) {
         if (c > 0) line.push_back(' ');
-        detail::append_number(line, table(r, c));
+        detail::append_part(line, table(r, c));  // shortest round-trip form
       }
       line.push_back('\n');
     }
