@@ -790,17 +790,14 @@ class GgufWriter {
   GgufWriter& add(const std::string& name, Eigen::Matrix<S, R, C, O, MR, MC>&& table,
                   GgmlType type) = delete;
 
-  /// Adds a STRING value (also for literals: a `const char*` does not become a bool).
-  GgufWriter& metadata(const std::string& key, std::string_view value) {
+  /// Adds a STRING value: anything a std::string_view is made from (a literal too: a
+  /// `const char*` does not become a bool).
+  template <class S>
+  requires std::convertible_to<const S&, std::string_view> GgufWriter& metadata(
+      const std::string& key, const S& value) {
     Value v{GgufValueType::STRING, GgufValueType::STRING, 1, {}};
-    append_string(v.payload, value);
+    append_string(v.payload, std::string_view(value));
     return put(key, std::move(v));
-  }
-  GgufWriter& metadata(const std::string& key, const std::string& value) {
-    return metadata(key, std::string_view(value));
-  }
-  GgufWriter& metadata(const std::string& key, const char* value) {
-    return metadata(key, std::string_view(value));
   }
   /// Adds a BOOL value.
   GgufWriter& metadata(const std::string& key, bool value) {
