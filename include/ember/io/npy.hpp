@@ -220,10 +220,7 @@ RowMatrix<T> npy_convert(const unsigned char* data, const io::NpyHeader& h) {
     for (Index c = 0; c < h.cols; ++c) {
       const Index linear = h.fortran_order ? c * h.rows + r : r * h.cols + c;
       const unsigned char* p = data + static_cast<std::size_t>(linear) * item;
-      out(r, c) = h.dtype == io::NpyDtype::f2
-                      ? static_cast<T>(bits_to_float<Eigen::half>(load_value<std::uint16_t>(p, le)))
-                  : h.dtype == io::NpyDtype::f4 ? static_cast<T>(load_value<float>(p, le))
-                                                : static_cast<T>(load_value<double>(p, le));
+      out(r, c) = load_float<T>(p, item, le);
     }
   }
   return out;
@@ -351,15 +348,7 @@ void save_npy(const std::string& path, const Eigen::MatrixBase<Derived>& table,
   std::vector<unsigned char> row(static_cast<std::size_t>(table.cols()) * item);
   for (Index r = 0; r < table.rows(); ++r) {
     for (Index c = 0; c < table.cols(); ++c) {
-      unsigned char* p = row.data() + static_cast<std::size_t>(c) * item;
-      const S v = table(r, c);
-      if (dtype == NpyDtype::f2) {
-        detail::store_value_le(p, detail::float_to_bits<Eigen::half>(static_cast<float>(v)));
-      } else if (dtype == NpyDtype::f4) {
-        detail::store_value_le(p, static_cast<float>(v));
-      } else {
-        detail::store_value_le(p, static_cast<double>(v));
-      }
+      detail::store_float_le(row.data() + static_cast<std::size_t>(c) * item, item, table(r, c));
     }
     out.write(row.data(), row.size());
   }

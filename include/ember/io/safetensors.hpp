@@ -314,23 +314,11 @@ class SafetensorsFile {
       if (n > 0) std::memcpy(out, p, n * sizeof(T));
       return;
     }
+    const std::size_t item = dtype_size(ti.dtype);
+    const bool bf16 = ti.dtype == SafetensorsDtype::BF16;
     for (std::size_t i = 0; i < n; ++i) {
-      switch (ti.dtype) {
-        case SafetensorsDtype::F16:
-          out[i] = static_cast<T>(
-              detail::bits_to_float<Eigen::half>(detail::load_le<std::uint16_t>(p + 2 * i)));
-          break;
-        case SafetensorsDtype::BF16:
-          out[i] = static_cast<T>(
-              detail::bits_to_float<Eigen::bfloat16>(detail::load_le<std::uint16_t>(p + 2 * i)));
-          break;
-        case SafetensorsDtype::F32:
-          out[i] = static_cast<T>(detail::load_value<float>(p + 4 * i, true));
-          break;
-        default:
-          out[i] = static_cast<T>(detail::load_value<double>(p + 8 * i, true));
-          break;
-      }
+      out[i] = bf16 ? detail::load_float<T, Eigen::bfloat16>(p + i * item, item, true)
+                    : detail::load_float<T>(p + i * item, item, true);
     }
   }
 
@@ -650,22 +638,10 @@ class SafetensorsWriter {
       const S* src = t.row(r);
       for (Index c = 0; c < t.cols; ++c) {
         unsigned char* p = row.data() + static_cast<std::size_t>(c) * item;
-        const S v = src[c];
-        switch (dtype) {
-          case SafetensorsDtype::F16:
-            detail::store_le<std::uint16_t>(
-                p, detail::float_to_bits<Eigen::half>(static_cast<float>(v)));
-            break;
-          case SafetensorsDtype::BF16:
-            detail::store_le<std::uint16_t>(
-                p, detail::float_to_bits<Eigen::bfloat16>(static_cast<float>(v)));
-            break;
-          case SafetensorsDtype::F32:
-            detail::store_value_le(p, static_cast<float>(v));
-            break;
-          default:
-            detail::store_value_le(p, static_cast<double>(v));
-            break;
+        if (dtype == SafetensorsDtype::BF16) {
+          detail::store_float_le<Eigen::bfloat16>(p, item, src[c]);
+        } else {
+          detail::store_float_le(p, item, src[c]);
         }
       }
       out.write(row.data(), row.size());
