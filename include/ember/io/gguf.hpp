@@ -809,8 +809,8 @@ class GgufWriter {
   /// Adds a number: an integer stored with the type of its width and signedness (int -> INT32,
   /// std::uint64_t -> UINT64, ...), a float as FLOAT32, a double as FLOAT64.
   template <class E>
-  requires(std::is_arithmetic_v<E> &&
-           !std::same_as<E, bool>) GgufWriter& metadata(const std::string& key, E value) {
+  requires(!std::same_as<E, bool> && (std::is_arithmetic_v<E> || std::is_enum_v<E>))
+      GgufWriter& metadata(const std::string& key, E value) {
     constexpr GgufValueType t = number_type<E>();
     Value v{t, t, 1, {}};
     append_scalar(v.payload, value);
@@ -937,6 +937,7 @@ class GgufWriter {
   template <class I>
   static constexpr GgufValueType number_type() {
     constexpr bool is_signed = std::is_signed_v<I>;  // named: cppcheck misparses it inline
+    static_assert(!std::is_enum_v<I>, "GgufWriter::metadata: an enum has no GGUF type; cast it");
     if constexpr (std::is_floating_point_v<I>) {
       static_assert(sizeof(I) <= 8, "GgufWriter::metadata: floats and doubles, no long double");
       return sizeof(I) == 4 ? GgufValueType::FLOAT32 : GgufValueType::FLOAT64;
