@@ -203,6 +203,24 @@ inline void store_u32(std::uint8_t* p, std::uint32_t v) noexcept {
   return (i & 0x007fffff) - 0x00400000;
 }
 
+/// The value of largest magnitude among x[0, n) (the first of equal magnitudes; 0 when all are
+/// zero) and that magnitude, found as ggml's quantizers find them (a strict comparison).
+struct SignedAbsmax {
+  float max = 0.0f;
+  float amax = 0.0f;
+};
+[[nodiscard]] inline SignedAbsmax signed_absmax(const float* x, int n) noexcept {
+  SignedAbsmax m;
+  for (int j = 0; j < n; ++j) {
+    const float ax = std::fabs(x[j]);
+    if (ax > m.amax) {
+      m.amax = ax;
+      m.max = x[j];
+    }
+  }
+  return m;
+}
+
 /// C's float -> integer conversion (truncation) where it is defined; INT32_MIN where it is not
 /// (NaN, out of range), the result of x86-64's cvttss2si, which is what ggml's `(int8_t)(x + 8.5f)`
 /// compiles to. Only reached with finite inputs of subnormal or astronomically large magnitude.
