@@ -9,6 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(__F16C__) || defined(__AVX512VL__)
+#include <immintrin.h>
+#endif
+
 #include "ember/config.hpp"
 
 namespace ember::inline EMBER_ISA::detail::ggml {
@@ -193,6 +197,19 @@ inline void store_u32(std::uint8_t* p, std::uint32_t v) noexcept {
 [[nodiscard]] inline float load_half(const std::uint8_t* p) noexcept {
   return fp16_to_fp32(load_u16(p));
 }
+
+#if defined(__F16C__) || defined(__AVX512VL__)
+/// load_half by the conversion instruction (the same value, NaNs quieted alike) without its
+/// branches: for the vector kernels' block scales.
+[[nodiscard]] EMBER_ALWAYS_INLINE float load_half_f16c(const std::uint8_t* p) noexcept {
+#if defined(__AVX512VL__)
+  const __m128i h = _mm_cvtsi32_si128(load_u16(p));
+  return _mm_cvtss_f32(_mm_maskz_cvtph_ps(__mmask8{1}, h));
+#else
+  return _cvtsh_ss(load_u16(p));
+#endif
+}
+#endif
 
 /// ggml's nearest_int: round to nearest, ties to even, by adding 1.5 * 2^23. Exact for
 /// |v| <= 4194303 (ggml asserts that range in debug builds); outside it, the same bits as ggml.

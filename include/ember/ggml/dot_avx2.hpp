@@ -253,7 +253,7 @@ EMBER_ALWAYS_INLINE void widen16(__m128i bytes, __m256i* out) noexcept {
 
 template <class B>
 EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
-  t.d = load_half(b + offsetof(B, d));
+  t.d = load_half_f16c(b + offsetof(B, d));
   t.dmin = 0.0f;
   t.m[0] = t.m[1] = _mm256_setzero_si256();
   if constexpr (std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>) {
@@ -275,7 +275,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
         t.sc[half] = _mm256_and_si256(s[half], _mm256_set1_epi32(0xF));
         t.m[half] = _mm256_srli_epi32(s[half], 4);
       }
-      t.dmin = load_half(b + offsetof(B, dmin));
+      t.dmin = load_half_f16c(b + offsetof(B, dmin));
     } else {
       widen16<false>(q3k_scales(b + offsetof(B, scales)), t.sc);
       for (auto& s : t.sc) s = _mm256_sub_epi32(s, _mm256_set1_epi32(32));
@@ -306,7 +306,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
     const __m128i pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     widen16<false>(_mm_shuffle_epi8(sm, pairs), t.sc);
     widen16<false>(_mm_shuffle_epi8(_mm_srli_si128(sm, 8), pairs), t.m);
-    t.dmin = load_half(b + offsetof(B, dmin));
+    t.dmin = load_half_f16c(b + offsetof(B, dmin));
   }
   // scv[c][half] lane l: sub-block 4c + 2·half + l / 4, low 16 bits.
   const __m256i low16 = _mm256_set1_epi32(0xFFFF);

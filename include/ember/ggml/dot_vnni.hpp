@@ -298,24 +298,40 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
 
 /// One super-block as the kernel reads it: w[c] = codes 64c .. 64c + 63 in order; sc, m the
 /// 16 sub-block scales and mins; scv[c] lane l = sc(4c + l / 4) as an int16 pair.
+///
+/// The scales and mins ride as 16-bit values in the low half of each 32-bit lane (the high half
+/// zero), so vpdpwssd / vpmaddwd multiply them by a 32-bit lane whose value fits 16 bits (a
+/// chunk's partial sums, |.| <= 4 · 63 · 127, and the hidden's sub-block sums, |.| <= 16 · 127)
+/// exactly: noff = -Offset · sc (|.| <= 32 · 128), m >= 0.
 struct Super {
   __m512i w[4];
   __m512i sc;
   __m512i m;
   __m512i scv[4];
+  __m512i noff;
   float d;
   float dmin;
 };
 
-/// scv[c] from sc: lane l of chunk c takes sub-block 4c + l/4, in the low 16 bits.
+/// scv[c] from sc: lane l of chunk c takes sub-block 4c + l/4, in the low 16 bits; noff from sc.
+template <int Offset>
 EMBER_ALWAYS_INLINE void chunk_scales(Super& t) noexcept {
   const __m512i low16 = _mm512_set1_epi32(0xFFFF);
+  const __m512i sc16 = _mm512_and_si512(t.sc, low16);
   for (int c = 0; c < 4; ++c) {
     const __m512i idx = _mm512_setr_epi32(4 * c, 4 * c, 4 * c, 4 * c, 4 * c + 1, 4 * c + 1,
                                           4 * c + 1, 4 * c + 1, 4 * c + 2, 4 * c + 2, 4 * c + 2,
                                           4 * c + 2, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3);
-    t.scv[c] =
-        _mm512_and_si512(_mm512_maskz_permutexvar_epi32(__mmask16{0xFFFF}, idx, t.sc), low16);
+    t.scv[c] = _mm512_maskz_permutexvar_epi32(__mmask16{0xFFFF}, idx, sc16);
+  }
+  t.noff = _mm512_setzero_si512();
+  if constexpr (Offset != 0) {
+    constexpr int shift = Offset == 4 ? 2 : 5;
+    static_assert(Offset == 1 << shift);
+    t.noff =
+        _mm512_and_si512(_mm512_sub_epi32(_mm512_setzero_si512(),
+                                          _mm512_maskz_slli_epi32(__mmask16{0xFFFF}, t.sc, shift)),
+                         low16);
   }
 }
 
@@ -333,10 +349,10 @@ EMBER_ALWAYS_INLINE __m512i bits_of(__m512i v, int shift_lo, int shift_hi, int m
   return _mm512_and_si512(_mm512_srlv_epi16(v, counts), _mm512_set1_epi8(static_cast<char>(mask)));
 }
 
-/// Super-block b (its bytes) of type B.
-template <class B>
+/// Super-block b (its bytes) of type B, code offset Offset.
+template <class B, int Offset>
 EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
-  t.d = load_half(b + offsetof(B, d));
+  t.d = load_half_f16c(b + offsetof(B, d));
   t.dmin = 0.0f;
   t.m = _mm512_setzero_si512();
   if constexpr (std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>) {
@@ -355,7 +371,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))));
       t.sc = _mm512_and_si512(s, _mm512_set1_epi32(0xF));
       t.m = _mm512_maskz_srli_epi32(__mmask16{0xFFFF}, s, 4);
-      t.dmin = load_half(b + offsetof(B, dmin));
+      t.dmin = load_half_f16c(b + offsetof(B, dmin));
     } else {
       t.sc = _mm512_sub_epi32(
           _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, q3k_scales(b + offsetof(B, scales))),
@@ -391,9 +407,9 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
     t.sc = _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, _mm_shuffle_epi8(sm, pairs));
     t.m = _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF},
                                      _mm_shuffle_epi8(_mm_srli_si128(sm, 8), pairs));
-    t.dmin = load_half(b + offsetof(B, dmin));
+    t.dmin = load_half_f16c(b + offsetof(B, dmin));
   }
-  chunk_scales(t);
+  chunk_scales<Offset>(t);
 }
 
 /// The super-block kernel of block type B for N hidden rows: see detail::qdot_super_portable.
@@ -407,29 +423,24 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
       [&](const std::uint8_t* row, __m512* f, __m512* gx) {
         for (Index s = 0; s < supers; ++s) {
           Super t;
-          load_super<B>(row + s * Index{sizeof(B)}, t);
+          load_super<B, Offset>(row + s * Index{sizeof(B)}, t);
           for (Index j = 0; j < N; ++j) {
             const std::int8_t* hq = h.group_codes(j0 + j, s);
             const __m512i bsum = _mm512_load_si512(h.group_isum(j0 + j, s));
             const float dh = *h.group_scale(j0 + j, s);
-            __m512i v = _mm512_setzero_si512();
+            // -Offset · sc · bsum, then the chunks' Σ w · h times their sub-blocks' scales.
+            __m512i v = Offset != 0 ? _mm512_madd_epi16(t.noff, bsum) : _mm512_setzero_si512();
             for (int c = 0; c < 4; ++c) {
               const __m512i part = _mm512_dpbusd_epi32(_mm512_setzero_si512(), t.w[c],
                                                        _mm512_load_si512(hq + 64 * c));
               v = _mm512_dpwssd_epi32(v, part, t.scv[c]);
-            }
-            if constexpr (Offset != 0) {
-              constexpr int shift = Offset == 4 ? 2 : 5;
-              v = _mm512_sub_epi32(
-                  v, _mm512_maskz_slli_epi32(__mmask16{0xFFFF}, _mm512_mullo_epi32(t.sc, bsum),
-                                             shift));
             }
             const __m512 sd = _mm512_set1_ps(t.d * dh);
             f[j] = _mm512_add_ps(
                 f[j], rounded(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, v), sd)));
             if constexpr (Mins) {
               const __m512 mins =
-                  _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, _mm512_mullo_epi32(t.m, bsum));
+                  _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, _mm512_madd_epi16(t.m, bsum));
               gx[j] =
                   _mm512_add_ps(gx[j], rounded(_mm512_mul_ps(mins, _mm512_set1_ps(-t.dmin * dh))));
             }
