@@ -83,10 +83,9 @@ TEST_CASE("the quantized-hidden kernels of this build give the portable kernels'
           });
           CHECK(qdot_same(built, portable));
 #if EMBER_DETAIL_QDOT_VNNI && EMBER_DETAIL_QDOT_AVX2
-          constexpr bool extra = gg::has_offset_term<B> || gg::has_mins<B>;
           const auto avx2 = qdot_passes(n, rows, [&](Index j0, Index nj, float* out) {
-            gg::qdot_avx2::block_rows<B, gg::code_offset<B>, extra>(q.data(), rb, rows, d, qh, j0,
-                                                                    nj, out, rows);
+            gg::simd_block_rows<B>(gg::qdot_avx2::Isa{}, q.data(), rb, rows, d, qh, j0, nj, out,
+                                   rows);
           });
           CHECK(qdot_same(avx2, portable));
 #endif

@@ -9,6 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(__F16C__) || defined(__AVX512VL__)
+#include <immintrin.h>
+#endif
+
 #include "ember/config.hpp"
 
 namespace ember::inline EMBER_ISA::detail::ggml {
@@ -194,6 +198,19 @@ inline void store_u32(std::uint8_t* p, std::uint32_t v) noexcept {
   return fp16_to_fp32(load_u16(p));
 }
 
+#if defined(__F16C__) || defined(__AVX512VL__)
+/// load_half by the conversion instruction (the same value, NaNs quieted alike) without its
+/// branches: for the vector kernels' block scales.
+[[nodiscard]] EMBER_ALWAYS_INLINE float load_half_f16c(const std::uint8_t* p) noexcept {
+#if defined(__AVX512VL__)
+  const __m128i h = _mm_cvtsi32_si128(load_u16(p));
+  return _mm_cvtss_f32(_mm_maskz_cvtph_ps(__mmask8{1}, h));
+#else
+  return _cvtsh_ss(load_u16(p));
+#endif
+}
+#endif
+
 /// ggml's nearest_int: round to nearest, ties to even, by adding 1.5 * 2^23. Exact for
 /// |v| <= 4194303 (ggml asserts that range in debug builds); outside it, the same bits as ggml.
 /// A product passed as v is rounded before the add, as in ggml's C.
@@ -201,6 +218,24 @@ inline void store_u32(std::uint8_t* p, std::uint32_t v) noexcept {
   const float shifted = rounded(v) + 12582912.f;
   const auto i = std::bit_cast<std::int32_t>(shifted);
   return (i & 0x007fffff) - 0x00400000;
+}
+
+/// The value of largest magnitude among x[0, n) (the first of equal magnitudes; 0 when all are
+/// zero) and that magnitude, found as ggml's quantizers find them (a strict comparison).
+struct SignedAbsmax {
+  float max = 0.0f;
+  float amax = 0.0f;
+};
+[[nodiscard]] inline SignedAbsmax signed_absmax(const float* x, int n) noexcept {
+  SignedAbsmax m;
+  for (int j = 0; j < n; ++j) {
+    const float ax = std::fabs(x[j]);
+    if (ax > m.amax) {
+      m.amax = ax;
+      m.max = x[j];
+    }
+  }
+  return m;
 }
 
 /// C's float -> integer conversion (truncation) where it is defined; INT32_MIN where it is not

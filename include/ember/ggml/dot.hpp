@@ -13,6 +13,7 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/float_dots.hpp"
+#include "ember/detail/pass_rows.hpp"
 #include "ember/detail/qdot.hpp"
 #include "ember/ggml/blocks.hpp"
 #include "ember/ggml/decode.hpp"
@@ -215,6 +216,24 @@ void qdot_block_rows(const std::uint8_t* rows, Index row_stride, Index count, In
 
 }  // namespace portable
 
+/// The vector kernels of block type B for nj <= 8 hidden rows (arguments as qdot_rows), of the
+/// instruction set whose tag is `isa` (qdot_vnni::Isa, qdot_avx2::Isa: found by its namespace).
+template <class B, class Isa>
+void simd_block_rows(Isa isa, const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                     const QuantizedHidden& h, Index j0, Index nj, float* out, Index out_stride) {
+  constexpr bool extra = has_offset_term<B> || has_mins<B>;
+  visit_pass_rows(nj, [&](auto n) {
+    constexpr Index N = decltype(n)::value;
+    if constexpr (B::elements == 32) {
+      block_units_rows<B, code_offset<B>, extra, N>(isa, rows, row_stride, count, d, h, j0, out,
+                                                    out_stride);
+    } else {
+      super_rows<B, code_offset<B>, extra, N>(isa, rows, row_stride, count, d, h, j0, out,
+                                              out_stride);
+    }
+  });
+}
+
 /// out[(j - j0)·out_stride + r] = the dot product of encoded row r (of the `count` rows at `rows`,
 /// row_stride bytes apart) with hidden row j of `h` (quantized for `type` by quantize_hidden),
 /// for j in [j0, j0 + nj), nj <= 8, in the order of detail/qdot.hpp (F16, BF16: float_dots'
@@ -234,15 +253,11 @@ inline void qdot_rows(GgmlType type, const std::uint8_t* rows, Index row_stride,
   }
   visit_block(type, [&](auto block) {
     using B = typename decltype(block)::type;
-    constexpr bool extra = has_offset_term<B> || has_mins<B>;
 #if EMBER_DETAIL_QDOT_VNNI
-    qdot_vnni::block_rows<B, code_offset<B>, extra>(rows, row_stride, count, d, h, j0, nj, out,
-                                                    out_stride);
+    simd_block_rows<B>(qdot_vnni::Isa{}, rows, row_stride, count, d, h, j0, nj, out, out_stride);
 #elif EMBER_DETAIL_QDOT_AVX2
-    qdot_avx2::block_rows<B, code_offset<B>, extra>(rows, row_stride, count, d, h, j0, nj, out,
-                                               out_stride);
+    simd_block_rows<B>(qdot_avx2::Isa{}, rows, row_stride, count, d, h, j0, nj, out, out_stride);
 #else
-    static_cast<void>(extra);
     portable::qdot_block_rows<B>(rows, row_stride, count, d, h, j0, nj, out, out_stride);
 #endif
   });

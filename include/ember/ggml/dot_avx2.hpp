@@ -23,6 +23,9 @@
 
 namespace ember::inline EMBER_ISA::detail::ggml::qdot_avx2 {
 
+/// The tag of these kernels: ggml/dot.hpp's simd_block_rows finds the AVX2 kernels by it.
+struct Isa {};
+
 /// Σ over pairs of u8 a · s8 b, then over pairs again: 8 sums of 4 products (a < 128 or b's
 /// magnitude small enough that no pair saturates).
 EMBER_ALWAYS_INLINE __m256i dot4(__m256i a, __m256i b) noexcept {
@@ -151,14 +154,12 @@ EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* first, Index active, Uni
   }
 }
 
-/// The units kernel for N hidden rows: see detail::qdot_units_portable. `load(row, first,
-/// active, Units&)` gives units first .. first + 7 of a row (`active` of them present); Signed:
-/// its codes are signed (the sign trick; Offset then corrects codes stored minus 128).
-template <int Offset, bool Signed, bool Extra, Index N, class Load>
-void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index row_bytes,
-                Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
-                Index out_stride) {
-  const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
+/// For each of the `count` rows at `rows` (the row 2 ahead prefetched): N pairs of accumulators f
+/// and gx (lanes 0..7, 8..15) zeroed, acc(row, f, gx), then out[j·out_stride + r] = tree(f[j])
+/// (+ tree(gx[j]) with Extra).
+template <bool Extra, Index N, class Acc>
+EMBER_ALWAYS_INLINE void each_row(const std::uint8_t* rows, Index row_stride, Index row_bytes,
+                                  Index count, float* out, Index out_stride, const Acc& acc) {
   for (Index r = 0; r < count; ++r) {
     const std::uint8_t* row = rows + r * row_stride;
     if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
@@ -167,36 +168,52 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
     __m256 gx[n][2];
     for (Index j = 0; j < N; ++j)
       for (int half = 0; half < 2; ++half) f[j][half] = gx[j][half] = _mm256_setzero_ps();
-    for (Index g = 0; g < groups; ++g) {
-      for (int half = 0; half < 2; ++half) {
-        const Index first = g * qdot_lanes + 8 * half;
-        const Index active = std::clamp<Index>(units - first, 0, 8);
-        if (active == 0) continue;
-        Units t;
-        load(row, first, active, t);
-        for (Index j = 0; j < N; ++j) {
-          const std::int8_t* hq = h.group_codes(j0 + j, g) + 32 * half;
-          __m256i acc = offset_init<Offset>(h.group_isum(j0 + j, g) + 8 * half);
-          for (int k = 0; k < 8; ++k) {
-            const __m256i hk = _mm256_load_si256(reinterpret_cast<const __m256i*>(hq + 64 * k));
-            acc = _mm256_add_epi32(acc, Signed ? dot4_signed(t.w[k], hk) : dot4(t.w[k], hk));
-          }
-          const __m256 s = _mm256_mul_ps(t.dw, _mm256_load_ps(h.group_scale(j0 + j, g) + 8 * half));
-          f[j][half] =
-              _mm256_add_ps(f[j][half], rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(acc), s)));
-          if constexpr (Extra) {
-            const __m256 y = _mm256_load_ps(h.group_extra(j0 + j, g) + 8 * half);
-            gx[j][half] = _mm256_add_ps(gx[j][half], rounded(_mm256_mul_ps(t.mw, y)));
-          }
-        }
-      }
-    }
+    acc(row, f, gx);
     for (Index j = 0; j < N; ++j) {
       float result = lane_tree(f[j][0], f[j][1]);
       if constexpr (Extra) result += lane_tree(gx[j][0], gx[j][1]);
       out[j * out_stride + r] = result;
     }
   }
+}
+
+/// The units kernel for N hidden rows: see detail::qdot_units_portable. `load(row, first,
+/// active, Units&)` gives units first .. first + 7 of a row (`active` of them present); Signed:
+/// its codes are signed (the sign trick; Offset then corrects codes stored minus 128).
+template <int Offset, bool Signed, bool Extra, Index N, class Load>
+void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index row_bytes,
+                Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
+                Index out_stride) {
+  const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
+  each_row<Extra, N>(
+      rows, row_stride, row_bytes, count, out, out_stride,
+      [&](const std::uint8_t* row, __m256(*f)[2], __m256(*gx)[2]) {
+        for (Index g = 0; g < groups; ++g) {
+          for (int half = 0; half < 2; ++half) {
+            const Index first = g * qdot_lanes + 8 * half;
+            const Index active = std::clamp<Index>(units - first, 0, 8);
+            if (active == 0) continue;
+            Units t;
+            load(row, first, active, t);
+            for (Index j = 0; j < N; ++j) {
+              const std::int8_t* hq = h.group_codes(j0 + j, g) + 32 * half;
+              __m256i acc = offset_init<Offset>(h.group_isum(j0 + j, g) + 8 * half);
+              for (int k = 0; k < 8; ++k) {
+                const __m256i hk = _mm256_load_si256(reinterpret_cast<const __m256i*>(hq + 64 * k));
+                acc = _mm256_add_epi32(acc, Signed ? dot4_signed(t.w[k], hk) : dot4(t.w[k], hk));
+              }
+              const __m256 s =
+                  _mm256_mul_ps(t.dw, _mm256_load_ps(h.group_scale(j0 + j, g) + 8 * half));
+              f[j][half] =
+                  _mm256_add_ps(f[j][half], rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(acc), s)));
+              if constexpr (Extra) {
+                const __m256 y = _mm256_load_ps(h.group_extra(j0 + j, g) + 8 * half);
+                gx[j][half] = _mm256_add_ps(gx[j][half], rounded(_mm256_mul_ps(t.mw, y)));
+              }
+            }
+          }
+        }
+      });
 }
 
 // ---- super-blocks -------------------------------------------------------------------------------
@@ -236,7 +253,7 @@ EMBER_ALWAYS_INLINE void widen16(__m128i bytes, __m256i* out) noexcept {
 
 template <class B>
 EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
-  t.d = load_half(b + offsetof(B, d));
+  t.d = load_half_f16c(b + offsetof(B, d));
   t.dmin = 0.0f;
   t.m[0] = t.m[1] = _mm256_setzero_si256();
   if constexpr (std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>) {
@@ -258,7 +275,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
         t.sc[half] = _mm256_and_si256(s[half], _mm256_set1_epi32(0xF));
         t.m[half] = _mm256_srli_epi32(s[half], 4);
       }
-      t.dmin = load_half(b + offsetof(B, dmin));
+      t.dmin = load_half_f16c(b + offsetof(B, dmin));
     } else {
       widen16<false>(q3k_scales(b + offsetof(B, scales)), t.sc);
       for (auto& s : t.sc) s = _mm256_sub_epi32(s, _mm256_set1_epi32(32));
@@ -289,7 +306,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
     const __m128i pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     widen16<false>(_mm_shuffle_epi8(sm, pairs), t.sc);
     widen16<false>(_mm_shuffle_epi8(_mm_srli_si128(sm, 8), pairs), t.m);
-    t.dmin = load_half(b + offsetof(B, dmin));
+    t.dmin = load_half_f16c(b + offsetof(B, dmin));
   }
   // scv[c][half] lane l: sub-block 4c + 2·half + l / 4, low 16 bits.
   const __m256i low16 = _mm256_set1_epi32(0xFFFF);
@@ -304,77 +321,61 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
   }
 }
 
-/// The super-block kernel for N hidden rows: see detail::qdot_super_portable.
+/// The super-block kernel of block type B for N hidden rows: see detail::qdot_super_portable.
 template <class B, int Offset, bool Mins, Index N>
-void super_rows(const std::uint8_t* rows, Index row_stride, Index count, Index supers,
+void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Index count, Index d,
                 const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
+  const Index supers = d / 256;
   const Index row_bytes = supers * Index{sizeof(B)};
-  for (Index r = 0; r < count; ++r) {
-    const std::uint8_t* row = rows + r * row_stride;
-    if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
-    constexpr auto n = static_cast<std::size_t>(N);
-    __m256 f[n][2];
-    __m256 gx[n][2];
-    for (Index j = 0; j < N; ++j)
-      for (int half = 0; half < 2; ++half) f[j][half] = gx[j][half] = _mm256_setzero_ps();
-    for (Index s = 0; s < supers; ++s) {
-      Super t;
-      load_super<B>(row + s * Index{sizeof(B)}, t);
-      for (Index j = 0; j < N; ++j) {
-        const std::int8_t* hq = h.group_codes(j0 + j, s);
-        const std::int32_t* bs = h.group_isum(j0 + j, s);
-        const float dh = *h.group_scale(j0 + j, s);
-        const __m256 sd = _mm256_set1_ps(t.d * dh);
-        const __m256 sm = _mm256_set1_ps(-t.dmin * dh);
-        for (int half = 0; half < 2; ++half) {
-          __m256i v = _mm256_setzero_si256();
-          for (int c = 0; c < 4; ++c) {
-            const __m256i hc =
-                _mm256_load_si256(reinterpret_cast<const __m256i*>(hq + 64 * c + 32 * half));
-            v = _mm256_add_epi32(v, _mm256_madd_epi16(dot4(t.w[c][half], hc), t.scv[c][half]));
-          }
-          const __m256i bsum = _mm256_load_si256(reinterpret_cast<const __m256i*>(bs + 8 * half));
-          if constexpr (Offset != 0) {
-            constexpr int shift = Offset == 4 ? 2 : 5;
-            v = _mm256_sub_epi32(v, _mm256_slli_epi32(_mm256_mullo_epi32(t.sc[half], bsum), shift));
-          }
-          f[j][half] = _mm256_add_ps(f[j][half], rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(v), sd)));
-          if constexpr (Mins) {
-            const __m256 mins = _mm256_cvtepi32_ps(_mm256_mullo_epi32(t.m[half], bsum));
-            gx[j][half] = _mm256_add_ps(gx[j][half], rounded(_mm256_mul_ps(mins, sm)));
+  each_row<Mins, N>(
+      rows, row_stride, row_bytes, count, out, out_stride,
+      [&](const std::uint8_t* row, __m256(*f)[2], __m256(*gx)[2]) {
+        for (Index s = 0; s < supers; ++s) {
+          Super t;
+          load_super<B>(row + s * Index{sizeof(B)}, t);
+          for (Index j = 0; j < N; ++j) {
+            const std::int8_t* hq = h.group_codes(j0 + j, s);
+            const std::int32_t* bs = h.group_isum(j0 + j, s);
+            const float dh = *h.group_scale(j0 + j, s);
+            const __m256 sd = _mm256_set1_ps(t.d * dh);
+            const __m256 sm = _mm256_set1_ps(-t.dmin * dh);
+            for (int half = 0; half < 2; ++half) {
+              __m256i v = _mm256_setzero_si256();
+              for (int c = 0; c < 4; ++c) {
+                const __m256i hc =
+                    _mm256_load_si256(reinterpret_cast<const __m256i*>(hq + 64 * c + 32 * half));
+                v = _mm256_add_epi32(v, _mm256_madd_epi16(dot4(t.w[c][half], hc), t.scv[c][half]));
+              }
+              const __m256i bsum =
+                  _mm256_load_si256(reinterpret_cast<const __m256i*>(bs + 8 * half));
+              if constexpr (Offset != 0) {
+                constexpr int shift = Offset == 4 ? 2 : 5;
+                v = _mm256_sub_epi32(
+                    v, _mm256_slli_epi32(_mm256_mullo_epi32(t.sc[half], bsum), shift));
+              }
+              f[j][half] =
+                  _mm256_add_ps(f[j][half], rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(v), sd)));
+              if constexpr (Mins) {
+                const __m256 mins = _mm256_cvtepi32_ps(_mm256_mullo_epi32(t.m[half], bsum));
+                gx[j][half] = _mm256_add_ps(gx[j][half], rounded(_mm256_mul_ps(mins, sm)));
+              }
+            }
           }
         }
-      }
-    }
-    for (Index j = 0; j < N; ++j) {
-      float result = lane_tree(f[j][0], f[j][1]);
-      if constexpr (Mins) result += lane_tree(gx[j][0], gx[j][1]);
-      out[j * out_stride + r] = result;
-    }
-  }
+      });
 }
 
-/// The kernel of one block type for nj <= 8 hidden rows (ggml/dot.hpp: qdot_rows).
-template <class B, int Offset, bool ExtraOrMins>
-void block_rows(const std::uint8_t* rows, Index row_stride, Index count, Index d,
-                const QuantizedHidden& h, Index j0, Index nj, float* out, Index out_stride) {
-  const auto run = [&](auto n) {
-    constexpr Index N = decltype(n)::value;
-    if constexpr (B::elements == 32) {
-      // Q8_0's codes are signed here (the sign trick): no offset to correct.
-      constexpr bool is_signed = std::is_same_v<B, BlockQ8_0>;
-      constexpr int offset = is_signed ? 0 : Offset;
-      units_rows<offset, is_signed, ExtraOrMins, N>(
-          [](const std::uint8_t* row, Index first, Index active, Units& t) {
-            load_units<B>(row + first * Index{sizeof(B)}, active, t);
-          },
-          rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride);
-    } else {
-      super_rows<B, Offset, ExtraOrMins, N>(rows, row_stride, count, d / 256, h, j0, out,
-                                            out_stride);
-    }
-  };
-  visit_pass_rows(nj, run);
+/// The units kernel of 32-element block type B for N hidden rows (ggml/dot.hpp: qdot_rows).
+template <class B, int Offset, bool Extra, Index N>
+void block_units_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Index count,
+                      Index d, const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
+  // Q8_0's codes are signed here (the sign trick): no offset to correct.
+  constexpr bool is_signed = std::is_same_v<B, BlockQ8_0>;
+  units_rows<is_signed ? 0 : Offset, is_signed, Extra, N>(
+      [](const std::uint8_t* row, Index first, Index active, Units& t) {
+        load_units<B>(row + first * Index{sizeof(B)}, active, t);
+      },
+      rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail::ggml::qdot_avx2

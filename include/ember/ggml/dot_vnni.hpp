@@ -26,6 +26,9 @@
 
 namespace ember::inline EMBER_ISA::detail::ggml::qdot_vnni {
 
+/// The tag of these kernels: ggml/dot.hpp's simd_block_rows finds the AVX-512 VNNI kernels by it.
+struct Isa {};
+
 // ---- gathering the codes of 16 blocks -----------------------------------------------------------
 
 /// How gather_dwords reads 16 dwords at byte Stride·u + Offset (u = 0..15) of a region loaded as
@@ -114,68 +117,9 @@ struct FifthBits {
 inline constexpr FifthBits fifth_bit_table = fifth_bit_selectors();
 inline constexpr const auto& fifth_bits = fifth_bit_table.sel;
 
-/// The 16 units of a group as the kernel reads them: w[k] lane u = codes 4k .. 4k + 3 of unit u.
-struct Units {
-  __m512i w[8];
-  __m512 dw;
-  __m512 mw;
-};
-
-/// Group g of a row of 32-element blocks B, `active` of its 16 blocks present (the others read
-/// as zero codes and scales).
-template <class B>
-EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* group, Index active, Units& t) noexcept {
-  constexpr int S = sizeof(B);
-  constexpr std::size_t R = (16 * sizeof(B) + 63) / 64 + 1;
-  __m512i r[R];
-  load_region<R>(group, active * S, r);
-  t.dw = gather_halves<S, offsetof(B, d)>(r);
-  t.mw = _mm512_setzero_ps();
-  if constexpr (std::is_same_v<B, BlockQ8_0>) {
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-    constexpr int Q = offsetof(B, qs);
-    t.w[0] = _mm512_xor_si512(gather_dwords<S, Q + 0>(r), flip);
-    t.w[1] = _mm512_xor_si512(gather_dwords<S, Q + 4>(r), flip);
-    t.w[2] = _mm512_xor_si512(gather_dwords<S, Q + 8>(r), flip);
-    t.w[3] = _mm512_xor_si512(gather_dwords<S, Q + 12>(r), flip);
-    t.w[4] = _mm512_xor_si512(gather_dwords<S, Q + 16>(r), flip);
-    t.w[5] = _mm512_xor_si512(gather_dwords<S, Q + 20>(r), flip);
-    t.w[6] = _mm512_xor_si512(gather_dwords<S, Q + 24>(r), flip);
-    t.w[7] = _mm512_xor_si512(gather_dwords<S, Q + 28>(r), flip);
-    // Lanes without a block hold 0x80 codes against zero hidden codes: no contribution.
-  } else {
-    constexpr int Q = offsetof(B, qs);
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    const __m512i z[4] = {gather_dwords<S, Q + 0>(r), gather_dwords<S, Q + 4>(r),
-                          gather_dwords<S, Q + 8>(r), gather_dwords<S, Q + 12>(r)};
-    for (int k = 0; k < 4; ++k) {
-      t.w[k] = _mm512_and_si512(z[k], low4);
-      t.w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(z[k], 4), low4);
-    }
-    if constexpr (std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1>) {
-      // The fifth bit of element 4k + e is bit 4k + e of qh: bit-shuffled into a byte mask.
-      const __m512i qh = gather_dwords<S, offsetof(B, qh)>(r);
-      const __m512i sixteen = _mm512_set1_epi8(16);
-      for (int k = 0; k < 8; ++k) {
-        const __mmask64 m = _mm512_bitshuffle_epi64_mask(qh, _mm512_load_si512(fifth_bits[k]));
-        t.w[k] = _mm512_mask_add_epi8(t.w[k], m, t.w[k], sixteen);
-      }
-    }
-    if constexpr (std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>) {
-      t.mw = gather_halves<S, offsetof(B, m)>(r);
-    }
-  }
-}
-
-/// w[k] lane u = bytes 32u + 4k .. 32u + 4k + 3 of the `bytes` bytes at p (16 units of 32 codes,
-/// each contiguous; bytes past `bytes` read as zero, never touched): a 16 x 8 dword transpose.
-EMBER_ALWAYS_INLINE void load_contiguous_units(const std::uint8_t* p, Index bytes,
-                                               __m512i* w) noexcept {
-  const auto unit = [&](Index u) {
-    const Index left = std::clamp<Index>(bytes - 32 * u, 0, 32);
-    const auto m = static_cast<__mmask32>(left == 32 ? ~0u : (1u << left) - 1);
-    return _mm256_maskz_loadu_epi8(m, p + 32 * u);
-  };
+/// w[k] lane u = bytes 4k .. 4k + 3 of unit(u) (32 bytes, u = 0 .. 15): a 16 x 8 dword transpose.
+template <class Unit>
+EMBER_ALWAYS_INLINE void transpose_units(const Unit& unit, __m512i* w) noexcept {
   __m512i r[8];
   for (Index i = 0; i < 8; ++i) {
     r[i] =
@@ -198,6 +142,72 @@ EMBER_ALWAYS_INLINE void load_contiguous_units(const std::uint8_t* p, Index byte
   for (int k = 0; k < 4; ++k) {
     w[k] = _mm512_permutex2var_epi64(v[k], low, v[k + 4]);
     w[k + 4] = _mm512_permutex2var_epi64(v[k], high, v[k + 4]);
+  }
+}
+
+/// w[k] lane u = bytes 32u + 4k .. 32u + 4k + 3 of the `bytes` bytes at p (16 units of 32 codes,
+/// each contiguous; bytes past `bytes` read as zero, never touched).
+EMBER_ALWAYS_INLINE void load_contiguous_units(const std::uint8_t* p, Index bytes,
+                                               __m512i* w) noexcept {
+  transpose_units(
+      [&](Index u) {
+        const Index left = std::clamp<Index>(bytes - 32 * u, 0, 32);
+        const auto m = static_cast<__mmask32>(left == 32 ? ~0u : (1u << left) - 1);
+        return _mm256_maskz_loadu_epi8(m, p + 32 * u);
+      },
+      w);
+}
+
+/// The 16 units of a group as the kernel reads them: w[k] lane u = codes 4k .. 4k + 3 of unit u.
+struct Units {
+  __m512i w[8];
+  __m512 dw;
+  __m512 mw;
+};
+
+/// Group g of a row of 32-element blocks B, `active` of its 16 blocks present (the others read
+/// as zero codes and scales).
+template <class B>
+EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* group, Index active, Units& t) noexcept {
+  constexpr int S = sizeof(B);
+  constexpr std::size_t R = (16 * sizeof(B) + 63) / 64 + 1;
+  __m512i r[R];
+  load_region<R>(group, active * S, r);
+  t.dw = gather_halves<S, offsetof(B, d)>(r);
+  t.mw = _mm512_setzero_ps();
+  if constexpr (std::is_same_v<B, BlockQ8_0>) {
+    // 32 codes per block: 16 loads and a dword transpose (fewer shuffles than 8 byte gathers).
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    transpose_units(
+        [&](Index u) {
+          return u < active ? _mm256_loadu_si256(
+                                  reinterpret_cast<const __m256i*>(group + u * S + offsetof(B, qs)))
+                            : _mm256_setzero_si256();
+        },
+        t.w);
+    for (int k = 0; k < 8; ++k) t.w[k] = _mm512_xor_si512(t.w[k], flip);
+    // Lanes without a block hold 0x80 codes against zero hidden codes: no contribution.
+  } else {
+    constexpr int Q = offsetof(B, qs);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i z[4] = {gather_dwords<S, Q + 0>(r), gather_dwords<S, Q + 4>(r),
+                          gather_dwords<S, Q + 8>(r), gather_dwords<S, Q + 12>(r)};
+    for (int k = 0; k < 4; ++k) {
+      t.w[k] = _mm512_and_si512(z[k], low4);
+      t.w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(z[k], 4), low4);
+    }
+    if constexpr (std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1>) {
+      // The fifth bit of element 4k + e is bit 4k + e of qh: bit-shuffled into a byte mask.
+      const __m512i qh = gather_dwords<S, offsetof(B, qh)>(r);
+      const __m512i sixteen = _mm512_set1_epi8(16);
+      for (int k = 0; k < 8; ++k) {
+        const __mmask64 m = _mm512_bitshuffle_epi64_mask(qh, _mm512_load_si512(fifth_bits[k]));
+        t.w[k] = _mm512_mask_add_epi8(t.w[k], m, t.w[k], sixteen);
+      }
+    }
+    if constexpr (std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>) {
+      t.mw = gather_halves<S, offsetof(B, m)>(r);
+    }
   }
 }
 
@@ -230,13 +240,11 @@ EMBER_ALWAYS_INLINE __m512i offset_init(const std::int32_t* sums) noexcept {
   }
 }
 
-/// The units kernel for N hidden rows: see detail::qdot_units_portable. `load(row, g, active,
-/// Units&)` gives group g of a row.
-template <int Offset, bool Extra, Index N, class Load>
-void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index row_bytes,
-                Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
-                Index out_stride) {
-  const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
+/// For each of the `count` rows at `rows` (the row 2 ahead prefetched): N accumulators f and gx
+/// zeroed, acc(row, f, gx), then out[j·out_stride + r] = tree(f[j]) (+ tree(gx[j]) with Extra).
+template <bool Extra, Index N, class Acc>
+EMBER_ALWAYS_INLINE void each_row(const std::uint8_t* rows, Index row_stride, Index row_bytes,
+                                  Index count, float* out, Index out_stride, const Acc& acc) {
   for (Index r = 0; r < count; ++r) {
     const std::uint8_t* row = rows + r * row_stride;
     if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
@@ -247,23 +255,7 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
       f[j] = _mm512_setzero_ps();
       gx[j] = _mm512_setzero_ps();
     }
-    for (Index g = 0; g < groups; ++g) {
-      Units t;
-      load(row, g, std::min<Index>(qdot_lanes, units - g * qdot_lanes), t);
-      for (Index j = 0; j < N; ++j) {
-        const std::int8_t* hq = h.group_codes(j0 + j, g);
-        __m512i acc = offset_init<Offset>(h.group_isum(j0 + j, g));
-        for (int k = 0; k < 8; ++k)
-          acc = _mm512_dpbusd_epi32(acc, t.w[k], _mm512_load_si512(hq + 64 * k));
-        const __m512 s = _mm512_mul_ps(t.dw, _mm512_load_ps(h.group_scale(j0 + j, g)));
-        f[j] = _mm512_add_ps(
-            f[j], rounded(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, acc), s)));
-        if constexpr (Extra) {
-          gx[j] = _mm512_add_ps(
-              gx[j], rounded(_mm512_mul_ps(t.mw, _mm512_load_ps(h.group_extra(j0 + j, g)))));
-        }
-      }
-    }
+    acc(row, f, gx);
     for (Index j = 0; j < N; ++j) {
       float result = lane_tree(f[j]);
       if constexpr (Extra) result += lane_tree(gx[j]);
@@ -272,28 +264,74 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
   }
 }
 
+/// The units kernel for N hidden rows: see detail::qdot_units_portable. `load(row, g, active,
+/// Units&)` gives group g of a row.
+template <int Offset, bool Extra, Index N, class Load>
+void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index row_bytes,
+                Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
+                Index out_stride) {
+  const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
+  each_row<Extra, N>(
+      rows, row_stride, row_bytes, count, out, out_stride,
+      [&](const std::uint8_t* row, __m512* f, __m512* gx) {
+        for (Index g = 0; g < groups; ++g) {
+          Units t;
+          load(row, g, std::min<Index>(qdot_lanes, units - g * qdot_lanes), t);
+          for (Index j = 0; j < N; ++j) {
+            const std::int8_t* hq = h.group_codes(j0 + j, g);
+            __m512i acc = offset_init<Offset>(h.group_isum(j0 + j, g));
+            for (int k = 0; k < 8; ++k)
+              acc = _mm512_dpbusd_epi32(acc, t.w[k], _mm512_load_si512(hq + 64 * k));
+            const __m512 s = _mm512_mul_ps(t.dw, _mm512_load_ps(h.group_scale(j0 + j, g)));
+            f[j] = _mm512_add_ps(
+                f[j], rounded(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, acc), s)));
+            if constexpr (Extra) {
+              gx[j] = _mm512_add_ps(
+                  gx[j], rounded(_mm512_mul_ps(t.mw, _mm512_load_ps(h.group_extra(j0 + j, g)))));
+            }
+          }
+        }
+      });
+}
+
 // ---- super-blocks -------------------------------------------------------------------------------
 
 /// One super-block as the kernel reads it: w[c] = codes 64c .. 64c + 63 in order; sc, m the
 /// 16 sub-block scales and mins; scv[c] lane l = sc(4c + l / 4) as an int16 pair.
+///
+/// The scales and mins ride as 16-bit values in the low half of each 32-bit lane (the high half
+/// zero), so vpdpwssd / vpmaddwd multiply them by a 32-bit lane whose value fits 16 bits (a
+/// chunk's partial sums, |.| <= 4 · 63 · 127, and the hidden's sub-block sums, |.| <= 16 · 127)
+/// exactly: noff = -Offset · sc (|.| <= 32 · 128), m >= 0.
 struct Super {
   __m512i w[4];
   __m512i sc;
   __m512i m;
   __m512i scv[4];
+  __m512i noff;
   float d;
   float dmin;
 };
 
-/// scv[c] from sc: lane l of chunk c takes sub-block 4c + l/4, in the low 16 bits.
+/// scv[c] from sc: lane l of chunk c takes sub-block 4c + l/4, in the low 16 bits; noff from sc.
+template <int Offset>
 EMBER_ALWAYS_INLINE void chunk_scales(Super& t) noexcept {
   const __m512i low16 = _mm512_set1_epi32(0xFFFF);
+  const __m512i sc16 = _mm512_and_si512(t.sc, low16);
   for (int c = 0; c < 4; ++c) {
     const __m512i idx = _mm512_setr_epi32(4 * c, 4 * c, 4 * c, 4 * c, 4 * c + 1, 4 * c + 1,
                                           4 * c + 1, 4 * c + 1, 4 * c + 2, 4 * c + 2, 4 * c + 2,
                                           4 * c + 2, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3);
-    t.scv[c] =
-        _mm512_and_si512(_mm512_maskz_permutexvar_epi32(__mmask16{0xFFFF}, idx, t.sc), low16);
+    t.scv[c] = _mm512_maskz_permutexvar_epi32(__mmask16{0xFFFF}, idx, sc16);
+  }
+  t.noff = _mm512_setzero_si512();
+  if constexpr (Offset != 0) {
+    constexpr int shift = Offset == 4 ? 2 : 5;
+    static_assert(Offset == 1 << shift);
+    t.noff =
+        _mm512_and_si512(_mm512_sub_epi32(_mm512_setzero_si512(),
+                                          _mm512_maskz_slli_epi32(__mmask16{0xFFFF}, t.sc, shift)),
+                         low16);
   }
 }
 
@@ -311,10 +349,10 @@ EMBER_ALWAYS_INLINE __m512i bits_of(__m512i v, int shift_lo, int shift_hi, int m
   return _mm512_and_si512(_mm512_srlv_epi16(v, counts), _mm512_set1_epi8(static_cast<char>(mask)));
 }
 
-/// Super-block b (its bytes) of type B.
-template <class B>
+/// Super-block b (its bytes) of type B, code offset Offset.
+template <class B, int Offset>
 EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
-  t.d = load_half(b + offsetof(B, d));
+  t.d = load_half_f16c(b + offsetof(B, d));
   t.dmin = 0.0f;
   t.m = _mm512_setzero_si512();
   if constexpr (std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>) {
@@ -333,7 +371,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))));
       t.sc = _mm512_and_si512(s, _mm512_set1_epi32(0xF));
       t.m = _mm512_maskz_srli_epi32(__mmask16{0xFFFF}, s, 4);
-      t.dmin = load_half(b + offsetof(B, dmin));
+      t.dmin = load_half_f16c(b + offsetof(B, dmin));
     } else {
       t.sc = _mm512_sub_epi32(
           _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, q3k_scales(b + offsetof(B, scales))),
@@ -369,80 +407,57 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
     t.sc = _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, _mm_shuffle_epi8(sm, pairs));
     t.m = _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF},
                                      _mm_shuffle_epi8(_mm_srli_si128(sm, 8), pairs));
-    t.dmin = load_half(b + offsetof(B, dmin));
+    t.dmin = load_half_f16c(b + offsetof(B, dmin));
   }
-  chunk_scales(t);
+  chunk_scales<Offset>(t);
 }
 
-/// The super-block kernel for N hidden rows: see detail::qdot_super_portable.
+/// The super-block kernel of block type B for N hidden rows: see detail::qdot_super_portable.
 template <class B, int Offset, bool Mins, Index N>
-void super_rows(const std::uint8_t* rows, Index row_stride, Index count, Index supers,
+void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Index count, Index d,
                 const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
+  const Index supers = d / 256;
   const Index row_bytes = supers * Index{sizeof(B)};
-  for (Index r = 0; r < count; ++r) {
-    const std::uint8_t* row = rows + r * row_stride;
-    if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
-    constexpr auto n = static_cast<std::size_t>(N);
-    __m512 f[n];
-    __m512 gx[n];
-    for (Index j = 0; j < N; ++j) {
-      f[j] = _mm512_setzero_ps();
-      gx[j] = _mm512_setzero_ps();
-    }
-    for (Index s = 0; s < supers; ++s) {
-      Super t;
-      load_super<B>(row + s * Index{sizeof(B)}, t);
-      for (Index j = 0; j < N; ++j) {
-        const std::int8_t* hq = h.group_codes(j0 + j, s);
-        const __m512i bsum = _mm512_load_si512(h.group_isum(j0 + j, s));
-        const float dh = *h.group_scale(j0 + j, s);
-        __m512i v = _mm512_setzero_si512();
-        for (int c = 0; c < 4; ++c) {
-          const __m512i part =
-              _mm512_dpbusd_epi32(_mm512_setzero_si512(), t.w[c], _mm512_load_si512(hq + 64 * c));
-          v = _mm512_dpwssd_epi32(v, part, t.scv[c]);
+  each_row<Mins, N>(
+      rows, row_stride, row_bytes, count, out, out_stride,
+      [&](const std::uint8_t* row, __m512* f, __m512* gx) {
+        for (Index s = 0; s < supers; ++s) {
+          Super t;
+          load_super<B, Offset>(row + s * Index{sizeof(B)}, t);
+          for (Index j = 0; j < N; ++j) {
+            const std::int8_t* hq = h.group_codes(j0 + j, s);
+            const __m512i bsum = _mm512_load_si512(h.group_isum(j0 + j, s));
+            const float dh = *h.group_scale(j0 + j, s);
+            // -Offset · sc · bsum, then the chunks' Σ w · h times their sub-blocks' scales.
+            __m512i v = Offset != 0 ? _mm512_madd_epi16(t.noff, bsum) : _mm512_setzero_si512();
+            for (int c = 0; c < 4; ++c) {
+              const __m512i part = _mm512_dpbusd_epi32(_mm512_setzero_si512(), t.w[c],
+                                                       _mm512_load_si512(hq + 64 * c));
+              v = _mm512_dpwssd_epi32(v, part, t.scv[c]);
+            }
+            const __m512 sd = _mm512_set1_ps(t.d * dh);
+            f[j] = _mm512_add_ps(
+                f[j], rounded(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, v), sd)));
+            if constexpr (Mins) {
+              const __m512 mins =
+                  _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, _mm512_madd_epi16(t.m, bsum));
+              gx[j] =
+                  _mm512_add_ps(gx[j], rounded(_mm512_mul_ps(mins, _mm512_set1_ps(-t.dmin * dh))));
+            }
+          }
         }
-        if constexpr (Offset != 0) {
-          constexpr int shift = Offset == 4 ? 2 : 5;
-          v = _mm512_sub_epi32(
-              v, _mm512_maskz_slli_epi32(__mmask16{0xFFFF}, _mm512_mullo_epi32(t.sc, bsum), shift));
-        }
-        const __m512 sd = _mm512_set1_ps(t.d * dh);
-        f[j] = _mm512_add_ps(
-            f[j], rounded(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, v), sd)));
-        if constexpr (Mins) {
-          const __m512 mins =
-              _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, _mm512_mullo_epi32(t.m, bsum));
-          gx[j] = _mm512_add_ps(gx[j], rounded(_mm512_mul_ps(mins, _mm512_set1_ps(-t.dmin * dh))));
-        }
-      }
-    }
-    for (Index j = 0; j < N; ++j) {
-      float result = lane_tree(f[j]);
-      if constexpr (Mins) result += lane_tree(gx[j]);
-      out[j * out_stride + r] = result;
-    }
-  }
+      });
 }
 
-/// The kernel of one block type for nj <= 8 hidden rows (ggml/dot.hpp: qdot_rows).
-template <class B, int Offset, bool ExtraOrMins>
-void block_rows(const std::uint8_t* rows, Index row_stride, Index count, Index d,
-                const QuantizedHidden& h, Index j0, Index nj, float* out, Index out_stride) {
-  const auto run = [&](auto n) {
-    constexpr Index N = decltype(n)::value;
-    if constexpr (B::elements == 32) {
-      units_rows<Offset, ExtraOrMins, N>(
-          [](const std::uint8_t* row, Index g, Index active, Units& t) {
-            load_units<B>(row + g * 16 * Index{sizeof(B)}, active, t);
-          },
-          rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride);
-    } else {
-      super_rows<B, Offset, ExtraOrMins, N>(rows, row_stride, count, d / 256, h, j0, out,
-                                            out_stride);
-    }
-  };
-  visit_pass_rows(nj, run);
+/// The units kernel of 32-element block type B for N hidden rows (ggml/dot.hpp: qdot_rows).
+template <class B, int Offset, bool Extra, Index N>
+void block_units_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Index count,
+                      Index d, const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
+  units_rows<Offset, Extra, N>(
+      [](const std::uint8_t* row, Index g, Index active, Units& t) {
+        load_units<B>(row + g * 16 * Index{sizeof(B)}, active, t);
+      },
+      rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail::ggml::qdot_vnni

@@ -15,6 +15,7 @@
 
 #include "ember/config.hpp"
 #include "ember/ggml/blocks.hpp"
+#include "ember/ggml/hidden.hpp"
 #include "ember/ggml/type.hpp"
 #include "ember/types.hpp"
 
@@ -33,14 +34,7 @@ inline std::uint8_t pack_nibbles(int lo, int hi) noexcept {
 
 inline void encode_block(std::type_identity<BlockQ4_0>, const float* x, std::uint8_t* b) noexcept {
   using B = BlockQ4_0;
-  float amax = 0.0f;
-  float max = 0.0f;
-  for (int j = 0; j < B::elements; ++j) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
+  const float max = signed_absmax(x, B::elements).max;
   const float d = max / -8;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   store_u16(b + offsetof(B, d), fp32_to_fp16(d));
@@ -76,14 +70,7 @@ inline void encode_block(std::type_identity<BlockQ4_1>, const float* x, std::uin
 
 inline void encode_block(std::type_identity<BlockQ5_0>, const float* x, std::uint8_t* b) noexcept {
   using B = BlockQ5_0;
-  float amax = 0.0f;
-  float max = 0.0f;
-  for (int j = 0; j < B::elements; ++j) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
+  const float max = signed_absmax(x, B::elements).max;
   const float d = max / -16;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   store_u16(b + offsetof(B, d), fp32_to_fp16(d));
@@ -125,31 +112,14 @@ inline void encode_block(std::type_identity<BlockQ5_1>, const float* x, std::uin
   store_u32(b + offsetof(B, qh), qh);
 }
 
+// Q8_0 is also a dot type: its encoder is the hidden rows' quantizer.
 inline void encode_block(std::type_identity<BlockQ8_0>, const float* x, std::uint8_t* b) noexcept {
-  using B = BlockQ8_0;
-  float amax = 0.0f;
-  for (int j = 0; j < B::elements; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float d = amax / 127;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  store_u16(b + offsetof(B, d), fp32_to_fp16(d));
-  for (int j = 0; j < B::elements; ++j) {
-    const float x0 = x[j] * id;
-    b[offsetof(B, qs) + static_cast<std::size_t>(j)] =
-        static_cast<std::uint8_t>(to_int8(std::round(x0)));
-  }
+  quantize_q8_block<false>(x, b);
 }
 
 /// ggml's make_qx_quants with rmse_type 1 and no importance weights (the Q6_K scale search).
 inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) noexcept {
-  float max = 0;
-  float amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  const auto [max, amax] = signed_absmax(x, n);
   if (amax < group_max_eps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
@@ -207,15 +177,7 @@ inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) noe
 
 /// ggml's make_q3_quants with do_rmse (the Q3_K scale search).
 inline float make_q3_quants(int n, int nmax, const float* x, std::int8_t* L) noexcept {
-  float max = 0;
-  float amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  const auto [max, amax] = signed_absmax(x, n);
   if (amax < group_max_eps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;

@@ -67,15 +67,7 @@ inline void quantize_q8_block(const float* x, std::uint8_t* b) noexcept {
 /// sums as they were). Precondition: finite x.
 inline void quantize_q8_k_block(const float* x, std::uint8_t* b) noexcept {
   using B = BlockQ8_K;
-  float max = 0;
-  float amax = 0;
-  for (int j = 0; j < B::elements; ++j) {
-    const float ax = std::fabs(x[j]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[j];
-    }
-  }
+  const auto [max, amax] = signed_absmax(x, B::elements);
   std::memset(b, 0, sizeof(B));
   if (amax == 0.0f) return;
   const float iscale = -127.f / max;
