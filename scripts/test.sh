@@ -6,7 +6,8 @@
 #   g++ lane:    `ci` build (-O2 -g1 + asserts, -Werror, OpenMP, unity-built unit tests)
 #                -> the ci test suite -> `tsan`: the [concurrency] tests under ThreadSanitizer;
 #   clang lane:  `asan` build (AddressSanitizer + UBSan, -O0, -fno-sanitize-recover=all, -Werror)
-#                -> unit tests + examples under it -> `fuzz` build -> static analysis
+#                -> unit tests + examples under it (the ISA and OpenMP mixed-unit programs run in
+#                the g++ lane, the OpenMP one under ASan there) -> `fuzz` build -> static analysis
 #                (scripts/static_analysis.sh: clang-tidy + cppcheck on include/ember).
 # Then, alone (libFuzzer runs for wall time, so it gets both cores to itself): every libFuzzer
 # harness for EMBER_FUZZ_SECONDS (default 20) s, then every seed and kept crash reproducer replayed

@@ -16,6 +16,7 @@
 #include <ember/detail/gather.hpp>
 
 #include "support/embedding_reference.hpp"
+#include "support/gather_reference.hpp"
 #include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
 #include "support/threads.hpp"
@@ -60,8 +61,8 @@ TEMPLATE_TEST_CASE("gather over a plain table matches its plain reference", "[em
   const std::span<const TokenId> span(ids);
   detail::gather<T>(ember_test::plain_rows(table), span, T(1.5), nullptr,
                     detail::mutable_table(fast));
-  detail::gather_reference<T>(ember_test::plain_rows(table), span, T(1.5), nullptr,
-                              detail::mutable_table(plain));
+  ember_test::gather_reference<T>(ember_test::plain_rows(table), span, T(1.5), nullptr,
+                                  detail::mutable_table(plain));
   CHECK(fast == plain);  // one rounding per element in both
 }
 
@@ -87,8 +88,8 @@ TEMPLATE_TEST_CASE(
   add.seq_len = seq_len;
   add.offset = offset;
   detail::gather<T>(ember_test::plain_rows(table), span, T(3), add, detail::mutable_table(fast));
-  detail::gather_reference<T>(ember_test::plain_rows(table), span, T(3), add,
-                              detail::mutable_table(plain));
+  ember_test::gather_reference<T>(ember_test::plain_rows(table), span, T(3), add,
+                                  detail::mutable_table(plain));
   // The product is rounded before the add in both (the reference stores it first).
   CHECK(ember_test::same_bits(fast, plain));
 }
@@ -245,8 +246,8 @@ void check_all_addends(const detail::CodecRows<Codec>& rows, const std::vector<T
     RowMatrix<O> plain(n, d);
     detail::gather<O>(rows, std::span<const TokenId>(ids), V(scale), add,
                       detail::mutable_table(fast));
-    detail::gather_reference<O>(rows, std::span<const TokenId>(ids), V(scale), add,
-                                detail::mutable_table(plain));
+    ember_test::gather_reference<O>(rows, std::span<const TokenId>(ids), V(scale), add,
+                                    detail::mutable_table(plain));
     CAPTURE(mask, d, n);
     CHECK(std::memcmp(fast.data(), plain.data(), static_cast<std::size_t>(n * d) * sizeof(O)) == 0);
   }

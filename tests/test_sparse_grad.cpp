@@ -20,6 +20,7 @@
 #include "support/error_checks.hpp"
 #include "support/inputs.hpp"
 #include "support/matrix_compare.hpp"
+#include "support/sparse_grad_reference.hpp"
 #include "support/threads.hpp"
 
 using ember::Index;
@@ -567,10 +568,9 @@ TEMPLATE_TEST_CASE("the row-policy accumulation gives accumulate's bits and chec
   const std::vector<TokenId> ids{4, 1, 4, 0, 1, 4, 2};
   SparseRowGrad<T> direct, expected;
   for (int call = 0; call < 2; ++call) {  // a created row, then rows added to
-    ember::detail::SparseRowGradAccess::accumulate_rows_of(
-        direct, std::span<const TokenId>(ids),
-        ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 5, T(0.5), 9, {},
-        "SparseRowGrad::accumulate_rows_of");
+    ember_test::accumulate_rows_of(direct, std::span<const TokenId>(ids),
+                                   ember::detail::DirectRows<T>{ember::detail::const_table(rows)},
+                                   5, T(0.5), 9, {}, "SparseRowGrad::accumulate_rows_of");
     expected.accumulate(ids, rows, T(0.5), 9);
   }
   CHECK(rows_of(direct) == rows_of(expected));
@@ -579,18 +579,16 @@ TEMPLATE_TEST_CASE("the row-policy accumulation gives accumulate's bits and chec
   const RowMatrix<T> before = direct.values();
   const std::vector<TokenId> bad{1, 9};
   const auto e = ember_test::catch_as<ember::IndexError>([&] {
-    ember::detail::SparseRowGradAccess::accumulate_rows_of(
-        direct, std::span<const TokenId>(bad),
-        ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 5, T(1), 9, {},
-        "Caller::backward");
+    ember_test::accumulate_rows_of(direct, std::span<const TokenId>(bad),
+                                   ember::detail::DirectRows<T>{ember::detail::const_table(rows)},
+                                   5, T(1), 9, {}, "Caller::backward");
   });
   REQUIRE(e);
   CHECK(std::string(e->what()) == "Caller::backward: id 9 at position 1 is outside [0, 9)");
   const auto s = ember_test::catch_as<ember::ShapeError>([&] {
-    ember::detail::SparseRowGradAccess::accumulate_rows_of(
-        direct, std::span<const TokenId>(ids),
-        ember::detail::DirectRows<T>{ember::detail::const_table(rows)}, 4, T(1), 9, {},
-        "Caller::backward");
+    ember_test::accumulate_rows_of(direct, std::span<const TokenId>(ids),
+                                   ember::detail::DirectRows<T>{ember::detail::const_table(rows)},
+                                   4, T(1), 9, {}, "Caller::backward");
   });
   REQUIRE(s);
   CHECK_THAT(s->what(), Catch::Matchers::StartsWith("Caller::backward:") &&

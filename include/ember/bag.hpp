@@ -69,8 +69,7 @@ template <class Tab>
 /// the message of a bad id (TableBatchedBags).
 inline void check_argmax_ids(const BagArgmax& argmax, Index bags, Index d, Index vocab, Where where,
                              const char* bags_what, const char* d_what, Index feature = -1) {
-  check_extent(where, "argmax", 0, bags, argmax.rows(), bags_what);
-  check_extent(where, "argmax", 1, d, argmax.cols(), d_what);
+  check_dims(where, "argmax", argmax, bags, bags_what, d, d_what);
   for (Index k = 0; k < argmax.size(); ++k) {
     const TokenId a = argmax.data()[k];
     if (a < -1 || a >= vocab) [[unlikely]] {
@@ -428,8 +427,7 @@ class EmbeddingBag {
       const auto n = static_cast<Index>(span.size());
       const auto bags = static_cast<Index>(bounds.size()) - 1;
       check_weights(options, n, where);
-      detail::check_extent(where, "out", 0, bags, out.rows(), "the number of bags");
-      detail::check_extent(where, "out", 1, d_model(), out.cols(), "d_model");
+      detail::check_dims(where, "out", out, bags, "the number of bags", d_model(), "d_model");
       if (argmax != nullptr && mode_ != BagMode::max) {
         throw ValueError(detail::message(where, "argmax is recorded in mode='max' only (got mode='",
                                          to_string(mode_), "')"),
@@ -492,8 +490,7 @@ class EmbeddingBag {
       const auto bags = static_cast<Index>(bounds.size()) - 1;
       const Index d = d_model();
       check_weights(options, n, where);
-      detail::check_extent(where, "grad_out", 0, bags, grad_out.rows(), "the number of bags");
-      detail::check_extent(where, "grad_out", 1, d, grad_out.cols(), "d_model");
+      detail::check_dims(where, "grad_out", grad_out, bags, "the number of bags", d, "d_model");
       detail::check_ids(span, vocab_size(), where);
       if (!grad_weights.empty()) {
         detail::check_entries(where, "grad_per_sample_weights", n,

@@ -75,15 +75,8 @@ namespace detail {
 /// check_finite of a sparse gradient for ember's own calls (the name built only when it throws).
 template <class T>
 void check_finite(const SparseRowGrad<T>& grad, Where where, const char* name) {
-  if (auto at = find_non_finite(grad.values())) {
-    at->row = static_cast<Index>(grad.rows()[static_cast<std::size_t>(at->row)]);
-    throw_non_finite(message(where, name), "table row", *at);
-  }
+  if (find_non_finite(grad.values())) ember::check_finite(grad, message(where, name));
 }
-
-}  // namespace detail
-
-namespace detail {
 
 /// check_finite for ember's own calls: the name, "<where>: <name>", is built only when it throws.
 template <class Derived>

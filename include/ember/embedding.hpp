@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -133,8 +132,7 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
   /// Throws:  ShapeError if grad is not vocab_size() x d_model(); grad is untouched then.
   void zero_padding_grad(Eigen::Ref<RowMatrix<T>> grad) const {
     constexpr const char* where = "Embedding::zero_padding_grad";
-    detail::check_extent(where, "grad", 0, vocab_size(), grad.rows(), "vocab_size");
-    detail::check_extent(where, "grad", 1, d_model(), grad.cols(), "d_model");
+    detail::check_dims(where, "grad", grad, vocab_size(), "vocab_size", d_model(), "d_model");
     if (padding_idx_) grad.row(*padding_idx_).setZero();  // resize keeps it below vocab_size()
   }
 

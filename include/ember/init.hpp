@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <string>
 
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"

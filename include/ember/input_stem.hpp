@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -209,9 +208,7 @@ class InputStem {
   template <class R>
   DropoutMask<T> forward(const R& ids, Index seq_len, Eigen::Ref<RowMatrix<T>> out,
                          Index offset = 0) {
-    return detail::with_ids(ids, [&](auto span) {
-      return forward_impl(span, std::span<const TokenId>{}, false, seq_len, out, offset);
-    });
+    return forward_impl(ids, NoSegments{}, seq_len, out, offset);
   }
 
   /// The stem's output with explicit segment ids (one per id); returns the dropout mask.
@@ -222,11 +219,7 @@ class InputStem {
                                                             Index seq_len,
                                                             Eigen::Ref<RowMatrix<T>> out,
                                                             Index offset = 0) {
-    return detail::with_ids(ids, [&](auto span) {
-      return detail::with_ids(segment_ids, [&](auto segs) {
-        return forward_impl(span, segs, true, seq_len, out, offset);
-      });
-    });
+    return forward_impl(ids, segment_ids, seq_len, out, offset);
   }
 
   /// Owning form of forward(ids, seq_len, out, offset), for inference (or training without
@@ -261,10 +254,8 @@ class InputStem {
   template <class R>
   void backward(const R& ids, Index seq_len, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 InputStemGrads<T>& grads, const DropoutMask<T>& mask, Index offset = 0) {
-    detail::with_ids(ids, [&](auto span) {
-      backward_impl(span, std::span<const TokenId>{}, false, seq_len, grad_out, grads, &mask,
-                    offset, accumulate_tokens(grads));
-    });
+    backward_impl(ids, NoSegments{}, seq_len, grad_out, grads, &mask, offset,
+                  accumulate_tokens(grads));
   }
 
   /// backward with explicit segment ids (as passed to forward).
@@ -274,12 +265,8 @@ class InputStem {
                                                    const Eigen::Ref<const RowMatrix<T>>& grad_out,
                                                    InputStemGrads<T>& grads,
                                                    const DropoutMask<T>& mask, Index offset = 0) {
-    detail::with_ids(ids, [&](auto span) {
-      detail::with_ids(segment_ids, [&](auto segs) {
-        backward_impl(span, segs, true, seq_len, grad_out, grads, &mask, offset,
-                      accumulate_tokens(grads));
-      });
-    });
+    backward_impl(ids, segment_ids, seq_len, grad_out, grads, &mask, offset,
+                  accumulate_tokens(grads));
   }
 
   /// backward of a forward that applied no dropout (eval mode or p = 0), without a mask.
@@ -288,10 +275,8 @@ class InputStem {
   template <class R>
   void backward(const R& ids, Index seq_len, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 InputStemGrads<T>& grads, Index offset = 0) {
-    detail::with_ids(ids, [&](auto span) {
-      backward_impl(span, std::span<const TokenId>{}, false, seq_len, grad_out, grads, nullptr,
-                    offset, accumulate_tokens(grads));
-    });
+    backward_impl(ids, NoSegments{}, seq_len, grad_out, grads, nullptr, offset,
+                  accumulate_tokens(grads));
   }
 
   /// backward with explicit segment ids, of a forward that applied no dropout.
@@ -300,12 +285,8 @@ class InputStem {
                                                    Index seq_len,
                                                    const Eigen::Ref<const RowMatrix<T>>& grad_out,
                                                    InputStemGrads<T>& grads, Index offset = 0) {
-    detail::with_ids(ids, [&](auto span) {
-      detail::with_ids(segment_ids, [&](auto segs) {
-        backward_impl(span, segs, true, seq_len, grad_out, grads, nullptr, offset,
-                      accumulate_tokens(grads));
-      });
-    });
+    backward_impl(ids, segment_ids, seq_len, grad_out, grads, nullptr, offset,
+                  accumulate_tokens(grads));
   }
 
   /// backward with the token table's update fused in: the token rows' gradient is summed and
@@ -325,11 +306,8 @@ class InputStem {
   void backward_step(const R& ids, Index seq_len, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                      InputStemGrads<T>& grads, const DropoutMask<T>& mask, Opt& opt,
                      const optim::FusedStepOptions& fused = {}, Index offset = 0) {
-    detail::with_ids(ids, [&](auto span) {
-      backward_impl(span, std::span<const TokenId>{}, false, seq_len, grad_out, grads, &mask,
-                    offset, step_tokens(opt, grad_out, fused),
-                    detail::Where{"InputStem", "backward_step"});
-    });
+    backward_impl(ids, NoSegments{}, seq_len, grad_out, grads, &mask, offset,
+                  step_tokens(opt, grad_out, fused), {"InputStem", "backward_step"});
   }
 
   /// backward_step with explicit segment ids (as passed to forward).
@@ -339,16 +317,27 @@ class InputStem {
       const Eigen::Ref<const RowMatrix<T>>& grad_out, InputStemGrads<T>& grads,
       const DropoutMask<T>& mask, Opt& opt, const optim::FusedStepOptions& fused = {},
       Index offset = 0) {
-    detail::with_ids(ids, [&](auto span) {
-      detail::with_ids(segment_ids, [&](auto segs) {
-        backward_impl(span, segs, true, seq_len, grad_out, grads, &mask, offset,
-                      step_tokens(opt, grad_out, fused),
-                      detail::Where{"InputStem", "backward_step"});
-      });
-    });
+    backward_impl(ids, segment_ids, seq_len, grad_out, grads, &mask, offset,
+                  step_tokens(opt, grad_out, fused), {"InputStem", "backward_step"});
   }
 
  private:
+  /// The segment ids of a call without them (every row in segment 0).
+  struct NoSegments {};
+
+  /// Calls f(ids, segment_ids, with_segments) with both viewed as spans (none for NoSegments).
+  template <class R, class S, class F>
+  static decltype(auto) with_batch(const R& ids, const S& segment_ids, F&& f) {
+    return detail::with_ids(ids, [&](auto span) -> decltype(auto) {
+      if constexpr (std::is_same_v<S, NoSegments>) {
+        return f(span, std::span<const TokenId>{}, false);
+      } else {
+        return detail::with_ids(segment_ids,
+                                [&](auto segs) -> decltype(auto) { return f(span, segs, true); });
+      }
+    });
+  }
+
   /// Where the token rows of a backward go (g = grad_out, masked): sink(ids, g, where), after
   /// every check of the backward, accumulates them into grads.tokens or hands them to an
   /// optimizer's fused step.
@@ -399,90 +388,93 @@ class InputStem {
     }
   }
 
-  template <class Id, class SegId>
-  DropoutMask<T> forward_impl(std::span<const Id> ids, std::span<const SegId> seg_ids,
-                              bool with_segments, Index seq_len, Eigen::Ref<RowMatrix<T>> out,
-                              Index offset) {
-    constexpr detail::Where where{"InputStem", "forward"};
-    const auto n = static_cast<Index>(ids.size());
-    check_batch(where, ids, seg_ids, with_segments, seq_len, offset);
-    detail::check_lookup_out(where, n, d_model(), out.rows(), out.cols());
-    DropoutMask<T> mask;
-    mask.rows_ = n;
-    if (training_ && dropout_ > 0.0) {
-      detail::draw_keep_mask(rng_, dropout_, static_cast<std::size_t>(n * d_model()), mask.keep_);
-      mask.scale_ = static_cast<T>(1.0 / (1.0 - dropout_));
-    }
-    detail::RowAddends<T, SegId> add;
-    add.positions = detail::const_table(position_table());
-    add.seq_len = seq_len;
-    add.offset = offset;
-    if (segments_) {
-      add.segments = detail::const_table(segments_->weight());
-      add.segment_ids = seg_ids;
-    }
-    if (mask.active()) {
-      add.keep = mask.keep_.data();
-      add.keep_scale = mask.scale_;
-    }
-    detail::gather<T>(detail::rows_of(tokens_), ids, tokens_.scale(), add,
-                      detail::mutable_table(out));
-    return mask;
+  template <class R, class S>
+  DropoutMask<T> forward_impl(const R& ids_in, const S& segments_in, Index seq_len,
+                              Eigen::Ref<RowMatrix<T>> out, Index offset) {
+    return with_batch(ids_in, segments_in, [&](auto ids, auto seg_ids, bool with_segments) {
+      constexpr detail::Where where{"InputStem", "forward"};
+      const auto n = static_cast<Index>(ids.size());
+      check_batch(where, ids, seg_ids, with_segments, seq_len, offset);
+      detail::check_lookup_out(where, n, d_model(), out.rows(), out.cols());
+      DropoutMask<T> mask;
+      mask.rows_ = n;
+      if (training_ && dropout_ > 0.0) {
+        detail::draw_keep_mask(rng_, dropout_, static_cast<std::size_t>(n * d_model()), mask.keep_);
+        mask.scale_ = static_cast<T>(1.0 / (1.0 - dropout_));
+      }
+      detail::RowAddends<T, typename decltype(seg_ids)::value_type> add;
+      add.positions = detail::const_table(position_table());
+      add.seq_len = seq_len;
+      add.offset = offset;
+      if (segments_) {
+        add.segments = detail::const_table(segments_->weight());
+        add.segment_ids = seg_ids;
+      }
+      if (mask.active()) {
+        add.keep = mask.keep_.data();
+        add.keep_scale = mask.scale_;
+      }
+      detail::gather<T>(detail::rows_of(tokens_), ids, tokens_.scale(), add,
+                        detail::mutable_table(out));
+      return mask;
+    });
   }
 
-  template <class Id, class SegId, class TokenSink>
-  void backward_impl(std::span<const Id> ids, std::span<const SegId> seg_ids, bool with_segments,
-                     Index seq_len, const Eigen::Ref<const RowMatrix<T>>& grad_out,
-                     InputStemGrads<T>& grads, const DropoutMask<T>* mask, Index offset,
-                     TokenSink&& token_sink, detail::Where where = {"InputStem", "backward"}) {
-    const auto n = static_cast<Index>(ids.size());
-    check_batch(where, ids, seg_ids, with_segments, seq_len, offset);
-    detail::check_backward_grad_out(where, n, d_model(), grad_out.rows(), grad_out.cols());
-    using Access = detail::SparseRowGradAccess;
-    Access::check_shape(grads.tokens, where, vocab_size(), d_model(), "the token table");
-    if (learned_positions_) {
-      Access::check_shape(grads.positions, where, max_len(), d_model(), "the position table");
-    }
-    if (segments_) {
-      Access::check_shape(grads.segments, where, segments_->vocab_size(), d_model(),
-                          "the segment table");
-    }
-    if (mask == nullptr && training_ && dropout_ > 0.0) {
-      throw StateError(detail::message(
-          where, "the stem applies dropout; pass the DropoutMask its forward returned"));
-    }
-    if (mask != nullptr && mask->active() && mask->rows() != n) {
-      throw StateError(detail::message(where, "the dropout mask was drawn for ", mask->rows(),
-                                       " rows, but grad_out has ", n,
-                                       "; pass the mask of this batch's forward"));
-    }
-
-    // Everything validated: from here on only the token sink throws (an optimizer's own checks,
-    // before it changes anything), and it runs first.
-    detail::ConstTableRef<T> g = detail::const_table(grad_out);
-    RowMatrix<T> masked;
-    if (mask != nullptr && mask->active()) {
-      masked.resize(n, d_model());
-      detail::apply_keep_mask(g, mask->keep_.data(), mask->scale_, detail::mutable_table(masked));
-      g = detail::const_table(masked);
-    }
-    token_sink(ids, g, where);
-    // The position rows (offset + i % seq_len, checked by check_positions) and the segment ids
-    // (checked by check_batch) are in range: accumulated without a second check.
-    std::vector<TokenId> rows;
-    if (learned_positions_) {
-      rows.resize(static_cast<std::size_t>(n));
-      for (Index i = 0; i < n; ++i) rows[static_cast<std::size_t>(i)] = offset + i % seq_len;
-      accumulate(grads.positions, std::span<const TokenId>(rows), g, T(1), *learned_positions_);
-    }
-    if (segments_) {
-      if (with_segments) {
-        accumulate(grads.segments, seg_ids, g, T(1), *segments_);
-      } else {
-        rows.assign(static_cast<std::size_t>(n), 0);
-        accumulate(grads.segments, std::span<const TokenId>(rows), g, T(1), *segments_);
+  template <class R, class S, class TokenSink>
+  void backward_impl(const R& ids_in, const S& segments_in, Index seq_len,
+                     const Eigen::Ref<const RowMatrix<T>>& grad_out, InputStemGrads<T>& grads,
+                     const DropoutMask<T>* mask, Index offset, TokenSink&& token_sink,
+                     detail::Where where = {"InputStem", "backward"}) {
+    with_batch(ids_in, segments_in, [&](auto ids, auto seg_ids, bool with_segments) {
+      const auto n = static_cast<Index>(ids.size());
+      check_batch(where, ids, seg_ids, with_segments, seq_len, offset);
+      detail::check_backward_grad_out(where, n, d_model(), grad_out.rows(), grad_out.cols());
+      using Access = detail::SparseRowGradAccess;
+      Access::check_shape(grads.tokens, where, vocab_size(), d_model(), "the token table");
+      if (learned_positions_) {
+        Access::check_shape(grads.positions, where, max_len(), d_model(), "the position table");
       }
-    }
+      if (segments_) {
+        Access::check_shape(grads.segments, where, segments_->vocab_size(), d_model(),
+                            "the segment table");
+      }
+      if (mask == nullptr && training_ && dropout_ > 0.0) {
+        throw StateError(detail::message(
+            where, "the stem applies dropout; pass the DropoutMask its forward returned"));
+      }
+      if (mask != nullptr && mask->active() && mask->rows() != n) {
+        throw StateError(detail::message(where, "the dropout mask was drawn for ", mask->rows(),
+                                         " rows, but grad_out has ", n,
+                                         "; pass the mask of this batch's forward"));
+      }
+
+      // Everything validated: from here on only the token sink throws (an optimizer's own checks,
+      // before it changes anything), and it runs first.
+      detail::ConstTableRef<T> g = detail::const_table(grad_out);
+      RowMatrix<T> masked;
+      if (mask != nullptr && mask->active()) {
+        masked.resize(n, d_model());
+        detail::apply_keep_mask(g, mask->keep_.data(), mask->scale_, detail::mutable_table(masked));
+        g = detail::const_table(masked);
+      }
+      token_sink(ids, g, where);
+      // The position rows (offset + i % seq_len, checked by check_positions) and the segment ids
+      // (checked by check_batch) are in range: accumulated without a second check.
+      std::vector<TokenId> rows;
+      if (learned_positions_) {
+        rows.resize(static_cast<std::size_t>(n));
+        for (Index i = 0; i < n; ++i) rows[static_cast<std::size_t>(i)] = offset + i % seq_len;
+        accumulate(grads.positions, std::span<const TokenId>(rows), g, T(1), *learned_positions_);
+      }
+      if (segments_) {
+        if (with_segments) {
+          accumulate(grads.segments, seg_ids, g, T(1), *segments_);
+        } else {
+          rows.assign(static_cast<std::size_t>(n), 0);
+          accumulate(grads.segments, std::span<const TokenId>(rows), g, T(1), *segments_);
+        }
+      }
+    });
   }
 
   Embedding<T> tokens_;

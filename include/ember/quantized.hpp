@@ -9,8 +9,6 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
-#include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 

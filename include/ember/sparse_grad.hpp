@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdint>
 #include <ranges>
 #include <span>
 #include <string>
@@ -135,8 +134,7 @@ class SparseRowGrad {
   void add_to(Eigen::Ref<RowMatrix<T>> dense) const {
     constexpr const char* where = "SparseRowGrad::add_to";
     if (vocab_size_ == 0) return;
-    detail::check_extent(where, "dense", 0, vocab_size_, dense.rows(), "vocab_size");
-    detail::check_extent(where, "dense", 1, d_model_, dense.cols(), "d_model");
+    detail::check_dims(where, "dense", dense, vocab_size_, "vocab_size", d_model_, "d_model");
     const auto k = static_cast<Index>(rows_.size());
     for (Index j = 0; j < k; ++j)
       dense.row(static_cast<Index>(rows_[static_cast<std::size_t>(j)])) += values_.row(j);
@@ -281,18 +279,6 @@ struct SparseRowGradAccess {
   static void check_shape(const SparseRowGrad<T>& grad, Where where, Index vocab_size, Index d,
                           const char* table = "the table", Index index = -1) {
     grad.check_shape(where, vocab_size, d, table, index);
-  }
-
-  /// accumulate_validated after checking the ids and the gradient's shape (check_shape), for a
-  /// caller that has not validated them. Throws: IndexError for an id outside [0, vocab_size);
-  /// ShapeError if (vocab_size, d) differs from the bound shape. Nothing changes when it throws.
-  template <class T, class Id, class Rows>
-  static void accumulate_rows_of(SparseRowGrad<T>& grad, std::span<const Id> ids, const Rows& rows,
-                                 Index d, T scale, Index vocab_size, AccumulateOptions options,
-                                 Where where, bool needs_scratch = true) {
-    check_shape(grad, where, vocab_size, d);
-    check_ids(ids, vocab_size, where);
-    accumulate_validated(grad, ids, rows, d, scale, vocab_size, options, needs_scratch);
   }
 
   /// grad[ids[i]] += scale * (what `rows` says position i contributes), after the caller checked

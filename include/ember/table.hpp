@@ -7,14 +7,10 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
-#include <cstring>
-#include <limits>
 #include <memory>
 #include <span>
-#include <string>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include <Eigen/Core>
 
@@ -432,8 +428,7 @@ class Table : public H<C> {
   /// Throws: ShapeError if its shape differs from the table's; nothing changes then.
   void set_float_master(RowMatrix<float> master) requires(!C::is_plain) {
     const detail::Where w = where("set_float_master");
-    detail::check_extent(w, "master", 0, vocab_size(), master.rows(), "vocab_size");
-    detail::check_extent(w, "master", 1, d_model(), master.cols(), "d_model");
+    detail::check_dims(w, "master", master, vocab_size(), "vocab_size", d_model(), "d_model");
     master_ = std::make_shared<const RowMatrix<float>>(std::move(master));
   }
   /// Drops the float master: logits decode the stored rows again.
@@ -467,8 +462,7 @@ class Table : public H<C> {
   template <class Derived>
   [[nodiscard]] Eigen::VectorXd max_row_error(const Eigen::MatrixBase<Derived>& original) const {
     const detail::Where w = where("max_row_error");
-    detail::check_extent(w, "original", 0, vocab_size(), original.rows(), "vocab_size");
-    detail::check_extent(w, "original", 1, d_model(), original.cols(), "d_model");
+    detail::check_dims(w, "original", original, vocab_size(), "vocab_size", d_model(), "d_model");
     Eigen::VectorXd out(vocab_size());
     RowVector<Value> row(d_model());
     const auto rows = detail::rows_of(*this);

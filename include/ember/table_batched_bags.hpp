@@ -10,7 +10,6 @@
 #include <exception>
 #include <numeric>
 #include <span>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -212,7 +211,7 @@ class TableBatchedBags {
     constexpr detail::Where where{"TableBatchedBags", "backward"};
     const Layout layout = from_offsets(indices, offsets, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
-                  accumulate_into(grads, where));
+                  AccumulateSink{this, &grads, where});
   }
 
   /// backward of forward_lengths(indices, lengths). Throws: as backward and forward_lengths.
@@ -226,7 +225,7 @@ class TableBatchedBags {
     constexpr detail::Where where{"TableBatchedBags", "backward_lengths"};
     const Layout layout = from_lengths(indices, lengths, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
-                  accumulate_into(grads, where));
+                  AccumulateSink{this, &grads, where});
   }
 
   /// The backward fused with a step of optimizers[t] on each table t (any ember::optim
@@ -250,7 +249,7 @@ class TableBatchedBags {
     constexpr detail::Where where{"TableBatchedBags", "backward_step"};
     const Layout layout = from_offsets(indices, offsets, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
-                  step_with(optimizers, grad_out, fused, where));
+                  StepSink<Opt>{this, optimizers, &grad_out, &fused, where});
   }
 
   /// backward_step of forward_lengths(indices, lengths). Throws: as backward_step and
@@ -265,7 +264,7 @@ class TableBatchedBags {
     constexpr detail::Where where{"TableBatchedBags", "backward_step_lengths"};
     const Layout layout = from_lengths(indices, lengths, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
-                  step_with(optimizers, grad_out, fused, where));
+                  StepSink<Opt>{this, optimizers, &grad_out, &fused, where});
   }
 
  private:
@@ -418,8 +417,7 @@ class TableBatchedBags {
                     detail::Where where) const {
     detail::with_ids(indices, [&](auto ids) {
       check_inputs(ids, layout, weights, where);
-      detail::check_extent(where, "out", 0, layout.batch, out.rows(), "the batch size");
-      detail::check_extent(where, "out", 1, width(), out.cols(), "width()");
+      detail::check_dims(where, "out", out, layout.batch, "the batch size", width(), "width()");
       if (argmax != nullptr) argmax->assign(static_cast<std::size_t>(num_features()), {});
       for (Index f = 0; f < num_features(); ++f) {
         const BagFeature& feat = feature_at(f);
@@ -573,25 +571,14 @@ class TableBatchedBags {
     }
   };
 
-  [[nodiscard]] AccumulateSink accumulate_into(std::vector<SparseRowGrad<T>>& grads,
-                                               detail::Where where) {
-    return {this, &grads, where};
-  }
-  template <class Opt>
-  [[nodiscard]] StepSink<Opt> step_with(std::span<Opt> optimizers,
-                                        const Eigen::Ref<const RowMatrix<T>>& grad_out,
-                                        const optim::FusedStepOptions& fused, detail::Where where) {
-    return {this, optimizers, &grad_out, &fused, where};
-  }
-
   template <class R, class Sink>
   void backward_impl(const R& indices, const Layout& layout,
                      const Eigen::Ref<const RowMatrix<T>>& grad_out, std::span<const T> weights,
                      const std::vector<BagArgmax>* argmax, detail::Where where, const Sink& sink) {
     detail::with_ids(indices, [&](auto ids) {
       check_inputs(ids, layout, weights, where);
-      detail::check_extent(where, "grad_out", 0, layout.batch, grad_out.rows(), "the batch size");
-      detail::check_extent(where, "grad_out", 1, width(), grad_out.cols(), "width()");
+      detail::check_dims(where, "grad_out", grad_out, layout.batch, "the batch size", width(),
+                         "width()");
       check_argmax(argmax, layout.batch, where);
       sink.check_all();
       // Everything validated: from here on nothing throws but std::bad_alloc.

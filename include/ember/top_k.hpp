@@ -63,10 +63,8 @@ void top_k(const Eigen::MatrixBase<Derived>& scores, Index k,
   const Index n = scores.rows();
   const Index v = scores.cols();
   detail::check_top_k(where, k, v);
-  detail::check_extent(where, "values", 0, n, values.rows(), "scores' rows");
-  detail::check_extent(where, "values", 1, k, values.cols(), "k");
-  detail::check_extent(where, "indices", 0, n, indices.rows(), "scores' rows");
-  detail::check_extent(where, "indices", 1, k, indices.cols(), "k");
+  detail::check_dims(where, "values", values, n, "scores' rows", k, "k");
+  detail::check_dims(where, "indices", indices, n, "scores' rows", k, "k");
   if (n == 0 || k == 0) return;
 
   // A Ref views a row-major matrix, block or Map without a copy (and evaluates anything else).

@@ -62,6 +62,16 @@ template <IdRange R>
 template <class>
 inline constexpr bool always_false = false;
 
+/// The position of V among Ts (the first match), or -1: an enum whose values follow a list of
+/// types (a file format's type codes) maps a C++ type to its code with it.
+template <class V, class... Ts>
+inline constexpr int type_index = [] {
+  int i = 0;
+  int found = -1;
+  ((found = found < 0 && std::is_same_v<V, Ts> ? i : found, ++i), ...);
+  return found;
+}();
+
 }  // namespace detail
 
 }  // namespace ember::inline EMBER_ISA

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include <ember/detail/checks.hpp>
+#include <ember/sparse_grad.hpp>
 #include <ember/types.hpp>
 
 namespace ember_test {
@@ -18,6 +20,20 @@ namespace ember_test {
 using ember::Index;
 using ember::RowMatrix;
 using ember::TokenId;
+
+/// SparseRowGradAccess::accumulate_validated after the checks a caller that has not validated
+/// anything makes first (the gradient's shape, then the ids), as ember's doors do. Throws:
+/// ShapeError if (vocab_size, d) differs from the bound shape; IndexError for an id outside
+/// [0, vocab_size). Nothing changes when it throws.
+template <class T, class Id, class Rows>
+void accumulate_rows_of(ember::SparseRowGrad<T>& grad, std::span<const Id> ids, const Rows& rows,
+                        Index d, T scale, Index vocab_size, ember::AccumulateOptions options,
+                        ember::detail::Where where, bool needs_scratch = true) {
+  using Access = ember::detail::SparseRowGradAccess;
+  Access::check_shape(grad, where, vocab_size, d);
+  ember::detail::check_ids(ids, vocab_size, where);
+  Access::accumulate_validated(grad, ids, rows, d, scale, vocab_size, options, needs_scratch);
+}
 
 /// Distinct ids (ascending, skip_row excluded) and the ascending positions of each.
 inline std::vector<std::pair<TokenId, std::vector<Index>>> sorted_groups(

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <string>
 #include <type_traits>
 
 #include <Eigen/Core>

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <span>
-#include <utility>
 #include <vector>
 
 #include <Eigen/Core>

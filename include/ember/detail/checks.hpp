@@ -271,6 +271,15 @@ inline void check_extent(const Where& where, const char* name, int dim, Index ex
   }
 }
 
+/// Throws ShapeError unless the matrix `name` is rows x cols: check_extent of its rows, then of
+/// its columns (`rows_what`, `cols_what` name the expected extents in the message).
+template <class M>
+void check_dims(const Where& where, const char* name, const M& m, Index rows, const char* rows_what,
+                Index cols, const char* cols_what) {
+  check_extent(where, name, 0, rows, m.rows(), rows_what);
+  check_extent(where, name, 1, cols, m.cols(), cols_what);
+}
+
 /// Throws ShapeError unless the list `name` (ids, weights, optimizers, gradients) has `expected`
 /// entries: "<where>: <name> has <actual> entries, expected <expected_what> = <expected>"
 /// (dimension 0).
@@ -362,12 +371,9 @@ void check_logits_backward(const Where& where, Index v, Index d, const H& hidden
                            const GL& grad_logits, const GH& grad_hidden, const GW& grad_weight) {
   const Index n = hidden.rows();
   check_extent(where, "hidden", 1, d, hidden.cols(), "d_model");
-  check_extent(where, "grad_logits", 0, n, grad_logits.rows(), "hidden's rows");
-  check_extent(where, "grad_logits", 1, v, grad_logits.cols(), "vocab_size");
-  check_extent(where, "grad_hidden", 0, n, grad_hidden.rows(), "hidden's rows");
-  check_extent(where, "grad_hidden", 1, d, grad_hidden.cols(), "d_model");
-  check_extent(where, "grad_weight", 0, v, grad_weight.rows(), "vocab_size");
-  check_extent(where, "grad_weight", 1, d, grad_weight.cols(), "d_model");
+  check_dims(where, "grad_logits", grad_logits, n, "hidden's rows", v, "vocab_size");
+  check_dims(where, "grad_hidden", grad_hidden, n, "hidden's rows", d, "d_model");
+  check_dims(where, "grad_weight", grad_weight, v, "vocab_size", d, "d_model");
 }
 
 // ---- scalar arguments ---------------------------------------------------------------------------

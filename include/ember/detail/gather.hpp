@@ -37,42 +37,6 @@ struct RowAddends {
   V keep_scale = V(1);
 };
 
-/// Plain reference of gather (segment ids of type TokenId), kept beside the fast kernel and tested
-/// against it: the same operations in the same order, one element at a time.
-template <class O, class Codec, class Id>
-void gather_reference(const CodecRows<Codec>& table, std::span<const Id> ids,
-                      typename Codec::Value scale, const RowAddends<typename Codec::Value>& add,
-                      TableRef<O> out) {
-  using V = typename Codec::Value;
-  const auto n = static_cast<Index>(ids.size());
-  const Index d = table.d;
-  RowVector<V> row(d);
-  for (Index i = 0; i < n; ++i) {
-    table.decode(static_cast<Index>(ids[static_cast<std::size_t>(i)]), scale, row.data());
-    for (Index c = 0; c < d; ++c) {
-      V v = row[c];
-      if (add.positions.data != nullptr) {
-        v = v + add.positions.row(add.offset + i % add.seq_len)[c];
-      }
-      if (add.segments.data != nullptr) {
-        const Index s = add.segment_ids.empty()
-                            ? 0
-                            : static_cast<Index>(add.segment_ids[static_cast<std::size_t>(i)]);
-        v = v + add.segments.row(s)[c];
-      }
-      if (add.keep != nullptr) v = add.keep[i * d + c] != 0 ? v * add.keep_scale : V(0);
-      out.row(i)[c] = static_cast<O>(v);
-    }
-  }
-}
-
-/// gather_reference with nothing added.
-template <class O, class Codec, class Id>
-void gather_reference(const CodecRows<Codec>& table, std::span<const Id> ids,
-                      typename Codec::Value scale, std::nullptr_t /*no addends*/, TableRef<O> out) {
-  gather_reference<O>(table, ids, scale, RowAddends<typename Codec::Value>{}, out);
-}
-
 /// The plain-table, positions-only loop of gather with a row policy `Rows` of simd.hpp:
 /// out[i] = table[ids[i]] · scale + pe[offset + i % seq_len], one pass per row. Every policy
 /// computes each element the same way, so the choice never changes a bit. Validated as gather.

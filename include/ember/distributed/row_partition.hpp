@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <string>
 
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"

@@ -9,7 +9,6 @@
 #include <climits>
 #include <cstdint>
 #include <span>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -269,10 +268,8 @@ class ShardedEmbedding {
       const detail::Where w = where(name);
       check_hidden(w, hidden);
       detail::check_extent(w, "grad_logits", 1, v, grad_logits.cols(), "the rows this rank owns");
-      detail::check_extent(w, "grad_hidden", 0, n, grad_hidden.rows(), "hidden's rows");
-      detail::check_extent(w, "grad_hidden", 1, d, grad_hidden.cols(), "d_model");
-      detail::check_extent(w, "grad_weight", 0, v, grad_weight.rows(), "the rows this rank owns");
-      detail::check_extent(w, "grad_weight", 1, d, grad_weight.cols(), "d_model");
+      detail::check_dims(w, "grad_hidden", grad_hidden, n, "hidden's rows", d, "d_model");
+      detail::check_dims(w, "grad_weight", grad_weight, v, "the rows this rank owns", d, "d_model");
     });
     const std::vector<int> counts = hidden_counts(n);
     const std::vector<int> displs = exclusive_sum(counts);

@@ -16,7 +16,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -148,16 +147,18 @@ class FastTextReader {
   /// A descriptor of the same file, for the matrices (read_chunks).
   [[nodiscard]] int fd() const noexcept { return fd_; }
 
-  [[noreturn]] void fail(std::size_t at, const std::string& what) const {
-    detail::fail_at_byte(path_, at, what);
+  /// Throws FormatError at byte `at`, `what` the parts of the message (detail::fail_at_byte).
+  template <class... What>
+  [[noreturn]] void fail(std::size_t at, const What&... what) const {
+    detail::fail_at_byte(path_, at, what...);
   }
   /// Fails unless n more bytes are left. `what` names them: a string, or a callable returning
   /// one (built only when the read fails, so a million reads build no string).
   template <class What>
   void need(std::size_t n, const What& what) const {
     if (left() < n) {
-      fail(pos_, "the file ends inside " + describe(what) + " (" + std::to_string(n) +
-                     " bytes needed, " + std::to_string(left()) + " left)");
+      fail(pos_, "the file ends inside ", describe(what), " (", n, " bytes needed, ", left(),
+           " left)");
     }
   }
   void skip(std::size_t n) noexcept { pos_ += n; }
@@ -174,7 +175,7 @@ class FastTextReader {
   [[nodiscard]] bool flag(const What& what) {
     const std::size_t at = pos_;
     const auto b = get<std::uint8_t>(what);
-    if (b > 1) fail(at, describe(what) + " is " + std::to_string(b) + ", expected 0 or 1");
+    if (b > 1) fail(at, describe(what), " is ", b, ", expected 0 or 1");
     return b == 1;
   }
   /// A NUL-terminated string (the NUL consumed, not returned).
@@ -182,7 +183,7 @@ class FastTextReader {
   [[nodiscard]] std::string_view cstring(const What& what) {
     const void* nul = left() == 0 ? nullptr : std::memchr(here(), 0, left());
     if (nul == nullptr) {
-      fail(pos_, "the file ends inside " + describe(what) + " (no terminating NUL byte)");
+      fail(pos_, "the file ends inside ", describe(what), " (no terminating NUL byte)");
     }
     const auto n = static_cast<std::size_t>(static_cast<const unsigned char*>(nul) - here());
     const std::string_view s(reinterpret_cast<const char*>(here()), n);
@@ -262,9 +263,8 @@ inline void need_floats(const FastTextReader& in, std::uint64_t rows, std::uint6
   const auto values = detail::checked_mul(rows, cols);
   const auto bytes = values ? detail::checked_mul(*values, 4) : std::nullopt;
   if (!bytes || *bytes > in.left()) {
-    in.fail(in.pos(), "the file ends inside " + what + " (" + std::to_string(rows) + " x " +
-                          std::to_string(cols) + " floats, " + std::to_string(in.left()) +
-                          " bytes left)");
+    in.fail(in.pos(), "the file ends inside ", what, " (", rows, " x ", cols, " floats, ",
+            in.left(), " bytes left)");
   }
 }
 
@@ -290,8 +290,7 @@ inline void read_float_matrix(FastTextReader& in, Index rows, Index cols, bool a
       const std::string where =
           cols == 1 ? "value " + std::to_string(v)
                     : "row " + std::to_string(v / c) + ", column " + std::to_string(v % c);
-      in.fail(start + 4 * v,
-              "non-finite value " + std::to_string(values[bad]) + " at " + where + " of " + what);
+      in.fail(start + 4 * v, "non-finite value ", values[bad], " at ", where, " of ", what);
     }
   });
   in.skip(count * 4);
@@ -304,13 +303,12 @@ inline void read_shape(FastTextReader& in, Index rows, std::int32_t dim, const s
   std::size_t at = in.pos();
   const auto m = in.get<std::int64_t>([&] { return what + "'s row count"; });
   if (m != rows) {
-    in.fail(at, what + " has " + std::to_string(m) + " rows, expected " + rows_are);
+    in.fail(at, what, " has ", m, " rows, expected ", rows_are);
   }
   at = in.pos();
   const auto n = in.get<std::int64_t>([&] { return what + "'s column count"; });
   if (n != dim) {
-    in.fail(at, what + " has " + std::to_string(n) +
-                    " columns, expected args.dim = " + std::to_string(dim));
+    in.fail(at, what, " has ", n, " columns, expected args.dim = ", dim);
   }
 }
 
@@ -334,8 +332,7 @@ inline ProductQuantizer read_pq(FastTextReader& in, std::int32_t dim, bool allow
   std::size_t at = in.pos();
   pq.dim = in.get<std::int32_t>(what + "'s dimension");
   if (pq.dim != dim) {
-    in.fail(at, what + "'s dimension is " + std::to_string(pq.dim) + ", expected " +
-                    std::to_string(dim));
+    in.fail(at, what, "'s dimension is ", pq.dim, ", expected ", dim);
   }
   at = in.pos();
   pq.nsubq = in.get<std::int32_t>(what + "'s number of sub-quantizers");
@@ -344,19 +341,16 @@ inline ProductQuantizer read_pq(FastTextReader& in, std::int32_t dim, bool allow
   const std::size_t at_last = in.pos();
   pq.lastdsub = in.get<std::int32_t>(what + "'s last sub-vector size");
   if (pq.dsub < 1) {
-    in.fail(at_dsub,
-            what + "'s sub-vector size is " + std::to_string(pq.dsub) + ", expected at least 1");
+    in.fail(at_dsub, what, "'s sub-vector size is ", pq.dsub, ", expected at least 1");
   }
   const std::int32_t nsubq = dim / pq.dsub + (dim % pq.dsub != 0 ? 1 : 0);
   if (pq.nsubq != nsubq) {
-    in.fail(at, what + " has " + std::to_string(pq.nsubq) + " sub-quantizers, expected " +
-                    std::to_string(nsubq) + " (dimension " + std::to_string(dim) +
-                    " in sub-vectors of " + std::to_string(pq.dsub) + ")");
+    in.fail(at, what, " has ", pq.nsubq, " sub-quantizers, expected ", nsubq, " (dimension ", dim,
+            " in sub-vectors of ", pq.dsub, ")");
   }
   const std::int32_t last = dim % pq.dsub == 0 ? pq.dsub : dim % pq.dsub;
   if (pq.lastdsub != last) {
-    in.fail(at_last, what + "'s last sub-vector size is " + std::to_string(pq.lastdsub) +
-                         ", expected " + std::to_string(last));
+    in.fail(at_last, what, "'s last sub-vector size is ", pq.lastdsub, ", expected ", last);
   }
   const auto n = static_cast<std::size_t>(dim) * 256;
   need_floats(in, n, 1, what + "'s centroids");
@@ -378,7 +372,7 @@ inline QuantizedRows read_quantized(FastTextReader& in, Index rows, std::int32_t
   const std::size_t at_codesize = in.pos();
   const auto codesize = in.get<std::int32_t>(what + "'s code size");
   if (codesize < 0) {
-    in.fail(at_codesize, what + "'s code size is " + std::to_string(codesize) + ", expected >= 0");
+    in.fail(at_codesize, what, "'s code size is ", codesize, ", expected >= 0");
   }
   const auto code_bytes = static_cast<std::size_t>(codesize);
   in.need(code_bytes, what + "'s codes (" + std::to_string(code_bytes) + " bytes)");
@@ -387,9 +381,8 @@ inline QuantizedRows read_quantized(FastTextReader& in, Index rows, std::int32_t
   q.pq = read_pq(in, dim, allow_non_finite, what + "'s quantizer");
   const auto expected = static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(q.pq.nsubq);
   if (code_bytes != expected) {
-    in.fail(at_codesize, what + "'s code size is " + std::to_string(codesize) + ", expected " +
-                             std::to_string(expected) + " (" + std::to_string(rows) + " rows x " +
-                             std::to_string(q.pq.nsubq) + " sub-quantizers)");
+    in.fail(at_codesize, what, "'s code size is ", codesize, ", expected ", expected, " (", rows,
+            " rows x ", q.pq.nsubq, " sub-quantizers)");
   }
   q.codes.resize(code_bytes);
   read_chunks(in, codes, q.codes.data(), code_bytes, [](std::size_t, std::size_t) {});
@@ -426,13 +419,11 @@ inline FastTextFile parse_fasttext(const std::string& path,
   constexpr std::int32_t magic = 793712314;
   const auto got_magic = in.get<std::int32_t>("the magic number");
   if (got_magic != magic) {
-    in.fail(0, "not a fastText model: magic number " + std::to_string(got_magic) +
-                   ", expected 793712314");
+    in.fail(0, "not a fastText model: magic number ", got_magic, ", expected 793712314");
   }
   out.version = in.get<std::int32_t>("the format version");
   if (out.version != 11 && out.version != 12) {
-    in.fail(4, "format version " + std::to_string(out.version) +
-                   " is not supported, expected 12 (or 11)");
+    in.fail(4, "format version ", out.version, " is not supported, expected 12 (or 11)");
   }
 
   // ---- args
@@ -455,32 +446,29 @@ inline FastTextFile parse_fasttext(const std::string& path,
   a.maxn = i32(10, "maxn");
   a.lr_update_rate = i32(11, "lrUpdateRate");
   a.t = in.get<double>("args.t");
-  if (a.dim < 1) in.fail(at[0], "args.dim is " + std::to_string(a.dim) + ", expected >= 1");
+  if (a.dim < 1) in.fail(at[0], "args.dim is ", a.dim, ", expected >= 1");
   if (a.word_ngrams < 0) {
-    in.fail(at[5], "args.wordNgrams is " + std::to_string(a.word_ngrams) + ", expected >= 0");
+    in.fail(at[5], "args.wordNgrams is ", a.word_ngrams, ", expected >= 0");
   }
   if (loss < 1 || loss > 4) {
-    in.fail(at[6], "args.loss is " + std::to_string(loss) +
-                       ", expected 1 (hs), 2 (ns), 3 (softmax) or 4 (one-vs-all)");
+    in.fail(at[6], "args.loss is ", loss,
+            ", expected 1 (hs), 2 (ns), 3 (softmax) or 4 (one-vs-all)");
   }
   if (model < 1 || model > 3) {
-    in.fail(at[7], "args.model is " + std::to_string(model) +
-                       ", expected 1 (cbow), 2 (skipgram) or 3 (supervised)");
+    in.fail(at[7], "args.model is ", model, ", expected 1 (cbow), 2 (skipgram) or 3 (supervised)");
   }
   a.loss = static_cast<io::FastTextLoss>(loss);
   a.model = static_cast<io::FastTextModelType>(model);
-  if (a.bucket < 0)
-    in.fail(at[8], "args.bucket is " + std::to_string(a.bucket) + ", expected >= 0");
-  if (a.minn < 0) in.fail(at[9], "args.minn is " + std::to_string(a.minn) + ", expected >= 0");
-  if (a.maxn < 0) in.fail(at[10], "args.maxn is " + std::to_string(a.maxn) + ", expected >= 0");
+  if (a.bucket < 0) in.fail(at[8], "args.bucket is ", a.bucket, ", expected >= 0");
+  if (a.minn < 0) in.fail(at[9], "args.minn is ", a.minn, ", expected >= 0");
+  if (a.maxn < 0) in.fail(at[10], "args.maxn is ", a.maxn, ", expected >= 0");
   const bool supervised = a.model == io::FastTextModelType::supervised;
   // fastText: "old supervised models do not use char ngrams".
   if (out.version == 11 && supervised) a.maxn = 0;
   const bool hashes_ngrams = (a.maxn >= 1 && a.maxn >= a.minn) || a.word_ngrams > 1;
   if (a.bucket == 0 && hashes_ngrams) {
-    in.fail(at[8], "args.bucket is 0, but minn " + std::to_string(a.minn) + ", maxn " +
-                       std::to_string(a.maxn) + " and wordNgrams " + std::to_string(a.word_ngrams) +
-                       " hash n-grams into buckets");
+    in.fail(at[8], "args.bucket is 0, but minn ", a.minn, ", maxn ", a.maxn, " and wordNgrams ",
+            a.word_ngrams, " hash n-grams into buckets");
   }
 
   // ---- dictionary
@@ -490,30 +478,27 @@ inline FastTextFile parse_fasttext(const std::string& path,
   const auto nwords = in.get<std::int32_t>("the dictionary's word count");
   const std::size_t at_nlabels = in.pos();
   const auto nlabels = in.get<std::int32_t>("the dictionary's label count");
-  if (size < 0)
-    in.fail(at_size, "the dictionary size is " + std::to_string(size) + ", expected >= 0");
+  if (size < 0) in.fail(at_size, "the dictionary size is ", size, ", expected >= 0");
   if (nwords < 0) {
-    in.fail(at_nwords, "the word count is " + std::to_string(nwords) + ", expected >= 0");
+    in.fail(at_nwords, "the word count is ", nwords, ", expected >= 0");
   }
   if (nlabels < 0 || std::int64_t{nwords} + nlabels != size) {
-    in.fail(at_nlabels,
-            "the label count is " + std::to_string(nlabels) +
-                ", expected size - words = " + std::to_string(std::int64_t{size} - nwords));
+    in.fail(at_nlabels, "the label count is ", nlabels,
+            ", expected size - words = ", std::int64_t{size} - nwords);
   }
   if (std::int64_t{nwords} + a.bucket > std::numeric_limits<std::int32_t>::max()) {
-    in.fail(at_nwords, std::to_string(nwords) + " words and " + std::to_string(a.bucket) +
-                           " buckets need more rows than fastText's 32-bit ids hold");
+    in.fail(at_nwords, nwords, " words and ", a.bucket,
+            " buckets need more rows than fastText's 32-bit ids hold");
   }
   const std::size_t at_ntokens = in.pos();
   out.ntokens = in.get<std::int64_t>("the token count");
   if (out.ntokens < 0) {
-    in.fail(at_ntokens, "the token count is " + std::to_string(out.ntokens) + ", expected >= 0");
+    in.fail(at_ntokens, "the token count is ", out.ntokens, ", expected >= 0");
   }
   const std::size_t at_prune = in.pos();
   const auto prune_size = in.get<std::int64_t>("the prune index size");
   if (prune_size < -1) {
-    in.fail(at_prune, "the prune index size is " + std::to_string(prune_size) +
-                          ", expected -1 (not pruned) or >= 0");
+    in.fail(at_prune, "the prune index size is ", prune_size, ", expected -1 (not pruned) or >= 0");
   }
   // Every row the matrices hold is dim values of the file, so the file bounds dim; a model with
   // no row at all leaves dim unbounded, and every answer is a dim-wide vector (2^31 - 1 claimed
@@ -521,15 +506,13 @@ inline FastTextFile parse_fasttext(const std::string& path,
   // refuses to train on an empty vocabulary.
   const Index buckets = prune_size >= 0 ? Index{prune_size} : Index{a.bucket};
   if (nwords == 0 && buckets == 0 && (!supervised || nlabels == 0)) {  // (prune_size unbounded yet)
-    in.fail(at_size, "the model has no row in either matrix (" + std::to_string(nwords) +
-                         " words, " + std::to_string(nlabels) +
-                         " labels, 0 buckets), so args.dim " + std::to_string(a.dim) +
-                         " is backed by no value");
+    in.fail(at_size, "the model has no row in either matrix (", nwords, " words, ", nlabels,
+            " labels, 0 buckets), so args.dim ", a.dim, " is backed by no value");
   }
   // Each entry takes at least 11 bytes (a 1-byte word, its NUL, the count, the type).
   if (static_cast<std::uint64_t>(size) * 11 > in.left()) {
-    in.fail(at_size, "the dictionary claims " + std::to_string(size) + " entries, more than the " +
-                         std::to_string(in.left()) + " bytes left can hold");
+    in.fail(at_size, "the dictionary claims ", size, " entries, more than the ", in.left(),
+            " bytes left can hold");
   }
   const std::size_t at_entries = in.pos();
   std::vector<std::string_view> words;
@@ -544,24 +527,22 @@ inline FastTextFile parse_fasttext(const std::string& path,
     };
     const std::size_t at_word = in.pos();
     const std::string_view w = in.cstring(of_entry("the word of "));
-    if (w.empty()) in.fail(at_word, of_entry("")() + " has an empty word");
+    if (w.empty()) in.fail(at_word, of_entry("")(), " has an empty word");
     const std::size_t at_count = in.pos();
     const auto count = in.get<std::int64_t>(of_entry("the count of "));
     if (count < 0) {
       const std::string entry = of_entry("")();
-      in.fail(at_count, entry + " (" + detail::quoted(w) + ") has count " + std::to_string(count) +
-                            ", expected >= 0");
+      in.fail(at_count, entry, " (", detail::quoted(w), ") has count ", count, ", expected >= 0");
     }
     const std::size_t at_type = in.pos();
     const auto type = in.get<std::int8_t>(of_entry("the type of "));
     const bool is_word = i < nwords;
     if (type != (is_word ? 0 : 1)) {
       const std::string entry = of_entry("")();
-      in.fail(at_type, entry + " (" + detail::quoted(w) + ") has type " + std::to_string(type) +
-                           ", expected " +
-                           (is_word ? "0 (a word: entries 0 .. " : "1 (a label: entries ") +
-                           (is_word ? std::to_string(nwords - 1) + " are words)"
-                                    : std::to_string(nwords) + " on are labels)"));
+      in.fail(at_type, entry, " (", detail::quoted(w), ") has type ", type, ", expected ",
+              (is_word ? "0 (a word: entries 0 .. " : "1 (a label: entries "),
+              (is_word ? std::to_string(nwords - 1) + " are words)"
+                       : std::to_string(nwords) + " on are labels)"));
     }
     (is_word ? words : labels).push_back(w);
     (is_word ? out.word_counts : out.label_counts).push_back(count);
@@ -570,8 +551,8 @@ inline FastTextFile parse_fasttext(const std::string& path,
   if (prune_size >= 0) {
     const auto n = static_cast<std::uint64_t>(prune_size);
     if (n > in.left() / 8) {
-      in.fail(at_prune, "the prune index claims " + std::to_string(n) + " pairs, more than the " +
-                            std::to_string(in.left()) + " bytes left can hold");
+      in.fail(at_prune, "the prune index claims ", n, " pairs, more than the ", in.left(),
+              " bytes left can hold");
     }
     kept.emplace();
     kept->reserve(static_cast<std::size_t>(n));
@@ -586,14 +567,12 @@ inline FastTextFile parse_fasttext(const std::string& path,
       const std::size_t at_value = in.pos();
       const auto value = in.get<std::int32_t>(of_pair("the row of "));
       if (key < 0 || key >= a.bucket) {
-        in.fail(at_key, of_pair("")() + " has bucket " + std::to_string(key) + ", expected [0, " +
-                            std::to_string(a.bucket) + ")");
+        in.fail(at_key, of_pair("")(), " has bucket ", key, ", expected [0, ", a.bucket, ")");
       }
       if (value < 0 || static_cast<std::uint64_t>(value) >= n ||
           seen[static_cast<std::size_t>(value)]) {
-        in.fail(at_value, of_pair("")() + " has row " + std::to_string(value) +
-                              ", expected a row of [0, " + std::to_string(n) +
-                              ") not given before");
+        in.fail(at_value, of_pair("")(), " has row ", value, ", expected a row of [0, ", n,
+                ") not given before");
       }
       seen[static_cast<std::size_t>(value)] = true;
       kept->emplace_back(key, value);
@@ -606,8 +585,8 @@ inline FastTextFile parse_fasttext(const std::string& path,
       if (by_bucket[i].first == by_bucket[i - 1].first) {
         const auto later =
             static_cast<std::size_t>(std::max(by_bucket[i].second, by_bucket[i - 1].second));
-        in.fail(at_pairs + 8 * later, "prune index pair " + std::to_string(later) +
-                                          " repeats bucket " + std::to_string(by_bucket[i].first));
+        in.fail(at_pairs + 8 * later, "prune index pair ", later, " repeats bucket ",
+                by_bucket[i].first);
       }
     }
   }
@@ -621,17 +600,16 @@ inline FastTextFile parse_fasttext(const std::string& path,
   } catch (const ValueError& e) {  // a repeated entry (everything else was checked above)
     const auto id = static_cast<Index>(e.value());
     const Index entry_id = id;
-    in.fail(entry_offset(file.data(), at_entries, entry_id),
-            "dictionary entry " + std::to_string(entry_id) + " repeats an earlier entry (" +
-                e.what() + ")");
+    in.fail(entry_offset(file.data(), at_entries, entry_id), "dictionary entry ", entry_id,
+            " repeats an earlier entry (", e.what(), ")");
   }
 
   // ---- input matrix
   const std::size_t at_quant = in.pos();
   out.quant_input = in.flag("the input matrix's quantization flag");
   if (prune_size >= 0 && !out.quant_input) {
-    in.fail(at_quant, "a pruned dictionary (prune index of " + std::to_string(prune_size) +
-                          " pairs) with a dense input matrix (fastText refuses such a model)");
+    in.fail(at_quant, "a pruned dictionary (prune index of ", prune_size,
+            " pairs) with a dense input matrix (fastText refuses such a model)");
   }
   const Index input_rows = Index{nwords} + buckets;
   const std::string input_rows_are =
@@ -658,8 +636,7 @@ inline FastTextFile parse_fasttext(const std::string& path,
                             output_rows_are);
   }
   if (in.left() != 0) {
-    in.fail(in.pos(), std::to_string(in.left()) +
-                          " bytes after the output matrix, expected the end of the file");
+    in.fail(in.pos(), in.left(), " bytes after the output matrix, expected the end of the file");
   }
   if (supervised && a.loss == io::FastTextLoss::hs) {
     constexpr auto limit = static_cast<std::int64_t>(1e15);
@@ -758,7 +735,7 @@ class FastTextModel {
 
   /// The word of id `id`. Throws: IndexError if id is outside [0, nwords()).
   [[nodiscard]] std::string_view word(TokenId id) const {
-    check_id(id, nwords(), "FastTextModel::word");
+    detail::check_index("FastTextModel::word", "id", id, nwords());
     return f_.index.token(id);
   }
   /// The id of `word`, or std::nullopt when it is not a word of the dictionary.
@@ -769,12 +746,12 @@ class FastTextModel {
   }
   /// How often word `id` occurred in the training data. Throws: IndexError.
   [[nodiscard]] std::int64_t word_count(TokenId id) const {
-    check_id(id, nwords(), "FastTextModel::word_count");
+    detail::check_index("FastTextModel::word_count", "id", id, nwords());
     return f_.word_counts[static_cast<std::size_t>(id)];
   }
   /// Label `id` (in [0, nlabels())). Throws: IndexError.
   [[nodiscard]] std::string_view label(TokenId id) const {
-    check_id(id, nlabels(), "FastTextModel::label");
+    detail::check_index("FastTextModel::label", "id", id, nlabels());
     return f_.index.token(nwords() + id);
   }
   /// The index of `label` among the labels, or std::nullopt.
@@ -785,7 +762,7 @@ class FastTextModel {
   }
   /// How often label `id` occurred. Throws: IndexError.
   [[nodiscard]] std::int64_t label_count(TokenId id) const {
-    check_id(id, nlabels(), "FastTextModel::label_count");
+    detail::check_index("FastTextModel::label_count", "id", id, nlabels());
     return f_.label_counts[static_cast<std::size_t>(id)];
   }
   /// The words, in id order, as a Vocabulary (a copy): with normalized_word_vectors(), the
@@ -920,16 +897,15 @@ class FastTextModel {
                                                         float threshold = 0.0f) const {
     constexpr const char* where = "FastTextModel::predict";
     if (!supervised()) {
-      throw StateError(std::string(where) + ": the model is not supervised (it is " +
-                       to_string(f_.args.model) + ")");
+      throw StateError(detail::message(where, "the model is not supervised (it is ",
+                                       to_string(f_.args.model), ")"));
     }
     if (k == 0 || k < -1) {
-      throw ValueError(
-          std::string(where) + ": k must be >= 1, or -1 for every label, got " + std::to_string(k),
-          static_cast<double>(k));
+      throw ValueError(detail::message(where, "k must be >= 1, or -1 for every label, got ", k),
+                       static_cast<double>(k));
     }
     if (std::isnan(threshold))
-      throw ValueError(std::string(where) + ": threshold is NaN", threshold);
+      throw ValueError(detail::message(where, "threshold is NaN"), threshold);
     const std::vector<TokenId> ids = line_ids(line);
     if (ids.empty() || nlabels() == 0) return {};
     const auto d = dim();
@@ -945,8 +921,8 @@ class FastTextModel {
                           ? f_.qoutput.dot_row(row, hidden.data(), scratch)
                           : detail::dot(f_.output.row(row).data(), hidden.data(), scratch, d);
       if (std::isnan(v)) {
-        throw ValueError(std::string(where) + ": the score of output row " + std::to_string(row) +
-                             " is NaN (the model's values overflow)",
+        throw ValueError(detail::message(where, "the score of output row ", row,
+                                         " is NaN (the model's values overflow)"),
                          v);
       }
       return v;
@@ -963,10 +939,10 @@ class FastTextModel {
         for (Index i = 0; i < nlabels(); ++i) {
           const float v = out[static_cast<std::size_t>(i)];
           if (!std::isfinite(v)) {
-            throw ValueError(std::string(where) + ": the score of output row " + std::to_string(i) +
-                                 " is " + (v > 0 ? "inf" : "-inf") +
-                                 " (the model's values overflow)",
-                             v);
+            throw ValueError(
+                detail::message(where, "the score of output row ", i, " is ",
+                                v > 0 ? "inf" : "-inf", " (the model's values overflow)"),
+                v);
           }
         }
         detail::softmax_in_place(out);
@@ -1051,22 +1027,14 @@ class FastTextModel {
 
   static void check_line(std::string_view line, const char* where) {
     if (const std::size_t nl = line.find('\n'); nl != std::string_view::npos) {
-      throw ValueError(std::string(where) + ": the line has a '\\n' at position " +
-                           std::to_string(nl) + " (one line at a time)",
-                       static_cast<double>(nl));
-    }
-  }
-  static void check_id(TokenId id, Index bound, const char* where) {
-    if (id < 0 || id >= bound) {
-      throw IndexError(std::string(where) + ": id " + std::to_string(id) + " is outside [0, " +
-                           std::to_string(bound) + ")",
-                       -1, id, bound);
+      throw ValueError(
+          detail::message(where, "the line has a '\\n' at position ", nl, " (one line at a time)"),
+          static_cast<double>(nl));
     }
   }
   static void check_k(Index k, const char* where) {
     if (k < 0) {
-      throw ValueError(std::string(where) + ": k must be >= 0, got " + std::to_string(k),
-                       static_cast<double>(k));
+      throw ValueError(detail::message(where, "k must be >= 0, got ", k), static_cast<double>(k));
     }
   }
 
@@ -1176,8 +1144,8 @@ class FastTextModel {
       if (i == ban[0] || i == ban[1] || i == ban[2]) continue;
       const float similarity = scores[static_cast<std::size_t>(i)] / qnorm;
       if (std::isnan(similarity)) {  // a NaN dot product, or an infinite one over an infinite |q|
-        throw ValueError(std::string(where) + ": the similarity of word " + std::to_string(i) +
-                             " is NaN (the model's values overflow)",
+        throw ValueError(detail::message(where, "the similarity of word ", i,
+                                         " is NaN (the model's values overflow)"),
                          similarity);
       }
       if (heap.size() == want && similarity < heap.front().first) continue;

@@ -87,37 +87,16 @@ inline constexpr std::size_t gguf_max_name = 63;
 /// get<V> asks for exactly this type.
 template <class V>
 [[nodiscard]] constexpr GgufValueType gguf_type_of() noexcept {
-  if constexpr (std::is_same_v<V, std::uint8_t>)
-    return GgufValueType::UINT8;
-  else if constexpr (std::is_same_v<V, std::int8_t>)
-    return GgufValueType::INT8;
-  else if constexpr (std::is_same_v<V, std::uint16_t>)
-    return GgufValueType::UINT16;
-  else if constexpr (std::is_same_v<V, std::int16_t>)
-    return GgufValueType::INT16;
-  else if constexpr (std::is_same_v<V, std::uint32_t>)
-    return GgufValueType::UINT32;
-  else if constexpr (std::is_same_v<V, std::int32_t>)
-    return GgufValueType::INT32;
-  else if constexpr (std::is_same_v<V, std::uint64_t>)
-    return GgufValueType::UINT64;
-  else if constexpr (std::is_same_v<V, std::int64_t>)
-    return GgufValueType::INT64;
-  else if constexpr (std::is_same_v<V, float>)
-    return GgufValueType::FLOAT32;
-  else if constexpr (std::is_same_v<V, double>)
-    return GgufValueType::FLOAT64;
-  else if constexpr (std::is_same_v<V, bool>)
-    return GgufValueType::BOOL;
-  else if constexpr (std::is_same_v<V, std::string> || std::is_same_v<V, std::string_view>) {
-    return GgufValueType::STRING;
-  } else {
-    static_assert(std::is_same_v<V, std::string>,
-                  "GgufFile::get<V>: V must be an exact GGUF scalar type (std::uint8_t ... "
-                  "std::int64_t, float, double, bool, std::string, std::string_view) or a "
-                  "std::vector of one");
-    return GgufValueType::STRING;
-  }
+  using S = std::conditional_t<std::is_same_v<V, std::string_view>, std::string, V>;
+  // The types in the order of GgufValueType's values (void for ARRAY, which no scalar is).
+  constexpr int i = detail::type_index<S, std::uint8_t, std::int8_t, std::uint16_t, std::int16_t,
+                                       std::uint32_t, std::int32_t, float, bool, std::string, void,
+                                       std::uint64_t, std::int64_t, double>;
+  static_assert(i >= 0,
+                "GgufFile::get<V>: V must be an exact GGUF scalar type (std::uint8_t ... "
+                "std::int64_t, float, double, bool, std::string, std::string_view) or a "
+                "std::vector of one");
+  return static_cast<GgufValueType>(i);
 }
 
 /// A metadata value asked for as the wrong type: get<std::uint32_t>("general.alignment") on a key
@@ -258,9 +237,9 @@ class GgufFile {
     if (it == tensor_index_.end()) {
       std::vector<std::string_view> have;
       for (const auto& t : tensors_) have.push_back(t.name);
-      throw KeyError(
-          "GgufFile: no tensor '" + name + "' in " + path() + detail::closest_hint(name, have),
-          name);
+      throw KeyError(detail::text("GgufFile: no tensor '", name, "' in ", path(),
+                                  detail::closest_hint(name, have)),
+                     name);
     }
     return tensors_[it->second];
   }
@@ -308,9 +287,8 @@ class GgufFile {
       const std::size_t k = detail::first_non_finite(out.data(), n);
       if (k != n) {
         const auto c = static_cast<std::size_t>(cols);
-        fail(t.offset + (k / c) * rb, "tensor '" + name + "': non-finite value at row " +
-                                          std::to_string(k / c) + ", column " +
-                                          std::to_string(k % c));
+        fail(t.offset + (k / c) * rb, "tensor '", name, "': non-finite value at row ", k / c,
+             ", column ", k % c);
       }
     }
     return out;
@@ -354,7 +332,7 @@ class GgufFile {
   [[nodiscard]] const GgufKeyInfo& key_info(const std::string& key) const {
     const auto it = key_index_.find(key);
     if (it == key_index_.end()) {
-      throw KeyError("GgufFile: no metadata key '" + key + "' in " + path(), key);
+      throw KeyError(detail::text("GgufFile: no metadata key '", key, "' in ", path()), key);
     }
     return keys_[it->second];
   }
@@ -441,25 +419,26 @@ class GgufFile {
   template <class E>
   struct is_vector<std::vector<E>> : std::true_type {};
 
-  [[noreturn]] void fail(std::uint64_t offset, const std::string& what) const {
-    detail::fail_at_byte(path(), offset, what);
+  template <class... What>
+  [[noreturn]] void fail(std::uint64_t offset, const What&... what) const {
+    detail::fail_at_byte(path(), offset, what...);
   }
 
   /// The tensor `name`, of a type ember decodes. Throws: KeyError; FormatError naming the type.
   const GgufTensorInfo& decodable(const std::string& name) const {
     const GgufTensorInfo& t = info(name);
     if (!ggml_type_decodes(t.type)) {
-      fail(t.offset, "tensor '" + name + "' has type " + std::string(to_string(t.type)) +
-                         ", which ember does not decode (it decodes f32, f16, bf16, q4_0, q4_1, "
-                         "q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K and q6_K)");
+      fail(t.offset, "tensor '", name, "' has type ", to_string(t.type),
+           ", which ember does not decode (it decodes f32, f16, bf16, q4_0, q4_1, "
+           "q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K and q6_K)");
     }
     return t;
   }
 
   [[noreturn]] void type_error(const GgufKeyInfo& k, const std::string& expected) const {
     const std::string actual = k.type_name();
-    throw GgufTypeError(path() + ": metadata key '" + k.key + "' holds " + actual + ", not " +
-                            expected + " (at byte " + std::to_string(k.offset) + ")",
+    throw GgufTypeError(detail::text(path(), ": metadata key '", k.key, "' holds ", actual,
+                                     ", not ", expected, " (at byte ", k.offset, ")"),
                         path(), k.offset, k.key, expected, actual);
   }
 
@@ -489,9 +468,8 @@ class GgufFile {
     [[nodiscard]] std::uint64_t remaining() const noexcept { return file->size() - at; }
     void need(std::uint64_t n, const char* what) const {
       if (n > remaining()) {
-        file->fail(at, "truncated: " + std::string(what) + " needs " + std::to_string(n) +
-                           " bytes, " + std::to_string(remaining()) + " remain in the " +
-                           std::to_string(file->size()) + "-byte file");
+        file->fail(at, "truncated: ", what, " needs ", n, " bytes, ", remaining(),
+                   " remain in the ", file->size(), "-byte file");
       }
     }
     template <class U>
@@ -505,9 +483,8 @@ class GgufFile {
       const std::uint64_t start = at;
       const auto len = u<std::uint64_t>(what);
       if (len > remaining()) {
-        file->fail(start, std::string(what) + " of " + std::to_string(len) +
-                              " bytes runs past the end of the file (" +
-                              std::to_string(remaining()) + " bytes remain)");
+        file->fail(start, what, " of ", len, " bytes runs past the end of the file (", remaining(),
+                   " bytes remain)");
       }
       const auto* p = reinterpret_cast<const char*>(file->file_->data() + at);
       at += len;
@@ -524,8 +501,8 @@ class GgufFile {
     if (size == 0) fail(0, "empty file, expected the GGUF magic");
     cur.need(4, "the magic");
     if (std::memcmp(b, gguf_magic.data(), 4) != 0) {
-      fail(0,
-           "bad magic " + quoted_name({reinterpret_cast<const char*>(b), 4}) + ", expected 'GGUF'");
+      fail(0, "bad magic ", quoted_name({reinterpret_cast<const char*>(b), 4}),
+           ", expected 'GGUF'");
     }
     cur.at = 4;
     version_ = cur.u<std::uint32_t>("the version");
@@ -545,14 +522,12 @@ class GgufFile {
     constexpr std::uint64_t min_kv = 14;
     constexpr std::uint64_t min_tensor = 24;
     if (n_tensors > cur.remaining() / min_tensor) {
-      fail(8, "tensor count " + std::to_string(n_tensors) + " cannot fit in the " +
-                  std::to_string(cur.remaining()) + " bytes after the header (" +
-                  std::to_string(min_tensor) + " bytes each at least)");
+      fail(8, "tensor count ", n_tensors, " cannot fit in the ", cur.remaining(),
+           " bytes after the header (", min_tensor, " bytes each at least)");
     }
     if (n_kv > (cur.remaining() - n_tensors * min_tensor) / min_kv) {
-      fail(16, "metadata count " + std::to_string(n_kv) + " cannot fit in the " +
-                   std::to_string(cur.remaining()) + " bytes after the header (" +
-                   std::to_string(min_kv) + " bytes each at least)");
+      fail(16, "metadata count ", n_kv, " cannot fit in the ", cur.remaining(),
+           " bytes after the header (", min_kv, " bytes each at least)");
     }
 
     // Metadata.
@@ -562,17 +537,17 @@ class GgufFile {
       GgufKeyInfo k;
       k.key_offset = cur.at;
       const std::string_view key = cur.str("a metadata key");
-      if (key.empty()) fail(k.key_offset, "metadata key " + std::to_string(i) + " is empty");
+      if (key.empty()) fail(k.key_offset, "metadata key ", i, " is empty");
       k.key = std::string(key);
       if (key_index_.count(k.key) != 0) {
-        fail(k.key_offset, "duplicate metadata key " + quoted_name(key) + " (first at byte " +
-                               std::to_string(keys_[key_index_.at(k.key)].key_offset) + ")");
+        fail(k.key_offset, "duplicate metadata key ", quoted_name(key), " (first at byte ",
+             keys_[key_index_.at(k.key)].key_offset, ")");
       }
       const std::uint64_t type_at = cur.at;
       const auto type = cur.u<std::uint32_t>("a value type");
       if (type > 12) {
-        fail(type_at, "metadata key " + quoted_name(key) + " has value type " +
-                          std::to_string(type) + ", expected 0..12");
+        fail(type_at, "metadata key ", quoted_name(key), " has value type ", type,
+             ", expected 0..12");
       }
       k.type = static_cast<GgufValueType>(type);
       k.element_type = k.type;
@@ -580,12 +555,12 @@ class GgufFile {
         const std::uint64_t elem_at = cur.at;
         const auto elem = cur.u<std::uint32_t>("an array element type");
         if (elem == static_cast<std::uint32_t>(GgufValueType::ARRAY)) {
-          fail(elem_at, "metadata key " + quoted_name(key) +
-                            " is an array of arrays, which ember does not read (nor does ggml)");
+          fail(elem_at, "metadata key ", quoted_name(key),
+               " is an array of arrays, which ember does not read (nor does ggml)");
         }
         if (elem > 12) {
-          fail(elem_at, "metadata key " + quoted_name(key) + " has array element type " +
-                            std::to_string(elem) + ", expected 0..12");
+          fail(elem_at, "metadata key ", quoted_name(key), " has array element type ", elem,
+               ", expected 0..12");
         }
         k.element_type = static_cast<GgufValueType>(elem);
         const std::uint64_t count_at = cur.at;
@@ -593,9 +568,9 @@ class GgufFile {
         const std::uint64_t each =
             k.element_type == GgufValueType::STRING ? 8 : gguf_value_size(k.element_type);
         if (k.count > cur.remaining() / each) {
-          fail(count_at, "array " + quoted_name(key) + " of " + std::to_string(k.count) + " " +
-                             std::string(to_string(k.element_type)) + " values cannot fit in the " +
-                             std::to_string(cur.remaining()) + " remaining bytes");
+          fail(count_at, "array ", quoted_name(key), " of ", k.count, " ",
+               to_string(k.element_type), " values cannot fit in the ", cur.remaining(),
+               " remaining bytes");
         }
       }
       k.offset = cur.at;
@@ -613,12 +588,11 @@ class GgufFile {
     if (has_alignment) {
       const GgufKeyInfo& k = keys_[key_index_.at(std::string(gguf_alignment_key))];
       if (k.is_array() || k.type != GgufValueType::UINT32) {
-        fail(k.offset, "general.alignment holds " + k.type_name() + ", expected UINT32");
+        fail(k.offset, "general.alignment holds ", k.type_name(), ", expected UINT32");
       }
       const auto a = detail::load_le<std::uint32_t>(b + k.offset);
       if (a == 0 || (a & (a - 1)) != 0) {
-        fail(k.offset,
-             "general.alignment is " + std::to_string(a) + ", expected a non-zero power of two");
+        fail(k.offset, "general.alignment is ", a, ", expected a non-zero power of two");
       }
       alignment_ = a;
     }
@@ -630,21 +604,19 @@ class GgufFile {
       t.info_offset = cur.at;
       const std::string_view name = cur.str("a tensor name");
       if (name.size() > gguf_max_name) {
-        fail(t.info_offset, "tensor name " + quoted_name(name) + " has " +
-                                std::to_string(name.size()) + " bytes, at most " +
-                                std::to_string(gguf_max_name) + " allowed (ggml's limit)");
+        fail(t.info_offset, "tensor name ", quoted_name(name), " has ", name.size(),
+             " bytes, at most ", gguf_max_name, " allowed (ggml's limit)");
       }
       t.name = std::string(name);
       if (tensor_index_.count(t.name) != 0) {
-        fail(t.info_offset, "duplicate tensor name " + quoted_name(name) + " (first at byte " +
-                                std::to_string(tensors_[tensor_index_.at(t.name)].info_offset) +
-                                ")");
+        fail(t.info_offset, "duplicate tensor name ", quoted_name(name), " (first at byte ",
+             tensors_[tensor_index_.at(t.name)].info_offset, ")");
       }
       const std::uint64_t dims_at = cur.at;
       t.n_dims = cur.u<std::uint32_t>("a dimension count");
       if (t.n_dims > 4) {
-        fail(dims_at, "tensor " + quoted_name(name) + " has " + std::to_string(t.n_dims) +
-                          " dimensions, at most 4 allowed");
+        fail(dims_at, "tensor ", quoted_name(name), " has ", t.n_dims,
+             " dimensions, at most 4 allowed");
       }
       std::uint64_t elements = 1;
       std::uint64_t rows = 1;
@@ -656,8 +628,8 @@ class GgufFile {
             j == 0 ? std::optional<std::uint64_t>(rows) : detail::checked_mul(rows, t.ne[j]);
         constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
         if (t.ne[j] > max || !e || *e > max || !r || *r > max) {
-          fail(ne_at, "tensor " + quoted_name(name) + ": dimension " + std::to_string(j) + " (" +
-                          std::to_string(t.ne[j]) + ") makes the shape overflow 63 bits");
+          fail(ne_at, "tensor ", quoted_name(name), ": dimension ", j, " (", t.ne[j],
+               ") makes the shape overflow 63 bits");
         }
         elements = *e;
         rows = *r;
@@ -665,15 +637,14 @@ class GgufFile {
       const std::uint64_t type_at = cur.at;
       const auto type = cur.u<std::uint32_t>("a tensor type");
       if (!ggml_type_known(type)) {
-        fail(type_at, "tensor " + quoted_name(name) + " has type id " + std::to_string(type) +
-                          ", which ggml does not define");
+        fail(type_at, "tensor ", quoted_name(name), " has type id ", type,
+             ", which ggml does not define");
       }
       t.type = static_cast<GgmlType>(type);
       const auto block = static_cast<std::uint64_t>(ggml_block_size(t.type));
       if (t.ne[0] % block != 0) {
-        fail(type_at, "tensor " + quoted_name(name) + " has rows of " + std::to_string(t.ne[0]) +
-                          " elements, not a multiple of " + std::string(to_string(t.type)) +
-                          "'s block of " + std::to_string(block));
+        fail(type_at, "tensor ", quoted_name(name), " has rows of ", t.ne[0],
+             " elements, not a multiple of ", to_string(t.type), "'s block of ", block);
       }
       // A row of 2^62 f32 elements has a 63-bit element count but 2^64 bytes: the row's and the
       // tensor's byte sizes are checked against 63 bits as the shape is (an empty tensor too:
@@ -684,16 +655,15 @@ class GgufFile {
           detail::checked_mul(t.ne[0] / block, static_cast<std::uint64_t>(ggml_type_size(t.type)));
       const auto bytes = row_bytes ? detail::checked_mul(rows, *row_bytes) : std::nullopt;
       if (!row_bytes || *row_bytes > max_bytes || !bytes || *bytes > max_bytes) {
-        fail(type_at, "tensor " + quoted_name(name) + ": its byte size overflows 63 bits");
+        fail(type_at, "tensor ", quoted_name(name), ": its byte size overflows 63 bits");
       }
       t.row_bytes = *row_bytes;
       t.bytes = *bytes;
       const std::uint64_t offset_at = cur.at;
       t.data_offset = cur.u<std::uint64_t>("a tensor offset");
       if (t.data_offset % alignment_ != 0) {
-        fail(offset_at, "tensor " + quoted_name(name) + " has data offset " +
-                            std::to_string(t.data_offset) + ", not a multiple of the alignment " +
-                            std::to_string(alignment_));
+        fail(offset_at, "tensor ", quoted_name(name), " has data offset ", t.data_offset,
+             ", not a multiple of the alignment ", alignment_);
       }
       tensor_index_.emplace(t.name, tensors_.size());
       tensors_.push_back(std::move(t));
@@ -704,19 +674,17 @@ class GgufFile {
     if (n_tensors > 0) {
       const std::uint64_t pad = (alignment_ - cur.at % alignment_) % alignment_;
       if (pad > cur.remaining()) {
-        fail(cur.at, "truncated: the data section would start at byte " +
-                         std::to_string(cur.at + pad) + ", past the end of the " +
-                         std::to_string(size) + "-byte file");
+        fail(cur.at, "truncated: the data section would start at byte ", cur.at + pad,
+             ", past the end of the ", size, "-byte file");
       }
       data_offset_ = cur.at + pad;
     }
     for (GgufTensorInfo& t : tensors_) {
       const std::uint64_t avail = size - data_offset_;
       if (t.data_offset > avail || t.bytes > avail - t.data_offset) {
-        fail(t.info_offset, "tensor " + quoted_name(t.name) + " data [" +
-                                std::to_string(data_offset_ + std::min(t.data_offset, avail)) +
-                                ", +" + std::to_string(t.bytes) + ") runs past the end of the " +
-                                std::to_string(size) + "-byte file");
+        fail(t.info_offset, "tensor ", quoted_name(t.name), " data [",
+             data_offset_ + std::min(t.data_offset, avail), ", +", t.bytes,
+             ") runs past the end of the ", size, "-byte file");
       }
       t.offset = data_offset_ + t.data_offset;
     }
@@ -731,11 +699,9 @@ class GgufFile {
       const GgufTensorInfo& prev = *order[i - 1];
       const GgufTensorInfo& next = *order[i];
       if (next.data_offset < prev.data_offset + prev.bytes) {
-        fail(next.info_offset, "tensor " + quoted_name(next.name) + " data at offset " +
-                                   std::to_string(next.data_offset) + " overlaps tensor " +
-                                   quoted_name(prev.name) + " [" +
-                                   std::to_string(prev.data_offset) + ", " +
-                                   std::to_string(prev.data_offset + prev.bytes) + ")");
+        fail(next.info_offset, "tensor ", quoted_name(next.name), " data at offset ",
+             next.data_offset, " overlaps tensor ", quoted_name(prev.name), " [", prev.data_offset,
+             ", ", prev.data_offset + prev.bytes, ")");
       }
     }
   }
@@ -789,28 +755,29 @@ class GgufWriter {
                   "writer reads the rows at save(), so evaluate the expression into a RowMatrix "
                   "that lives until then");
     if (name.empty() || name.size() > gguf_max_name) {
-      throw ValueError("GgufWriter::add: tensor name '" + name + "' is empty or longer than " +
-                           std::to_string(gguf_max_name) + " bytes",
+      throw ValueError(detail::message("GgufWriter::add", "tensor name '", name,
+                                       "' is empty or longer than ", gguf_max_name, " bytes"),
                        static_cast<double>(name.size()));
     }
     for (const Entry& e : entries_) {
       if (e.name == name) {
-        throw ValueError("GgufWriter::add: tensor name '" + name + "' is already used", 0.0);
+        throw ValueError(
+            detail::message("GgufWriter::add", "tensor name '", name, "' is already used"), 0.0);
       }
     }
     if (!ggml_type_decodes(type)) {
-      throw ValueError("GgufWriter::add: tensor '" + name + "' cannot be stored as " +
-                           std::string(to_string(type)) +
-                           " (ember encodes f32, f16, bf16, q4_0, "
-                           "q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K and q6_K)",
+      throw ValueError(detail::message("GgufWriter::add", "tensor '", name,
+                                       "' cannot be stored as ", to_string(type),
+                                       " (ember encodes f32, f16, bf16, q4_0, "
+                                       "q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K and q6_K)"),
                        static_cast<double>(static_cast<std::uint32_t>(type)));
     }
     const Index d = table.cols();
     const Index block = ggml_block_size(type);
     if (d % block != 0) {
-      throw ShapeError("GgufWriter::add: tensor '" + name + "' has " + std::to_string(d) +
-                           " columns, not a multiple of " + std::string(to_string(type)) +
-                           "'s block of " + std::to_string(block) + " elements",
+      throw ShapeError(detail::message("GgufWriter::add", "tensor '", name, "' has ", d,
+                                       " columns, not a multiple of ", to_string(type),
+                                       "'s block of ", block, " elements"),
                        1, block, d);
     }
     if constexpr (direct) entries_.push_back({name, type, detail::const_table(table)});
@@ -823,17 +790,14 @@ class GgufWriter {
   GgufWriter& add(const std::string& name, Eigen::Matrix<S, R, C, O, MR, MC>&& table,
                   GgmlType type) = delete;
 
-  /// Adds a STRING value (also for literals: a `const char*` does not become a bool).
-  GgufWriter& metadata(const std::string& key, std::string_view value) {
+  /// Adds a STRING value: anything a std::string_view is made from (a literal too: a
+  /// `const char*` does not become a bool).
+  template <class S>
+  requires std::convertible_to<const S&, std::string_view> GgufWriter& metadata(
+      const std::string& key, const S& value) {
     Value v{GgufValueType::STRING, GgufValueType::STRING, 1, {}};
-    append_string(v.payload, value);
+    append_string(v.payload, std::string_view(value));
     return put(key, std::move(v));
-  }
-  GgufWriter& metadata(const std::string& key, const std::string& value) {
-    return metadata(key, std::string_view(value));
-  }
-  GgufWriter& metadata(const std::string& key, const char* value) {
-    return metadata(key, std::string_view(value));
   }
   /// Adds a BOOL value.
   GgufWriter& metadata(const std::string& key, bool value) {
@@ -842,24 +806,13 @@ class GgufWriter {
                           1,
                           {static_cast<unsigned char>(value ? 1 : 0)}});
   }
-  /// Adds an integer value stored with the type of I's width and signedness (int -> INT32,
-  /// std::uint64_t -> UINT64, ...).
-  template <std::integral I>
-  requires(!std::same_as<I, bool>) GgufWriter& metadata(const std::string& key, I value) {
-    constexpr GgufValueType t = integer_type<I>();
+  /// Adds a number: an integer stored with the type of its width and signedness (int -> INT32,
+  /// std::uint64_t -> UINT64, ...), a float as FLOAT32, a double as FLOAT64.
+  template <class E>
+  requires(!std::same_as<E, bool> && (std::is_arithmetic_v<E> || std::is_enum_v<E>))
+      GgufWriter& metadata(const std::string& key, E value) {
+    constexpr GgufValueType t = number_type<E>();
     Value v{t, t, 1, {}};
-    append_scalar(v.payload, value);
-    return put(key, std::move(v));
-  }
-  /// Adds a FLOAT32 value.
-  GgufWriter& metadata(const std::string& key, float value) {
-    Value v{GgufValueType::FLOAT32, GgufValueType::FLOAT32, 1, {}};
-    append_scalar(v.payload, value);
-    return put(key, std::move(v));
-  }
-  /// Adds a FLOAT64 value.
-  GgufWriter& metadata(const std::string& key, double value) {
-    Value v{GgufValueType::FLOAT64, GgufValueType::FLOAT64, 1, {}};
     append_scalar(v.payload, value);
     return put(key, std::move(v));
   }
@@ -869,15 +822,12 @@ class GgufWriter {
     for (const auto& s : values) append_string(v.payload, s);
     return put(key, std::move(v));
   }
-  /// Adds an array of integers (element type from I as for scalars), floats or doubles.
+  /// Adds an array of numbers (element type as for a single number).
   template <class E>
-  requires((std::integral<E> && !std::same_as<E, bool>) || std::same_as<E, float> ||
-           std::same_as<E, double>) GgufWriter& metadata(const std::string& key,
-                                                         const std::vector<E>& values) {
-    constexpr GgufValueType t = std::is_same_v<E, float>    ? GgufValueType::FLOAT32
-                                : std::is_same_v<E, double> ? GgufValueType::FLOAT64
-                                                            : integer_type<E>();
-    Value v{GgufValueType::ARRAY, t, values.size(), {}};
+  requires(std::is_arithmetic_v<E> &&
+           !std::same_as<E, bool>) GgufWriter& metadata(const std::string& key,
+                                                        const std::vector<E>& values) {
+    Value v{GgufValueType::ARRAY, number_type<E>(), values.size(), {}};
     for (const E x : values) append_scalar(v.payload, x);
     return put(key, std::move(v));
   }
@@ -985,9 +935,13 @@ class GgufWriter {
   };
 
   template <class I>
-  static constexpr GgufValueType integer_type() {
+  static constexpr GgufValueType number_type() {
     constexpr bool is_signed = std::is_signed_v<I>;  // named: cppcheck misparses it inline
-    if constexpr (sizeof(I) == 1) {
+    static_assert(!std::is_enum_v<I>, "GgufWriter::metadata: an enum has no GGUF type; cast it");
+    if constexpr (std::is_floating_point_v<I>) {
+      static_assert(sizeof(I) <= 8, "GgufWriter::metadata: floats and doubles, no long double");
+      return sizeof(I) == 4 ? GgufValueType::FLOAT32 : GgufValueType::FLOAT64;
+    } else if constexpr (sizeof(I) == 1) {
       return is_signed ? GgufValueType::INT8 : GgufValueType::UINT8;
     } else if constexpr (sizeof(I) == 2) {
       return is_signed ? GgufValueType::INT16 : GgufValueType::UINT16;
@@ -1021,7 +975,8 @@ class GgufWriter {
     if (key.empty()) throw ValueError("GgufWriter::metadata: empty key", 0.0);
     for (const auto& kv : values_) {
       if (kv.first == key) {
-        throw ValueError("GgufWriter::metadata: key '" + key + "' is already set", 0.0);
+        throw ValueError(detail::message("GgufWriter::metadata", "key '", key, "' is already set"),
+                         0.0);
       }
     }
     if (key == gguf_alignment_key) {
@@ -1056,11 +1011,11 @@ class GgufWriter {
       for (Index c = 0; c < t->cols; ++c) {
         const double x = t->row(r)[c];
         if (!std::isfinite(x) || std::abs(x) <= limit) continue;
-        throw ValueError("GgufWriter::save: tensor '" + e.name + "' has value " +
-                             std::to_string(x) + " at row " + std::to_string(r) + ", column " +
-                             std::to_string(c) + ", which overflows float (largest " +
-                             std::to_string(limit) + ")",
-                         x);
+        throw ValueError(
+            detail::message("GgufWriter::save", "tensor '", e.name, "' has value ",
+                            std::to_string(x), " at row ", r, ", column ", c,
+                            ", which overflows float (largest ", std::to_string(limit), ")"),
+            x);
       }
     }
   }
@@ -1071,10 +1026,10 @@ class GgufWriter {
     const auto cols = static_cast<std::size_t>(e.cols());
     const std::size_t c = detail::first_non_finite(row, cols);
     if (c == cols) return;
-    throw ValueError("GgufWriter::save: tensor '" + e.name + "' has a non-finite value at row " +
-                         std::to_string(r) + ", column " + std::to_string(c) + ", which " +
-                         std::string(to_string(e.type)) + " cannot store",
-                     static_cast<double>(row[c]));
+    throw ValueError(
+        detail::message("GgufWriter::save", "tensor '", e.name, "' has a non-finite value at row ",
+                        r, ", column ", c, ", which ", to_string(e.type), " cannot store"),
+        static_cast<double>(row[c]));
   }
 
   std::vector<Entry> entries_;

@@ -74,8 +74,7 @@ inline io::NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t si
                                       const std::string& path) {
   if (size == 0) fail_at_byte(path, 0, "empty file, expected a .npy magic string");
   if (size < 10)
-    fail_at_byte(path, size,
-                 "truncated .npy preamble (" + std::to_string(size) + " bytes, need at least 10)");
+    fail_at_byte(path, size, "truncated .npy preamble (", size, " bytes, need at least 10)");
   if (std::memcmp(bytes, npy_magic, 6) != 0) {
     fail_at_byte(path, 0, "not a .npy file: wrong magic (expected \\x93NUMPY)");
   }
@@ -83,9 +82,8 @@ inline io::NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t si
   h.major_version = bytes[6];
   h.minor_version = bytes[7];
   if (h.major_version < 1 || h.major_version > 3 || h.minor_version != 0) {
-    fail_at_byte(path, 6,
-                 "unsupported .npy format version " + std::to_string(h.major_version) + "." +
-                     std::to_string(h.minor_version) + " (ember reads 1.0, 2.0, 3.0)");
+    fail_at_byte(path, 6, "unsupported .npy format version ", h.major_version, ".", h.minor_version,
+                 " (ember reads 1.0, 2.0, 3.0)");
   }
   std::size_t prefix = 10;
   std::uint64_t header_len = load_le<std::uint16_t>(bytes + 8);
@@ -95,9 +93,8 @@ inline io::NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t si
     header_len = load_le<std::uint32_t>(bytes + 8);
   }
   if (header_len > size - prefix) {
-    fail_at_byte(path, 8,
-                 "header length " + std::to_string(header_len) + " runs past the end of the " +
-                     std::to_string(size) + "-byte file");
+    fail_at_byte(path, 8, "header length ", header_len, " runs past the end of the ", size,
+                 "-byte file");
   }
   h.data_offset = prefix + static_cast<std::size_t>(header_len);
   const std::string_view text(reinterpret_cast<const char*>(bytes + prefix),
@@ -106,15 +103,13 @@ inline io::NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t si
   // A Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
   std::size_t i = 0;
   auto here = [&] { return static_cast<std::uint64_t>(prefix + i); };
-  auto bad = [&](const std::string& what) {
-    fail_at_byte(path, here(), "bad .npy header: " + what);
-  };
+  auto bad = [&](const auto&... what) { fail_at_byte(path, here(), "bad .npy header: ", what...); };
   auto skip_ws = [&] {
     while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n')) ++i;
   };
   auto expect = [&](char c) {
     skip_ws();
-    if (i >= text.size() || text[i] != c) bad(std::string("expected '") + c + "'");
+    if (i >= text.size() || text[i] != c) bad("expected '", c, "'");
     ++i;
   };
   auto parse_string = [&]() -> std::string_view {
@@ -145,8 +140,7 @@ inline io::NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t si
       if (d.size() != 3 || (d[0] != '<' && d[0] != '>') || d[1] != 'f' ||
           (d[2] != '2' && d[2] != '4' && d[2] != '8')) {
         i = pos;
-        bad("unsupported dtype '" + std::string(d) +
-            "' (ember reads float arrays: <f2 <f4 <f8 >f2 >f4 >f8)");
+        bad("unsupported dtype '", d, "' (ember reads float arrays: <f2 <f4 <f8 >f2 >f4 >f8)");
       }
       h.little_endian = d[0] == '<';
       h.dtype = d[2] == '2' ? io::NpyDtype::f2 : d[2] == '4' ? io::NpyDtype::f4 : io::NpyDtype::f8;
@@ -178,7 +172,7 @@ inline io::NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t si
       have_shape = true;
     } else {
       i = key_pos;
-      bad("unexpected key '" + std::string(key) + "'");
+      bad("unexpected key '", key, "'");
     }
     skip_ws();
     if (i < text.size() && text[i] == ',') ++i;
@@ -187,23 +181,21 @@ inline io::NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t si
   if (shape.size() != 2) {
     std::string s = "(";
     for (std::size_t k = 0; k < shape.size(); ++k) s += (k ? ", " : "") + std::to_string(shape[k]);
-    fail_at_byte(path, prefix,
-                 "expected a 2-D array, got shape " + s + (shape.size() == 1 ? ",)" : ")"));
+    fail_at_byte(path, prefix, "expected a 2-D array, got shape ", s,
+                 (shape.size() == 1 ? ",)" : ")"));
   }
   const auto count = checked_mul(shape[0], shape[1]);
   const auto bytes_needed = count ? checked_mul(*count, npy_itemsize(h.dtype)) : std::nullopt;
   if (!bytes_needed || shape[0] > static_cast<std::uint64_t>(std::numeric_limits<Index>::max()) ||
       shape[1] > static_cast<std::uint64_t>(std::numeric_limits<Index>::max())) {
-    fail_at_byte(path, prefix,
-                 "shape (" + std::to_string(shape[0]) + ", " + std::to_string(shape[1]) +
-                     ") overflows the size of the data");
+    fail_at_byte(path, prefix, "shape (", shape[0], ", ", shape[1],
+                 ") overflows the size of the data");
   }
   const std::size_t available = size - h.data_offset;
   if (*bytes_needed != available) {
-    fail_at_byte(path, h.data_offset,
-                 "shape (" + std::to_string(shape[0]) + ", " + std::to_string(shape[1]) +
-                     ") needs " + std::to_string(*bytes_needed) + " data bytes but the file has " +
-                     std::to_string(available) + (*bytes_needed > available ? " (truncated)" : ""));
+    fail_at_byte(path, h.data_offset, "shape (", shape[0], ", ", shape[1], ") needs ",
+                 *bytes_needed, " data bytes but the file has ", available,
+                 (*bytes_needed > available ? " (truncated)" : ""));
   }
   h.rows = static_cast<Index>(shape[0]);
   h.cols = static_cast<Index>(shape[1]);
@@ -228,10 +220,7 @@ RowMatrix<T> npy_convert(const unsigned char* data, const io::NpyHeader& h) {
     for (Index c = 0; c < h.cols; ++c) {
       const Index linear = h.fortran_order ? c * h.rows + r : r * h.cols + c;
       const unsigned char* p = data + static_cast<std::size_t>(linear) * item;
-      out(r, c) = h.dtype == io::NpyDtype::f2
-                      ? static_cast<T>(bits_to_float<Eigen::half>(load_value<std::uint16_t>(p, le)))
-                  : h.dtype == io::NpyDtype::f4 ? static_cast<T>(load_value<float>(p, le))
-                                                : static_cast<T>(load_value<double>(p, le));
+      out(r, c) = load_float<T>(p, item, le);
     }
   }
   return out;
@@ -247,7 +236,7 @@ void npy_check_finite(const T* data, const io::NpyHeader& h, const std::string& 
   const auto r = static_cast<Index>(k) / h.cols, c = static_cast<Index>(k) % h.cols;
   const Index linear = h.fortran_order ? c * h.rows + r : r * h.cols + c;
   fail_at_byte(path, h.data_offset + static_cast<std::size_t>(linear) * npy_itemsize(h.dtype),
-               "non-finite value at row " + std::to_string(r) + ", column " + std::to_string(c));
+               "non-finite value at row ", r, ", column ", c);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail
@@ -298,10 +287,10 @@ template <class T>
   const unsigned char* data = file->data() + h.data_offset;
   if constexpr (std::is_same_v<T, Eigen::half>) {
     if (h.dtype != NpyDtype::f2) {
-      detail::fail_at_byte(path, h.data_offset,
-                           std::string("the data is ") + (h.dtype == NpyDtype::f4 ? "f4" : "f8") +
-                               ", map_npy<half> needs f2 (a 16-bit map never converts: load_npy "
-                               "and round with ReducedEmbedding::from_float instead)");
+      detail::fail_at_byte(path, h.data_offset, "the data is ",
+                           (h.dtype == NpyDtype::f4 ? "f4" : "f8"),
+                           ", map_npy<half> needs f2 (a 16-bit map never converts: load_npy "
+                           "and round with ReducedEmbedding::from_float instead)");
     }
   }
   const bool same_type = npy_itemsize(h.dtype) == sizeof(T);  // f2 half, f4 float, f8 double
@@ -359,15 +348,7 @@ void save_npy(const std::string& path, const Eigen::MatrixBase<Derived>& table,
   std::vector<unsigned char> row(static_cast<std::size_t>(table.cols()) * item);
   for (Index r = 0; r < table.rows(); ++r) {
     for (Index c = 0; c < table.cols(); ++c) {
-      unsigned char* p = row.data() + static_cast<std::size_t>(c) * item;
-      const S v = table(r, c);
-      if (dtype == NpyDtype::f2) {
-        detail::store_value_le(p, detail::float_to_bits<Eigen::half>(static_cast<float>(v)));
-      } else if (dtype == NpyDtype::f4) {
-        detail::store_value_le(p, static_cast<float>(v));
-      } else {
-        detail::store_value_le(p, static_cast<double>(v));
-      }
+      detail::store_float_le(row.data() + static_cast<std::size_t>(c) * item, item, table(r, c));
     }
     out.write(row.data(), row.size());
   }

@@ -74,29 +74,12 @@ enum class SafetensorsDtype {
 /// SafetensorsWriter::add_array and SafetensorsFile::load_array.
 template <class V>
 [[nodiscard]] constexpr SafetensorsDtype dtype_of() noexcept {
-  using D = SafetensorsDtype;
-  if constexpr (std::is_same_v<V, std::uint8_t>)
-    return D::U8;
-  else if constexpr (std::is_same_v<V, std::int8_t>)
-    return D::I8;
-  else if constexpr (std::is_same_v<V, std::uint16_t>)
-    return D::U16;
-  else if constexpr (std::is_same_v<V, std::int16_t>)
-    return D::I16;
-  else if constexpr (std::is_same_v<V, std::uint32_t>)
-    return D::U32;
-  else if constexpr (std::is_same_v<V, std::int32_t>)
-    return D::I32;
-  else if constexpr (std::is_same_v<V, std::uint64_t>)
-    return D::U64;
-  else if constexpr (std::is_same_v<V, std::int64_t>)
-    return D::I64;
-  else if constexpr (std::is_same_v<V, float>)
-    return D::F32;
-  else if constexpr (std::is_same_v<V, double>)
-    return D::F64;
-  else
-    static_assert(detail::always_false<V>, "dtype_of<V>: V has no safetensors dtype");
+  // The types in the order of SafetensorsDtype's values (void where no C++ type is stored).
+  constexpr int i = detail::type_index<V, void, std::uint8_t, std::int8_t, void, void, std::int16_t,
+                                       std::uint16_t, void, void, std::int32_t, std::uint32_t,
+                                       float, double, std::int64_t, std::uint64_t>;
+  static_assert(i >= 0, "dtype_of<V>: V has no safetensors dtype");
+  return static_cast<SafetensorsDtype>(i);
 }
 
 /// One tensor entry of a safetensors header. Offsets are relative to the start of the data
@@ -174,9 +157,9 @@ class SafetensorsFile {
     std::vector<std::string_view> have;
     for (const auto& t : tensors_) have.push_back(t.first);
     for (const auto& a : aliases_) have.push_back(a.first);
-    throw KeyError(
-        "SafetensorsFile: no tensor '" + name + "' in " + path() + detail::closest_hint(name, have),
-        name);
+    throw KeyError(detail::text("SafetensorsFile: no tensor '", name, "' in ", path(),
+                                detail::closest_hint(name, have)),
+                   name);
   }
   /// Header entry of tensor `name` (aliases resolved). Throws: KeyError as resolve().
   [[nodiscard]] const SafetensorsTensorInfo& info(const std::string& name) const {
@@ -224,10 +207,9 @@ class SafetensorsFile {
                                                                    : SafetensorsDtype::BF16;
     if constexpr (HalfStorage<T>) {
       if (ti.dtype != want) {
-        fail(data_offset_ + ti.begin,
-             "tensor '" + name + "' has dtype " + std::string(to_string(ti.dtype)) + ", map<" +
-                 storage_name<T> + "> needs " + std::string(to_string(want)) +
-                 " (a 16-bit map never converts: use load_reduced to round it)");
+        fail(data_offset_ + ti.begin, "tensor '", name, "' has dtype ", to_string(ti.dtype),
+             ", map<", storage_name<T>, "> needs ", to_string(want),
+             " (a 16-bit map never converts: use load_reduced to round it)");
       }
     }
     if (ti.dtype == want && detail::host_is_little_endian &&
@@ -289,9 +271,8 @@ class SafetensorsFile {
   [[nodiscard]] std::vector<V> load_array(const std::string& name) const {
     const SafetensorsTensorInfo& ti = info(name);
     if (ti.dtype != dtype_of<V>()) {
-      fail(data_offset_ + ti.begin, "tensor '" + name + "' has dtype " +
-                                        std::string(to_string(ti.dtype)) + ", expected " +
-                                        std::string(to_string(dtype_of<V>())));
+      fail(data_offset_ + ti.begin, "tensor '", name, "' has dtype ", to_string(ti.dtype),
+           ", expected ", to_string(dtype_of<V>()));
     }
     const auto n = static_cast<std::size_t>((ti.end - ti.begin) / sizeof(V));
     std::vector<V> out(n);
@@ -301,25 +282,25 @@ class SafetensorsFile {
   }
 
  private:
-  [[noreturn]] void fail(std::uint64_t offset, const std::string& what) const {
-    detail::fail_at_byte(path(), offset, what);
+  template <class... What>
+  [[noreturn]] void fail(std::uint64_t offset, const What&... what) const {
+    detail::fail_at_byte(path(), offset, what...);
   }
 
   std::pair<Index, Index> check_table(const std::string& name) const {
     const SafetensorsTensorInfo& ti = info(name);
     const std::uint64_t at = data_offset_ + ti.begin;
     if (ti.shape.size() != 2) {
-      fail(at, "tensor '" + name + "' has " + std::to_string(ti.shape.size()) +
-                   " dimensions, expected a 2-D table");
+      fail(at, "tensor '", name, "' has ", ti.shape.size(), " dimensions, expected a 2-D table");
     }
     if (ti.dtype != SafetensorsDtype::F16 && ti.dtype != SafetensorsDtype::BF16 &&
         ti.dtype != SafetensorsDtype::F32 && ti.dtype != SafetensorsDtype::F64) {
-      fail(at, "tensor '" + name + "' has dtype " + std::string(to_string(ti.dtype)) +
-                   ", expected F16, BF16, F32 or F64");
+      fail(at, "tensor '", name, "' has dtype ", to_string(ti.dtype),
+           ", expected F16, BF16, F32 or F64");
     }
     if (ti.shape[0] > static_cast<std::uint64_t>(std::numeric_limits<Index>::max()) ||
         ti.shape[1] > static_cast<std::uint64_t>(std::numeric_limits<Index>::max())) {
-      fail(at, "tensor '" + name + "' is too large");
+      fail(at, "tensor '", name, "' is too large");
     }
     return {static_cast<Index>(ti.shape[0]), static_cast<Index>(ti.shape[1])};
   }
@@ -333,23 +314,11 @@ class SafetensorsFile {
       if (n > 0) std::memcpy(out, p, n * sizeof(T));
       return;
     }
+    const std::size_t item = dtype_size(ti.dtype);
+    const bool bf16 = ti.dtype == SafetensorsDtype::BF16;
     for (std::size_t i = 0; i < n; ++i) {
-      switch (ti.dtype) {
-        case SafetensorsDtype::F16:
-          out[i] = static_cast<T>(
-              detail::bits_to_float<Eigen::half>(detail::load_le<std::uint16_t>(p + 2 * i)));
-          break;
-        case SafetensorsDtype::BF16:
-          out[i] = static_cast<T>(
-              detail::bits_to_float<Eigen::bfloat16>(detail::load_le<std::uint16_t>(p + 2 * i)));
-          break;
-        case SafetensorsDtype::F32:
-          out[i] = static_cast<T>(detail::load_value<float>(p + 4 * i, true));
-          break;
-        default:
-          out[i] = static_cast<T>(detail::load_value<double>(p + 8 * i, true));
-          break;
-      }
+      out[i] = bf16 ? detail::load_float<T, Eigen::bfloat16>(p + i * item, item, true)
+                    : detail::load_float<T>(p + i * item, item, true);
     }
   }
 
@@ -359,10 +328,9 @@ class SafetensorsFile {
     const std::size_t k = detail::first_non_finite(data, n);
     if (k == n) return;
     const SafetensorsTensorInfo& ti = info(name);
-    fail(data_offset_ + ti.begin + k * dtype_size(ti.dtype),
-         "tensor '" + name + "': non-finite value at row " +
-             std::to_string(k / static_cast<std::size_t>(cols)) + ", column " +
-             std::to_string(k % static_cast<std::size_t>(cols)));
+    fail(data_offset_ + ti.begin + k * dtype_size(ti.dtype), "tensor '", name,
+         "': non-finite value at row ", k / static_cast<std::size_t>(cols), ", column ",
+         k % static_cast<std::size_t>(cols));
   }
 
   static std::optional<SafetensorsDtype> parse_dtype(std::string_view s) {
@@ -376,16 +344,13 @@ class SafetensorsFile {
     const unsigned char* bytes = file_->data();
     const std::size_t size = file_->size();
     if (size == 0) fail(0, "empty file, expected a safetensors header");
-    if (size < 8)
-      fail(size, "truncated: " + std::to_string(size) + " bytes, the header length alone needs 8");
+    if (size < 8) fail(size, "truncated: ", size, " bytes, the header length alone needs 8");
     const auto n = detail::load_le<std::uint64_t>(bytes);
     if (n > safetensors_max_header_size) {
-      fail(0, "header length " + std::to_string(n) + " exceeds the limit of " +
-                  std::to_string(safetensors_max_header_size) + " bytes");
+      fail(0, "header length ", n, " exceeds the limit of ", safetensors_max_header_size, " bytes");
     }
     if (n > size - 8) {
-      fail(0, "header length " + std::to_string(n) + " runs past the end of the " +
-                  std::to_string(size) + "-byte file");
+      fail(0, "header length ", n, " runs past the end of the ", size, "-byte file");
     }
     if (n < 2 || bytes[8] != '{') fail(8, "header does not start with '{'");
     data_offset_ = 8 + static_cast<std::size_t>(n);
@@ -418,18 +383,18 @@ class SafetensorsFile {
       if (name == "__metadata__") {
         if (!entry.is_object()) fail(8, "__metadata__ is not a JSON object");
         for (const auto& [k, v] : entry.items()) {
-          if (!v.is_string()) fail(8, "__metadata__ value of '" + k + "' is not a string");
+          if (!v.is_string()) fail(8, "__metadata__ value of '", k, "' is not a string");
           metadata_[k] = v.get<std::string>();
         }
         continue;
       }
-      auto bad = [&](const std::string& what) { fail(8, "tensor '" + name + "': " + what); };
+      auto bad = [&](const auto&... what) { fail(8, "tensor '", name, "': ", what...); };
       if (!entry.is_object()) bad("entry is not a JSON object");
       SafetensorsTensorInfo ti;
       const auto dt = entry.find("dtype");
       if (dt == entry.end() || !dt->is_string()) bad("missing dtype");
       const auto parsed = parse_dtype(dt->get<std::string>());
-      if (!parsed) bad("unknown dtype '" + dt->get<std::string>() + "'");
+      if (!parsed) bad("unknown dtype '", dt->get<std::string>(), "'");
       ti.dtype = *parsed;
       const auto sh = entry.find("shape");
       if (sh == entry.end() || !sh->is_array()) bad("missing shape");
@@ -451,8 +416,8 @@ class SafetensorsFile {
       }
       if (ti.end < ti.begin) bad("data_offsets end before they begin");
       if (ti.end - ti.begin != *bytes_needed) {
-        bad("data_offsets span " + std::to_string(ti.end - ti.begin) + " bytes but shape x " +
-            std::string(to_string(ti.dtype)) + " needs " + std::to_string(*bytes_needed));
+        bad("data_offsets span ", ti.end - ti.begin, " bytes but shape x ", to_string(ti.dtype),
+            " needs ", *bytes_needed);
       }
       tensors_[name] = std::move(ti);
     }
@@ -464,25 +429,24 @@ class SafetensorsFile {
     std::uint64_t cursor = 0;
     for (const auto& [name, ti] : order) {
       if (ti->begin != cursor) {
-        fail(data_offset_ + std::min(ti->begin, cursor),
-             "tensor '" + name + "' starts at data offset " + std::to_string(ti->begin) +
-                 (ti->begin < cursor ? " and overlaps the previous tensor, which ends at "
-                                     : " leaving a gap after the previous tensor, which ends at ") +
-                 std::to_string(cursor));
+        fail(data_offset_ + std::min(ti->begin, cursor), "tensor '", name,
+             "' starts at data offset ", ti->begin,
+             (ti->begin < cursor ? " and overlaps the previous tensor, which ends at "
+                                 : " leaving a gap after the previous tensor, which ends at "),
+             cursor);
       }
       cursor = ti->end;
     }
     if (cursor != data_size) {
-      fail(data_offset_ + std::min(cursor, data_size),
-           "tensors cover " + std::to_string(cursor) + " data bytes but the data section has " +
-               std::to_string(data_size) + (cursor > data_size ? " (truncated)" : ""));
+      fail(data_offset_ + std::min(cursor, data_size), "tensors cover ", cursor,
+           " data bytes but the data section has ", data_size,
+           (cursor > data_size ? " (truncated)" : ""));
     }
     for (const auto& [k, v] : metadata_) {
       if (k.rfind(safetensors_alias_prefix, 0) != 0) continue;
       const std::string alias = k.substr(safetensors_alias_prefix.size());
-      if (tensors_.count(v) == 0)
-        fail(8, "alias '" + alias + "' refers to missing tensor '" + v + "'");
-      if (tensors_.count(alias) != 0) fail(8, "alias '" + alias + "' is also a stored tensor");
+      if (tensors_.count(v) == 0) fail(8, "alias '", alias, "' refers to missing tensor '", v, "'");
+      if (tensors_.count(alias) != 0) fail(8, "alias '", alias, "' is also a stored tensor");
       aliases_[alias] = v;
     }
   }
@@ -526,8 +490,8 @@ class SafetensorsWriter {
     check_name(name);
     if (dt != SafetensorsDtype::F16 && dt != SafetensorsDtype::BF16 &&
         dt != SafetensorsDtype::F32 && dt != SafetensorsDtype::F64) {
-      throw ValueError("SafetensorsWriter::add: tensor '" + name + "' cannot be stored as " +
-                           std::string(to_string(dt)),
+      throw ValueError(detail::message("SafetensorsWriter::add", "tensor '", name,
+                                       "' cannot be stored as ", to_string(dt)),
                        static_cast<double>(static_cast<int>(dt)));
     }
     entries_.emplace(name,
@@ -548,9 +512,8 @@ class SafetensorsWriter {
     std::uint64_t count = 1;
     for (const std::uint64_t e : shape) count *= e;
     if (count != data.size()) {
-      throw ValueError("SafetensorsWriter::add_array: tensor '" + name + "' has " +
-                           std::to_string(data.size()) + " elements, its shape " +
-                           std::to_string(count),
+      throw ValueError(detail::message("SafetensorsWriter::add_array", "tensor '", name, "' has ",
+                                       data.size(), " elements, its shape ", count),
                        static_cast<double>(count));
     }
     Entry e{RawArray{reinterpret_cast<const unsigned char*>(data.data()), data.size(), sizeof(V)},
@@ -571,8 +534,9 @@ class SafetensorsWriter {
   /// Throws: ValueError for a key starting with "ember.alias." (use alias()).
   SafetensorsWriter& metadata(const std::string& key, const std::string& value) {
     if (key.rfind(safetensors_alias_prefix, 0) == 0) {
-      throw ValueError("SafetensorsWriter::metadata: key '" + key + "' is reserved for aliases",
-                       0.0);
+      throw ValueError(
+          detail::message("SafetensorsWriter::metadata", "key '", key, "' is reserved for aliases"),
+          0.0);
     }
     metadata_[key] = value;
     return *this;
@@ -586,8 +550,8 @@ class SafetensorsWriter {
     std::map<std::string, std::string> meta = metadata_;
     for (const auto& [name, target] : aliases_) {
       if (entries_.count(target) == 0) {
-        throw ValueError("SafetensorsWriter::save: alias '" + name + "' refers to '" + target +
-                             "', which was not added",
+        throw ValueError(detail::message("SafetensorsWriter::save", "alias '", name,
+                                         "' refers to '", target, "', which was not added"),
                          0.0);
       }
       meta[std::string(safetensors_alias_prefix) + name] = target;
@@ -646,8 +610,9 @@ class SafetensorsWriter {
   void check_name(const std::string& name) const {
     if (name.empty() || name == "__metadata__" || entries_.count(name) != 0 ||
         aliases_.count(name) != 0) {
-      throw ValueError(
-          "SafetensorsWriter: tensor name '" + name + "' is empty, reserved or already used", 0.0);
+      throw ValueError(detail::message("SafetensorsWriter", "tensor name '", name,
+                                       "' is empty, reserved or already used"),
+                       0.0);
     }
   }
 
@@ -673,22 +638,10 @@ class SafetensorsWriter {
       const S* src = t.row(r);
       for (Index c = 0; c < t.cols; ++c) {
         unsigned char* p = row.data() + static_cast<std::size_t>(c) * item;
-        const S v = src[c];
-        switch (dtype) {
-          case SafetensorsDtype::F16:
-            detail::store_le<std::uint16_t>(
-                p, detail::float_to_bits<Eigen::half>(static_cast<float>(v)));
-            break;
-          case SafetensorsDtype::BF16:
-            detail::store_le<std::uint16_t>(
-                p, detail::float_to_bits<Eigen::bfloat16>(static_cast<float>(v)));
-            break;
-          case SafetensorsDtype::F32:
-            detail::store_value_le(p, static_cast<float>(v));
-            break;
-          default:
-            detail::store_value_le(p, static_cast<double>(v));
-            break;
+        if (dtype == SafetensorsDtype::BF16) {
+          detail::store_float_le<Eigen::bfloat16>(p, item, src[c]);
+        } else {
+          detail::store_float_le(p, item, src[c]);
         }
       }
       out.write(row.data(), row.size());

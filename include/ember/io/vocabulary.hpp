@@ -52,21 +52,19 @@ struct VocabularyLoadOptions {
     if (!tok.empty() && tok.back() == '\r') tok.remove_suffix(1);
     if (tok.empty()) detail::fail_at_line(path, line, "empty token");
     if (!detail::is_valid_utf8(tok)) {
-      detail::fail_at_line(path, line, "token " + detail::quoted(tok) + " is not valid UTF-8");
+      detail::fail_at_line(path, line, "token ", detail::quoted(tok), " is not valid UTF-8");
     }
     const TokenId before = vocab.size();
     const TokenId id = vocab.add(std::string(tok));
     if (id != before) {
-      detail::fail_at_line(path, line,
-                           "duplicate token '" + std::string(tok) + "' (first on line " +
-                               std::to_string(id + 1) + ")");
+      detail::fail_at_line(path, line, "duplicate token '", tok, "' (first on line ", id + 1, ")");
     }
     pos = end + 1;
   }
   if (options.unk_token) {
     const auto unk = vocab.find(*options.unk_token);
     if (!unk) {
-      detail::fail_at_line(path, line, "unk token '" + *options.unk_token + "' is not in the file");
+      detail::fail_at_line(path, line, "unk token '", *options.unk_token, "' is not in the file");
     }
     vocab.set_unk_id(*unk);
   }

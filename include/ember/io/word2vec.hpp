@@ -101,13 +101,12 @@ inline std::pair<std::uint64_t, std::uint64_t> parse_w2v_header(std::string_view
   std::uint64_t d = 0;
   if (sp == std::string_view::npos || !parse_number(line.substr(0, sp), v) ||
       !parse_number(line.substr(sp + 1), d)) {
-    fail_at_line(
-        path, 1,
-        "bad word2vec header " + detail::quoted(line) + ", expected \"<vocab size> <dimension>\"");
+    fail_at_line(path, 1, "bad word2vec header ", detail::quoted(line),
+                 ", expected \"<vocab size> <dimension>\"");
   }
   if (d == 0) fail_at_line(path, 1, "word2vec header gives dimension 0");
   if (d > static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max())) {
-    fail_at_line(path, 1, "word2vec header gives an absurd dimension " + std::to_string(d));
+    fail_at_line(path, 1, "word2vec header gives an absurd dimension ", d);
   }
   return {v, d};
 }
@@ -115,12 +114,11 @@ inline std::pair<std::uint64_t, std::uint64_t> parse_w2v_header(std::string_view
 /// Adds `word` to `vocab`, failing (via `fail`) for invalid UTF-8 or a duplicate.
 template <class Fail>
 void add_word(Vocabulary& vocab, std::string_view word, Fail&& fail) {
-  if (!is_valid_utf8(word)) fail("word " + detail::quoted(word) + " is not valid UTF-8");
+  if (!is_valid_utf8(word)) fail("word ", detail::quoted(word), " is not valid UTF-8");
   const TokenId before = vocab.size();
   const TokenId id = vocab.add(std::string(word));
   if (id != before) {
-    fail("duplicate word '" + std::string(word) + "' (first seen as vector " + std::to_string(id) +
-         ")");
+    fail("duplicate word '", word, "' (first seen as vector ", id, ")");
   }
 }
 
@@ -131,8 +129,9 @@ io::WordVectors<T> load_text(const std::string& path, bool has_header,
   const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
   if (text.empty()) fail_at_line(path, 1, "empty file");
   if (options.limit && *options.limit < 0) {
-    throw ValueError("load_word_vectors: limit must be >= 0, got " + std::to_string(*options.limit),
-                     static_cast<double>(*options.limit));
+    throw ValueError(
+        detail::message("load_word_vectors", "limit must be >= 0, got ", *options.limit),
+        static_cast<double>(*options.limit));
   }
   std::size_t pos = 0;
   std::uint64_t line_no = 0;
@@ -159,10 +158,8 @@ io::WordVectors<T> load_text(const std::string& path, bool has_header,
     // Each record needs at least "w" + d times " 0": cap the allocation by the file size.
     const auto need = checked_mul(expected, 2 * dim + 1);
     if (!need || *need > text.size() - std::min(pos, text.size()) + 1) {
-      fail_at_line(path, 1,
-                   "header claims " + std::to_string(v) + " vectors of dimension " +
-                       std::to_string(dim) + ", more than the " + std::to_string(text.size()) +
-                       "-byte file can hold");
+      fail_at_line(path, 1, "header claims ", v, " vectors of dimension ", dim, ", more than the ",
+                   text.size(), "-byte file can hold");
     }
   }
 
@@ -194,31 +191,28 @@ io::WordVectors<T> load_text(const std::string& path, bool has_header,
         fail_at_line(path, line_no, "no vector values on the first line (is this a GloVe file?)");
       d = static_cast<Index>(numeric);
     }
-    auto fail = [&](const std::string& what) { fail_at_line(path, line_no, what); };
+    auto fail = [&](const auto&... what) { fail_at_line(path, line_no, what...); };
     std::string_view word;
     if (!split_from_right(line, d, word, fields)) {
-      fail("expected a word and " + std::to_string(d) + " values");
+      fail("expected a word and ", d, " values");
     }
     add_word(out.vocab, word, fail);
     for (Index k = 0; k < d; ++k) {
       T v;
       const std::string_view f = fields[static_cast<std::size_t>(k)];
       if (!parse_number(f, v)) {
-        fail("value " + std::to_string(k + 1) + " of word '" + std::string(word) + "' (" +
-             detail::quoted(f) + ") is not a number");
+        fail("value ", k + 1, " of word '", word, "' (", detail::quoted(f), ") is not a number");
       }
       if (!options.allow_non_finite && !std::isfinite(v)) {
-        fail("non-finite value " + std::string(f) + " at column " + std::to_string(k) +
-             " of word '" + std::string(word) + "'");
+        fail("non-finite value ", f, " at column ", k, " of word '", word, "'");
       }
       values.push_back(v);
     }
     ++count;
   }
   if (has_header && count < expected) {
-    fail_at_line(path, line_no + 1,
-                 "file ends after " + std::to_string(count) + " of " + std::to_string(expected) +
-                     " vectors (truncated)");
+    fail_at_line(path, line_no + 1, "file ends after ", count, " of ", expected,
+                 " vectors (truncated)");
   }
   out.vectors.resize(static_cast<Index>(count), d);
   if (count > 0) {
@@ -234,8 +228,9 @@ io::WordVectors<T> load_binary(const std::string& path, const io::WordVectorsLoa
   const std::size_t size = file.size();
   if (size == 0) fail_at_byte(path, 0, "empty file, expected a word2vec header \"V d\"");
   if (options.limit && *options.limit < 0) {
-    throw ValueError("load_word_vectors: limit must be >= 0, got " + std::to_string(*options.limit),
-                     static_cast<double>(*options.limit));
+    throw ValueError(
+        detail::message("load_word_vectors", "limit must be >= 0, got ", *options.limit),
+        static_cast<double>(*options.limit));
   }
   const std::string_view all(reinterpret_cast<const char*>(p), size);
   const std::size_t nl = all.find('\n');
@@ -246,10 +241,8 @@ io::WordVectors<T> load_binary(const std::string& path, const io::WordVectorsLoa
   const auto record_min = checked_mul(dim, 4);
   const auto need = record_min ? checked_mul(claimed, *record_min + 2) : std::nullopt;
   if (!need || *need > size - (nl + 1)) {
-    fail_at_byte(path, 0,
-                 "header claims " + std::to_string(v) + " vectors of dimension " +
-                     std::to_string(dim) + ", more than the " + std::to_string(size) +
-                     "-byte file can hold");
+    fail_at_byte(path, 0, "header claims ", v, " vectors of dimension ", dim, ", more than the ",
+                 size, "-byte file can hold");
   }
   const auto d = static_cast<Index>(dim);
   io::WordVectors<T> out;
@@ -257,42 +250,33 @@ io::WordVectors<T> load_binary(const std::string& path, const io::WordVectorsLoa
   std::size_t pos = nl + 1;
   for (std::uint64_t r = 0; r < claimed; ++r) {
     const std::size_t record_start = pos;
-    auto fail = [&](const std::string& what) {
-      fail_at_byte(path, record_start, "record " + std::to_string(r) + ": " + what);
+    auto fail = [&](const auto&... what) {
+      fail_at_byte(path, record_start, "record ", r, ": ", what...);
     };
     while (pos < size && (p[pos] == '\n' || p[pos] == '\r')) ++pos;
     const std::size_t sp = all.find(' ', pos);
     if (sp == std::string_view::npos) {
-      fail("file ends inside the word (truncated after " + std::to_string(r) + " of " +
-           std::to_string(claimed) + " vectors)");
+      fail("file ends inside the word (truncated after ", r, " of ", claimed, " vectors)");
     }
     const std::string_view word = all.substr(pos, sp - pos);
     if (word.empty()) fail("empty word");
     add_word(out.vocab, word, fail);
     pos = sp + 1;
     if (size - pos < *record_min) {
-      fail("file ends inside the vector of '" + std::string(word) + "' (truncated after " +
-           std::to_string(r) + " of " + std::to_string(claimed) + " vectors)");
+      fail("file ends inside the vector of '", word, "' (truncated after ", r, " of ", claimed,
+           " vectors)");
     }
     for (Index k = 0; k < d; ++k) {
       const auto f = load_value<float>(p + pos + static_cast<std::size_t>(k) * 4, true);
       if (!options.allow_non_finite && !std::isfinite(f)) {
-        fail_at_byte(path, pos + static_cast<std::size_t>(k) * 4,
-                     "record " + std::to_string(r) + ": non-finite value at column " +
-                         std::to_string(k) + " of word '" + std::string(word) + "'");
+        fail_at_byte(path, pos + static_cast<std::size_t>(k) * 4, "record ", r,
+                     ": non-finite value at column ", k, " of word '", word, "'");
       }
       out.vectors(static_cast<Index>(r), k) = static_cast<T>(f);
     }
     pos += *record_min;
   }
   return out;
-}
-
-/// Shortest round-trip decimal form of v.
-template <class T>
-void append_number(std::string& s, T v) {
-  char buf[64];
-  s.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
 }
 
 template <class Derived>
@@ -305,8 +289,8 @@ void check_words_for_save(const char* where, const Vocabulary& vocab,
                      (binary && w.find(' ') != std::string::npos) || w.front() == ' ' ||
                      w.back() == ' ' || w.back() == '\r';
     if (bad) {
-      throw ValueError(std::string(where) + ": word " + detail::quoted(w) + " at id " +
-                           std::to_string(i) + " cannot be stored in this format",
+      throw ValueError(detail::text(where, ": word ", detail::quoted(w), " at id ", i,
+                                    " cannot be stored in this format"),
                        static_cast<double>(i));
     }
   }
@@ -392,7 +376,7 @@ void save_word_vectors(const std::string& path, WordFormat format, const Vocabul
     } else {
       for (Index c = 0; c < table.cols(); ++c) {
         if (c > 0) line.push_back(' ');
-        detail::append_number(line, table(r, c));
+        detail::append_part(line, table(r, c));  // shortest round-trip form
       }
       line.push_back('\n');
     }

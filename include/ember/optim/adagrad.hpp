@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cmath>
-#include <cstddef>
 #include <cstdint>
 
 #include "ember/config.hpp"
@@ -47,7 +46,6 @@ class RowwiseAdagrad : public RowOptimizer<RowwiseAdagrad<T>, T, AdagradOptions>
   friend Base;
   using Base::options_;
   using Base::state_;
-  using Base::steps_;
 
   static_assert(Scalar<T>, "ember::optim::RowwiseAdagrad<T>: T must be float or double");
 

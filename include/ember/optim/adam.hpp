@@ -4,9 +4,7 @@
 #pragma once
 
 #include <cmath>
-#include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "ember/config.hpp"
 #include "ember/embedding.hpp"
@@ -71,7 +69,6 @@ class Adam : public RowOptimizer<Adam<T>, T, AdamOptions> {
   friend Base;
   using Base::options_;
   using Base::state_;
-  using Base::steps_;
 
   static_assert(Scalar<T>, "ember::optim::Adam<T>: T must be float or double");
 

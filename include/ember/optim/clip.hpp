@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <string>
 #include <vector>
 
 #include "ember/config.hpp"
@@ -59,10 +58,9 @@ class ClipGroup {
   ClipGroup& add_tied(SparseRowGrad<T>& sparse, Eigen::Ref<RowMatrix<T>> dense) {
     constexpr const char* where = "ClipGroup::add_tied";
     if (!sparse.empty()) {
-      detail::check_extent(where, "dense", 0, sparse.vocab_size(), dense.rows(),
-                           "the sparse gradient's vocab_size");
-      detail::check_extent(where, "dense", 1, sparse.d_model(), dense.cols(),
-                           "the sparse gradient's d_model");
+      detail::check_dims(where, "dense", dense, sparse.vocab_size(),
+                         "the sparse gradient's vocab_size", sparse.d_model(),
+                         "the sparse gradient's d_model");
     }
     items_.push_back({&sparse, detail::mutable_table(dense)});
     return *this;

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string>
+#include <utility>
 #include <vector>
 
 #include "ember/check.hpp"
@@ -32,10 +32,11 @@ struct RowOptimizerAccess;
 /// The gradient arguments of one step() call, validated.
 template <class T>
 struct StepInput {
-  const SparseRowGrad<T>* sparse = nullptr;  ///< may be null or empty
-  const T* dense = nullptr;                  ///< V x d row-major, or null
-  Index dense_stride = 0;                    ///< row stride of `dense`
-  Index skip_row = -1;                       ///< the padding row, or -1
+  std::span<const TokenId> rows;  ///< the sparse gradient's rows, ascending (may be none)
+  const T* values = nullptr;      ///< their gradients, rows.size() x d row-major
+  const T* dense = nullptr;       ///< V x d row-major, or null
+  Index dense_stride = 0;         ///< row stride of `dense`
+  Index skip_row = -1;            ///< the padding row, or -1
 };
 
 /// Validates everything a step on `emb` needs, so the update can then run without throwing:
@@ -54,10 +55,8 @@ void check_step(detail::Where where, const Embedding<T>& emb, const SparseRowGra
     detail::SparseRowGradAccess::check_shape(*sparse, where, emb.vocab_size(), emb.d_model());
   }
   if (dense != nullptr) {
-    detail::check_extent(where, "the dense gradient", 0, emb.vocab_size(), (*dense).rows(),
-                         "the table's vocab_size");
-    detail::check_extent(where, "the dense gradient", 1, emb.d_model(), (*dense).cols(),
-                         "the table's d_model");
+    detail::check_dims(where, "the dense gradient", *dense, emb.vocab_size(),
+                       "the table's vocab_size", emb.d_model(), "the table's d_model");
   }
 }
 
@@ -75,7 +74,10 @@ StepInput<T> prepare_step(detail::Where where, const Embedding<T>& emb, RowState
     if (dense != nullptr) detail::check_finite(*dense, where, "dense gradient");
   }
   StepInput<T> in;
-  in.sparse = sparse;
+  if (sparse != nullptr) {
+    in.rows = sparse->rows();
+    in.values = sparse->values().data();
+  }
   if (dense != nullptr) {
     in.dense = (*dense).data();
     in.dense_stride = (*dense).outerStride();
@@ -86,38 +88,24 @@ StepInput<T> prepare_step(detail::Where where, const Embedding<T>& emb, RowState
 }
 
 /// Calls f(row, sparse_row_or_null, dense_row_or_null) for every row the step updates, in
-/// ascending row order: the sparse gradient's rows, or all rows when a dense gradient is given.
-/// The padding row is skipped.
+/// ascending row order: the sparse rows, or all rows when a dense gradient is given (rows of
+/// width d). The padding row is skipped.
 template <class T, class F>
-void for_each_row(const StepInput<T>& in, Index vocab, F&& f) {
+void for_each_row(const StepInput<T>& in, Index vocab, Index d, F&& f) {
+  std::size_t k = 0;
   if (in.dense == nullptr) {
-    if (in.sparse == nullptr) return;
-    const auto rows = in.sparse->rows();
-    const auto& values = in.sparse->values();
-    for (std::size_t k = 0; k < rows.size(); ++k) {
-      const auto row = static_cast<Index>(rows[k]);
-      if (row == in.skip_row) continue;
-      f(row, values.row(static_cast<Index>(k)).data(), static_cast<const T*>(nullptr));
+    for (; k < in.rows.size(); ++k) {
+      const auto row = static_cast<Index>(in.rows[k]);
+      if (row != in.skip_row) f(row, in.values + static_cast<Index>(k) * d, in.dense);
     }
     return;
   }
-  std::span<const TokenId> rows;
-  const T* values = nullptr;
-  Index values_stride = 0;
-  if (in.sparse != nullptr && !in.sparse->empty()) {
-    rows = in.sparse->rows();
-    values = in.sparse->values().data();
-    values_stride = in.sparse->values().cols();
-  }
-  std::size_t k = 0;
   for (Index row = 0; row < vocab; ++row) {
     const T* s = nullptr;
-    if (k < rows.size() && static_cast<Index>(rows[k]) == row) {
-      s = values + static_cast<Index>(k) * values_stride;
-      ++k;
+    if (k < in.rows.size() && static_cast<Index>(in.rows[k]) == row) {
+      s = in.values + static_cast<Index>(k++) * d;
     }
-    if (row == in.skip_row) continue;
-    f(row, s, in.dense + row * in.dense_stride);
+    if (row != in.skip_row) f(row, s, in.dense + row * in.dense_stride);
   }
 }
 
@@ -374,19 +362,14 @@ class RowOptimizer {
         if (row != in.skip_row) add_slot(row, width);
       }
       T* g = *gradient_rows(1, d);
-      std::size_t k = 0;
-      std::size_t slot_index = 0;
-      for (Index row = 0; row < v; ++row) {  // serial: O(V·d) like step(emb, grad, dense)
-        const T* s = nullptr;
-        if (k < scratch_.batch_rows.size() && static_cast<Index>(scratch_.batch_rows[k]) == row) {
-          s = scratch_.sums.row(static_cast<Index>(k)).data();
-          ++k;
-        }
-        if (row == in.skip_row) continue;
-        detail::combine(s, in.dense + row * in.dense_stride, d, g);
-        apply(row, g, scratch_.slots[slot_index], scratch_.fresh[slot_index] != 0);
-        ++slot_index;
-      }
+      in.rows = scratch_.batch_rows;
+      in.values = scratch_.sums.data();
+      std::size_t slot = 0;  // serial: O(V·d) like step(emb, grad, dense)
+      detail::for_each_row(in, v, d, [&](Index row, const T* s, const T* g_dense) {
+        detail::combine(s, g_dense, d, g);
+        apply(row, g, scratch_.slots[slot], scratch_.fresh[slot] != 0);
+        ++slot;
+      });
     }
     steps_ += 1;
   }
@@ -406,29 +389,24 @@ class RowOptimizer {
     const auto step = self().begin_step(steps_ + 1, d);
     T* g = *gradient_rows(1, d);
     auto table = emb.weight();
-    detail::for_each_row(in, emb.vocab_size(), [&](Index row, const T* s, const T* g_dense) {
+    detail::for_each_row(in, emb.vocab_size(), d, [&](Index row, const T* s, const T* g_dense) {
       detail::combine(s, g_dense, d, g);
-      Index slot = -1;
-      bool fresh = false;
-      if (width > 0) {
-        const Index before = state_.size();
-        slot = state_.ensure(row);
-        fresh = state_.size() > before;
-      }
+      const auto [slot, fresh] = ensure_slot(row, width);
       self().update_row(step, table.row(row).data(), g, slot, fresh, d);
     });
     steps_ += 1;
   }
 
-  // The state slot of `row` (made if new), appended to scratch_.slots / scratch_.fresh.
+  // The state slot of `row` (made if new) and whether it is new; -1 without state (width 0).
+  std::pair<Index, bool> ensure_slot(Index row, Index width) {
+    if (width == 0) return {-1, false};
+    const Index before = state_.size();
+    const Index slot = state_.ensure(row);
+    return {slot, state_.size() > before};
+  }
+  // ensure_slot(row, width), appended to scratch_.slots / scratch_.fresh.
   void add_slot(Index row, Index width) {
-    Index slot = -1;
-    bool fresh = false;
-    if (width > 0) {
-      const Index before = state_.size();
-      slot = state_.ensure(row);
-      fresh = state_.size() > before;
-    }
+    const auto [slot, fresh] = ensure_slot(row, width);
     scratch_.slots.push_back(slot);
     scratch_.fresh.push_back(fresh ? 1 : 0);
   }

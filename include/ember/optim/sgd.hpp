@@ -3,9 +3,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "ember/config.hpp"
 #include "ember/embedding.hpp"
@@ -61,7 +59,6 @@ class SGD : public RowOptimizer<SGD<T>, T, SGDOptions> {
   friend Base;
   using Base::options_;
   using Base::state_;
-  using Base::steps_;
 
   static_assert(Scalar<T>, "ember::optim::SGD<T>: T must be float or double");
 

@@ -73,17 +73,7 @@ Handle<MPI_Datatype, MPI_Type_free> row_type(Index d) {
 
 /// What went wrong on one rank, in a fixed-size record that can be broadcast as bytes.
 struct ErrorRecord {
-  enum Kind : std::int32_t {
-    none = 0,
-    index = 1,
-    shape = 2,
-    value = 3,
-    format = 4,
-    other = 5,
-    file = 6,
-    capacity = 7,
-    state = 8
-  };
+  enum Kind : std::int32_t { none, index, shape, value, format, other, file, capacity, state };
   std::int32_t kind = none;
   std::int32_t dimension = 0;  // ShapeError::dimension(); FormatError: is_line()
   std::int64_t a = 0;          // IndexError position / ShapeError expected / FormatError offset /

@@ -3,7 +3,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -17,17 +16,18 @@
 
 namespace ember::inline EMBER_ISA::detail {
 
-/// Throws FormatError "<path>: <what> at byte <offset>".
-[[noreturn]] inline void fail_at_byte(const std::string& path, std::uint64_t offset,
-                                      const std::string& what) {
-  throw FormatError(path + ": " + what + " (at byte " + std::to_string(offset) + ")", path, offset,
-                    false);
+/// Throws FormatError "<path>: <what> (at byte <offset>)", `what` the parts one after the other
+/// (detail::text: "tensor ", i, " is empty").
+template <class... What>
+[[noreturn]] void fail_at_byte(const std::string& path, std::uint64_t offset, const What&... what) {
+  throw FormatError(text(path, ": ", what..., " (at byte ", offset, ")"), path, offset, false);
 }
 
-/// Throws FormatError "<path>:<line>: <what>" (the compiler-style file:line prefix).
-[[noreturn]] inline void fail_at_line(const std::string& path, std::uint64_t line,
-                                      const std::string& what) {
-  throw FormatError(path + ":" + std::to_string(line) + ": " + what, path, line, true);
+/// Throws FormatError "<path>:<line>: <what>" (the compiler-style file:line prefix), `what` as
+/// for fail_at_byte.
+template <class... What>
+[[noreturn]] void fail_at_line(const std::string& path, std::uint64_t line, const What&... what) {
+  throw FormatError(text(path, ":", line, ": ", what...), path, line, true);
 }
 
 /// a * b, or nullopt when the product overflows std::uint64_t.
@@ -72,11 +72,5 @@ namespace ember::inline EMBER_ISA::detail {
   }
   return true;
 }
-
-/// detail::first_non_finite, for the loaders and writers.
-using detail::first_non_finite;
-
-/// detail::quoted, for the loaders' messages.
-using detail::quoted;
 
 }  // namespace ember::inline EMBER_ISA::detail

@@ -10,6 +10,7 @@
 #include <Eigen/Core>
 
 #include "ember/config.hpp"
+#include "ember/io/detail/byteorder.hpp"
 
 namespace ember::inline EMBER_ISA::detail {
 
@@ -23,6 +24,29 @@ template <class S>
 template <class S>
 [[nodiscard]] std::uint16_t float_to_bits(float v) noexcept {
   return Eigen::numext::bit_cast<std::uint16_t>(S(v));
+}
+
+/// The value at p of a float of `bytes` bytes (2: S, 4: float, 8: double) in `little_endian`
+/// byte order, as T (exact but for a double narrowed to a float T).
+template <class T, class S = Eigen::half>
+[[nodiscard]] T load_float(const unsigned char* p, std::size_t bytes, bool little_endian) noexcept {
+  if (bytes == 2)
+    return static_cast<T>(bits_to_float<S>(load_value<std::uint16_t>(p, little_endian)));
+  if (bytes == 4) return static_cast<T>(load_value<float>(p, little_endian));
+  return static_cast<T>(load_value<double>(p, little_endian));
+}
+
+/// Stores v at p as a little-endian float of `bytes` bytes (2: S, rounded to nearest even;
+/// 4: float; 8: double).
+template <class S = Eigen::half, class V>
+void store_float_le(unsigned char* p, std::size_t bytes, V v) noexcept {
+  if (bytes == 2) {
+    store_value_le(p, float_to_bits<S>(static_cast<float>(v)));
+  } else if (bytes == 4) {
+    store_value_le(p, static_cast<float>(v));
+  } else {
+    store_value_le(p, static_cast<double>(v));
+  }
 }
 
 /// Index of the first NaN or infinity (all exponent bits set) among data[0, n), or n: the
