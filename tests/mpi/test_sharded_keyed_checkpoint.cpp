@@ -17,16 +17,7 @@
 #include "ember/optim/adam.hpp"
 #include "support/matrix_compare.hpp"
 #include "support/sharded_embedding_reference.hpp"
-
-using ember::Index;
-using ember::KeyedBatch;
-using ember::KeyedEmbedding;
-using ember::KeyedOptions;
-using ember::RowMatrix;
-using ember::distributed::key_owner;
-using ember::distributed::ShardedKeyedEmbedding;
-using ember_test::same_bits;
-using Keys = std::vector<std::uint64_t>;
+#include "support/sharded_keyed_fixtures.hpp"
 
 namespace {
 
@@ -69,13 +60,8 @@ TEST_CASE("a sharded keyed checkpoint saved by P ranks loads into any number of 
     KeyedEmbedding<float> single(256, kDim, o);
     ember::optim::Adam<float> single_opt({.lr = 0.05});
     for (std::int64_t s = 0; s < 6; ++s) {
-      Keys all;
-      std::vector<Index> begin{0};
-      for (int r = 0; r < saved; ++r) {
-        const Keys k = batch_of(r, s);
-        all.insert(all.end(), k.begin(), k.end());
-        begin.push_back(static_cast<Index>(all.size()));
-      }
+      const auto [all, begin] =
+          ember_test::in_rank_order(saved, [&](int r) { return batch_of(r, s); });
       const KeyedBatch b = single.map(all, s);
       ember::SparseRowGrad<float> g;
       for (int r = 0; r < saved; ++r) {

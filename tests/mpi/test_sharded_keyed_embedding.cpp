@@ -20,17 +20,7 @@
 #include "ember/optim/sgd.hpp"
 #include "support/matrix_compare.hpp"
 #include "support/sharded_embedding_reference.hpp"
-
-using ember::Index;
-using ember::KeyedBatch;
-using ember::KeyedEmbedding;
-using ember::KeyedOptions;
-using ember::RowMatrix;
-using ember::TokenId;
-using ember::distributed::key_owner;
-using ember::distributed::ShardedKeyedEmbedding;
-using ember_test::same_bits;
-using Keys = std::vector<std::uint64_t>;
+#include "support/sharded_keyed_fixtures.hpp"
 
 namespace {
 
@@ -67,14 +57,8 @@ TEST_CASE("a sharded keyed table trains as one process while no rank evicts",
   ember::optim::Adam<double> opt({.lr = 0.05}), ref_opt({.lr = 0.05});
   for (std::int64_t s = 0; s < 12; ++s) {
     // One process maps the ranks' batches in rank order, in one call.
-    Keys all;
-    std::vector<Index> begin;
-    for (int r = 0; r < w.size; ++r) {
-      begin.push_back(static_cast<Index>(all.size()));
-      const Keys k = batch_of(r, s, 20);
-      all.insert(all.end(), k.begin(), k.end());
-    }
-    begin.push_back(static_cast<Index>(all.size()));
+    const auto [all, begin] =
+        ember_test::in_rank_order(w.size, [&](int r) { return batch_of(r, s, 20); });
     const KeyedBatch ref = single.map(all, s);
     const Keys mine = batch_of(w.rank, s, 20);
     const KeyedBatch batch = sharded.map(mine, s);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ember/config.hpp"
+#include "ember/detail/huge_pages.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::detail {
@@ -161,7 +162,7 @@ class KeySlots {
     return (tag << row_bits_) | static_cast<std::uint32_t>(row + 2);
   }
 
-  std::vector<std::uint32_t> slots_;
+  HugePageVector<std::uint32_t> slots_;
   std::uint64_t count_ = 0;
   std::uint64_t used_ = 0;  // slots not empty: live + tombstones
   Index live_ = 0;

@@ -190,8 +190,8 @@ class ShardedKeyedEmbedding {
     detail::validate_collectively(comm, [&] {
       made.emplace_back(capacity, d, options, "ShardedKeyedEmbedding");
       if (static_cast<double>(capacity + 1) * size > static_cast<double>(INT_MAX)) {
-        throw ShapeError("ShardedKeyedEmbedding: " + std::to_string(size) + " ranks of " +
-                             std::to_string(capacity + 1) + " rows exceed INT_MAX rows",
+        throw ShapeError(detail::message("ShardedKeyedEmbedding", size, " ranks of ", capacity + 1,
+                                         " rows exceed INT_MAX rows"),
                          -1, INT_MAX, (capacity + 1) * size);
       }
     });
@@ -206,9 +206,8 @@ class ShardedKeyedEmbedding {
   void check_batch(const KeyedBatch& batch, const char* call) const {
     detail::validate_collectively(comm(), [&] {
       if (!detail::KeyedBatchAccess::current(batch, state_.generation(), this)) {
-        throw StateError(std::string("ShardedKeyedEmbedding::") + call + " (rank " +
-                         std::to_string(rank()) +
-                         "): the batch was not mapped by this table's latest map()");
+        throw StateError(detail::message({"ShardedKeyedEmbedding", call, rank(), world_size()},
+                                         "the batch was not mapped by this table's latest map()"));
       }
     });
   }
@@ -223,23 +222,22 @@ class ShardedKeyedEmbedding {
   /// map (train) or find them and send back the global rows.
   KeyedBatch route(std::span<const std::uint64_t> keys, std::int64_t step,
                    std::span<const double> scores, bool train) {
-    const char* name = train ? "ShardedKeyedEmbedding::map" : "ShardedKeyedEmbedding::find";
+    const detail::Where where{"ShardedKeyedEmbedding", train ? "map" : "find", rank(),
+                              world_size()};
     const int p = world_size();
     const auto n = static_cast<Index>(keys.size());
     const bool scored = train && options().index.policy == EvictionPolicy::score;
     detail::validate_collectively(comm(), [&] {
-      const std::string w = std::string(name) + " (rank " + std::to_string(rank()) + ")";
       if (n > INT_MAX) {
-        throw ShapeError(w + ": " + std::to_string(n) + " keys exceed INT_MAX per call", 0, INT_MAX,
-                         n);
+        throw ShapeError(detail::message(where, n, " keys exceed INT_MAX per call"), 0, INT_MAX, n);
       }
-      detail::check_extent(w.c_str(), "scores", 0, scored ? n : 0,
-                           static_cast<Index>(scores.size()), scored ? "the number of keys" : "0");
+      detail::check_extent(where, "scores", 0, scored ? n : 0, static_cast<Index>(scores.size()),
+                           scored ? "the number of keys" : "0");
       for (std::size_t i = 0; i < scores.size(); ++i) {
         if (!std::isfinite(scores[i])) {
-          throw ValueError(w + ": score " + std::to_string(scores[i]) + " at position " +
-                               std::to_string(i) + " is not finite",
-                           scores[i]);
+          throw ValueError(
+              detail::message(where, "score ", scores[i], " at position ", i, " is not finite"),
+              scores[i]);
         }
       }
     });

@@ -21,6 +21,7 @@
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
 #include "ember/detail/count_sketch.hpp"
+#include "ember/detail/huge_pages.hpp"
 #include "ember/detail/key_slots.hpp"
 #include "ember/detail/parallel.hpp"
 #include "ember/errors.hpp"
@@ -117,6 +118,7 @@ struct KeyIndexClocks {
 
 namespace detail {
 struct KeyIndexAccess;
+struct KeyIndexHold;
 }  // namespace detail
 
 /// A capacity-bounded, collision-free map from std::uint64_t keys to rows [0, capacity) of a
@@ -267,7 +269,7 @@ class KeyIndex {
     constexpr const char* where = "KeyIndex::find_or_insert";
     check_batch(where, keys, &rows, step, scores, counts, true);
     MarkGuard guard(*this);
-    prepare(where, keys, step, scores, counts, true);
+    prepare(where, keys, rows.data(), step, scores, counts, true);
     return commit(keys, rows, step, scores, counts, true);
   }
 
@@ -280,7 +282,7 @@ class KeyIndex {
     constexpr const char* where = "KeyIndex::find_or_insert";
     check_batch(where, keys, nullptr, step, scores, counts, true);
     MarkGuard guard(*this);
-    return prepare(where, keys, step, scores, counts, true);
+    return prepare(where, keys, nullptr, step, scores, counts, true);
   }
 
   /// Gives every key a row at `step` without admission or eviction (loading a vocabulary, applying
@@ -295,7 +297,7 @@ class KeyIndex {
     constexpr const char* where = "KeyIndex::insert";
     check_batch(where, keys, &rows, step, {}, {}, false);
     MarkGuard guard(*this);
-    prepare(where, keys, step, {}, {}, false);
+    prepare(where, keys, rows.data(), step, {}, {}, false);
     return commit(keys, rows, step, {}, {}, false);
   }
 
@@ -342,24 +344,22 @@ class KeyIndex {
     if (fallback_row) o.fallback_row = *fallback_row;
     validate(capacity, o);
     if (reserved_ >= 0 && reserved_ >= capacity) {
-      throw ValueError(std::string(where) + ": the reserved fallback row " +
-                           std::to_string(reserved_) + " is outside the new capacity " +
-                           std::to_string(capacity),
+      throw ValueError(detail::message(where, "the reserved fallback row ", reserved_,
+                                       " is outside the new capacity ", capacity),
                        static_cast<double>(capacity));
     }
     const bool was_reserved = reserved_ >= 0;
     const bool now_reserved = o.fallback_row >= 0 && o.fallback_row < capacity;
     if (was_reserved != now_reserved || (was_reserved && o.fallback_row != reserved_)) {
-      throw ValueError(std::string(where) + ": fallback_row " + std::to_string(o.fallback_row) +
-                           " would change which row is reserved",
+      throw ValueError(detail::message(where, "fallback_row ", o.fallback_row,
+                                       " would change which row is reserved"),
                        static_cast<double>(o.fallback_row));
     }
     const Index keep = capacity - (reserved_ >= 0 ? 1 : 0);
     if (options_.policy == EvictionPolicy::none && size_ > keep) {
-      throw CapacityError(std::string(where) + ": " + std::to_string(size_) +
-                              " keys do not fit capacity " + std::to_string(keep) +
-                              " and eviction is off",
-                          keep, size_);
+      throw CapacityError(
+          detail::message(where, size_, " keys do not fit capacity ", keep, " and eviction is off"),
+          keep, size_);
     }
     ResizeResult result;
     // The keys in eviction order: drop the smallest until the rest fit.
@@ -465,6 +465,7 @@ class KeyIndex {
   }
 
   friend struct detail::KeyIndexAccess;
+  friend struct detail::KeyIndexHold;
 
   /// A row's key, last step (relative to clock_.base) and sightings, in one 16-byte record (one
   /// cache line read per hit); count == 0 marks a free row.
@@ -508,14 +509,48 @@ class KeyIndex {
   /// Clears the per-call marks of the touched and chosen rows on every exit.
   struct MarkGuard {
     KeyIndex& ix;
+    bool keep = false;  // a held batch keeps its marks
     explicit MarkGuard(KeyIndex& index) : ix(index) {}
     MarkGuard(const MarkGuard&) = delete;
     MarkGuard& operator=(const MarkGuard&) = delete;
     ~MarkGuard() {
+      if (keep) return;
       if (ix.restore_) ix.restore_stats();
       ix.clear_marks();
     }
   };
+
+  // ---- held batches: several indexes checked, then all committed (detail::KeyIndexHold) -------
+
+  /// check_insert that keeps the batch's lookups and marks, so that commit_held maps it without
+  /// looking it up again. Until commit_held or release_held, only const members may be called.
+  Index hold(std::span<const std::uint64_t> keys, std::int64_t step, std::span<const double> scores,
+             std::span<const std::int64_t> counts) {
+    constexpr const char* where = "KeyIndex::find_or_insert";
+    EMBER_ASSERT(!held_);
+    check_batch(where, keys, nullptr, step, scores, counts, true);
+    MarkGuard guard(*this);
+    const Index needed = prepare(where, keys, nullptr, step, scores, counts, true, true);
+    guard.keep = true;
+    held_ = true;
+    return needed;
+  }
+  /// find_or_insert of the batch hold() checked (the same keys, step, scores and counts).
+  InsertResult commit_held(std::span<const std::uint64_t> keys, std::span<TokenId> rows,
+                           std::int64_t step, std::span<const double> scores,
+                           std::span<const std::int64_t> counts) {
+    EMBER_ASSERT(held_ && rows.size() == keys.size());
+    held_ = false;
+    MarkGuard guard(*this);
+    return commit(keys, rows, step, scores, counts, true);
+  }
+  /// Drops a held batch (the index is as before hold()).
+  void release_held() noexcept {
+    if (!held_) return;
+    held_ = false;
+    if (restore_) restore_stats();
+    clear_marks();
+  }
 
   // ---- validation -----------------------------------------------------------------------------
 
@@ -527,13 +562,12 @@ class KeyIndex {
   static void validate(Index capacity, const KeyIndexOptions& o) {
     constexpr const char* where = "KeyIndex";
     if (capacity < 1 || capacity > max_capacity) {
-      throw ValueError(std::string(where) + ": capacity " + std::to_string(capacity) +
-                           " is outside [1, " + std::to_string(max_capacity) + "]",
-                       static_cast<double>(capacity));
+      throw ValueError(
+          detail::message(where, "capacity ", capacity, " is outside [1, ", max_capacity, "]"),
+          static_cast<double>(capacity));
     }
     const auto bad = [&](const char* name, std::int64_t v, const char* rule) {
-      throw ValueError(std::string(where) + ": " + name + " " + std::to_string(v) + " " + rule,
-                       static_cast<double>(v));
+      throw ValueError(detail::message(where, name, " ", v, " ", rule), static_cast<double>(v));
     };
     if (o.min_count < 0 || o.min_count > detail::CountSketch::max_count)
       bad("min_count", o.min_count, "is outside [0, 65535]");
@@ -567,9 +601,8 @@ class KeyIndex {
       for (Index i = 0; i < n; ++i) {
         const double s = scores[static_cast<std::size_t>(i)];
         if (!std::isfinite(s)) {
-          throw ValueError(std::string(where) + ": score " + std::to_string(s) + " at position " +
-                               std::to_string(i) + " is not finite",
-                           s);
+          throw ValueError(
+              detail::message(where, "score ", s, " at position ", i, " is not finite"), s);
         }
       }
     } else if (!scores.empty()) {
@@ -582,18 +615,17 @@ class KeyIndex {
       for (Index i = 0; i < n; ++i) {
         const std::int64_t c = counts[static_cast<std::size_t>(i)];
         if (c < 1) {
-          throw ValueError(std::string(where) + ": count " + std::to_string(c) + " at position " +
-                               std::to_string(i) + " is below 1",
+          throw ValueError(detail::message(where, "count ", c, " at position ", i, " is below 1"),
                            static_cast<double>(c));
         }
       }
     }
     if (step < 0 || step < clock_.last) {
-      throw ValueError(std::string(where) + ": step " + std::to_string(step) + " is " +
-                           (step < 0 ? "negative" : "below the last step ") +
-                           (step < 0 ? std::string() : std::to_string(clock_.last)) +
-                           "; steps never decrease",
-                       static_cast<double>(step));
+      throw ValueError(
+          step < 0 ? detail::message(where, "step ", step, " is negative; steps never decrease")
+                   : detail::message(where, "step ", step, " is below the last step ", clock_.last,
+                                     "; steps never decrease"),
+          static_cast<double>(step));
     }
   }
 
@@ -686,6 +718,10 @@ class KeyIndex {
     restore_ = false;
   }
   void clear_marks() noexcept {
+    if (touched_.size() > marks_.size() / 4) {  // scattered stores would cost more than a fill
+      std::fill(marks_.begin(), marks_.end(), std::uint64_t{0});
+      return;
+    }
     for (const Index r : touched_) marks_[static_cast<std::size_t>(r >> 6)] = 0;
     for (const KeyRow& v : victims_) marks_[static_cast<std::size_t>(v.row >> 6)] = 0;
   }
@@ -701,7 +737,7 @@ class KeyIndex {
   /// fall back to the full probe).
   template <class F>
   void probe_all(std::span<const std::uint64_t> keys, F&& f) const {
-    constexpr Index kSlotLead = 32, kRowLead = 16, kRing = 64;
+    constexpr Index kSlotLead = 64, kRowLead = 32, kRing = 128;
     static_assert(kSlotLead < kRing && kRowLead < kSlotLead);
     const auto n = static_cast<Index>(keys.size());
     std::uint64_t h[kRing];
@@ -748,9 +784,15 @@ class KeyIndex {
   // ---- prepare: everything a batch needs, without changing the index ---------------------------
 
   /// Looks the batch up, groups its new keys, decides their admission and checks the capacity;
-  /// only the per-call scratch and marks change. Returns the rows needed at once.
-  Index prepare(const char* where, std::span<const std::uint64_t> keys, std::int64_t step,
-                std::span<const double> scores, std::span<const std::int64_t> counts, bool admit) {
+  /// returns the rows needed at once. With `rows` null and not `hold` (a dry run) only the
+  /// per-call scratch and marks change. Otherwise commit follows, and the lookup pass writes the
+  /// hits' sightings and step while their records are in cache; when the batch could still be
+  /// refused (or is held), saved_ keeps what they were (restored by MarkGuard or release_held),
+  /// and when it cannot (it has no more keys than the rows it can be given), the hits' rows go
+  /// straight to `rows` and nothing is saved.
+  Index prepare(const char* where, std::span<const std::uint64_t> keys, TokenId* rows,
+                std::int64_t step, std::span<const double> scores,
+                std::span<const std::int64_t> counts, bool admit, bool hold = false) {
     const auto n = static_cast<Index>(keys.size());
     work_.resize(static_cast<std::size_t>(n));
     hashes_.resize(static_cast<std::size_t>(n));
@@ -760,13 +802,17 @@ class KeyIndex {
     victims_.clear();
     new_.clear();
     miss_at_.clear();
-    // The hits' sightings and step are written in the lookup pass itself, while their rows are
-    // in cache; saved_ keeps what they were, restored if the batch is refused (MarkGuard). When
-    // the step would rebase the clock, commit writes them instead.
+    // When the step would rebase the clock (or in a dry run), commit writes the hits instead.
     const std::int64_t base = clock_.origin < 0 ? step : clock_.base;
-    fused_ = step - base <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max());
+    fused_ = (rows != nullptr || hold) &&
+             step - base <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max());
     const auto now = static_cast<std::uint32_t>(fused_ ? step - base : 0);
-    restore_ = true;
+    const bool evicting = admit && options_.policy != EvictionPolicy::none;
+    const bool safe = n <= (evicting ? key_capacity() : key_capacity() - size_);
+    direct_ = fused_ && safe && rows != nullptr;
+    restore_ = fused_ && !direct_;
+    const bool save = restore_;
+    touched_.reserve(static_cast<std::size_t>(n));
     Index misses = 0;
     // touch_first_ serves the scores only; hashes_ the keys without a row only.
     const bool scored = options_.policy == EvictionPolicy::score && !scores.empty();
@@ -778,12 +824,13 @@ class KeyIndex {
         miss_at_.push_back(i);
         return;
       }
+      if (direct_) rows[i] = static_cast<TokenId>(r);
       Stat& st = meta_[static_cast<std::size_t>(r)];
       if (!marked(r)) {
         mark(r);
         touched_.push_back(r);
         if (scored) touch_first_.push_back(i);
-        saved_.push_back(st);
+        if (save) saved_.push_back(st);
         if (fused_) st.last = now;
       }
       if (fused_) {
@@ -810,11 +857,13 @@ class KeyIndex {
     const Index needed = held + admitted_;
     if (admitted_ > free_rows + evictable) {
       throw CapacityError(
-          std::string(where) + ": the batch needs " + std::to_string(needed) + " rows at once (" +
-              std::to_string(touched_.size()) + " of its keys resident, " +
-              std::to_string(admitted_) + " new" +
-              (evicts ? "" : ", no eviction: " + std::to_string(size_) + " keys resident") +
-              "), capacity " + std::to_string(key_capacity()),
+          evicts ? detail::message(where, "the batch needs ", needed, " rows at once (",
+                                   touched_.size(), " of its keys resident, ", admitted_,
+                                   " new), capacity ", key_capacity())
+                 : detail::message(where, "the batch needs ", needed, " rows at once (",
+                                   touched_.size(), " of its keys resident, ", admitted_,
+                                   " new, no eviction: ", size_, " keys resident), capacity ",
+                                   key_capacity()),
           key_capacity(), needed);
     }
     return needed;
@@ -970,11 +1019,11 @@ class KeyIndex {
     }
     InsertResult result;
     result.hits = hits;
-    for (Index i = 0; i < n; ++i) {
+    const auto settle = [&](Index i) {
       const TokenId w = work_[static_cast<std::size_t>(i)];
       if (w >= 0) {
         rows[static_cast<std::size_t>(i)] = w;
-        continue;
+        return;
       }
       const NewKey& k = new_[static_cast<std::size_t>(-w - 2)];
       if (k.row >= 0) {
@@ -983,6 +1032,11 @@ class KeyIndex {
         rows[static_cast<std::size_t>(i)] = options_.fallback_row;
         ++result.fallbacks;
       }
+    };
+    if (direct_) {  // the lookup pass wrote the hits' rows
+      for (const Index i : miss_at_) settle(i);
+    } else {
+      for (Index i = 0; i < n; ++i) settle(i);
     }
     result.inserted = admitted_;
     result.evicted = evicted_;
@@ -1293,9 +1347,9 @@ class KeyIndex {
   Index capacity_;
   KeyIndexOptions options_;
   Index reserved_ = -1;
-  std::vector<Stat> meta_;
-  std::vector<float> decay_;
-  std::vector<double> scores_;
+  detail::HugePageVector<Stat> meta_;
+  detail::HugePageVector<float> decay_;
+  detail::HugePageVector<double> scores_;
   detail::KeySlots slots_;
   detail::CountSketch sketch_;
   Index size_ = 0;
@@ -1315,8 +1369,10 @@ class KeyIndex {
   std::vector<Index> touched_;
   std::vector<Index> touch_first_;
   std::vector<Stat> saved_;
-  bool fused_ = true;
+  bool fused_ = true;    // the lookup pass writes the hits' records
+  bool direct_ = false;  // ... and their rows: the batch cannot be refused
   bool restore_ = false;
+  bool held_ = false;
   Index misses_ = 0;
   std::vector<NewKey> new_;
   Index admitted_ = 0;
@@ -1335,5 +1391,28 @@ class KeyIndex {
   std::vector<Index> miss_at_;  // the batch's positions without a row, ascending
   std::uint32_t stamp_ = 0;
 };
+
+namespace detail {
+
+/// ember's keyed layers' door into KeyIndex's held batches (not for users): a layer mapping one
+/// batch into several indexes holds each index that could refuse it, then commits them all, so
+/// a refusal changes nothing and no batch is looked up twice.
+struct KeyIndexHold {
+  static Index hold(KeyIndex& ix, std::span<const std::uint64_t> keys, std::int64_t step,
+                    std::span<const double> scores = {},
+                    std::span<const std::int64_t> counts = {}) {
+    return ix.hold(keys, step, scores, counts);
+  }
+  static InsertResult commit(KeyIndex& ix, std::span<const std::uint64_t> keys,
+                             std::span<TokenId> rows, std::int64_t step,
+                             std::span<const double> scores = {},
+                             std::span<const std::int64_t> counts = {}) {
+    return ix.commit_held(keys, rows, step, scores, counts);
+  }
+  static void release(KeyIndex& ix) noexcept { ix.release_held(); }
+  [[nodiscard]] static bool held(const KeyIndex& ix) noexcept { return ix.held_; }
+};
+
+}  // namespace detail
 
 }  // namespace ember::inline EMBER_ISA

@@ -47,13 +47,11 @@ namespace ember::inline EMBER_ISA {
 /// ```
 template <class T>
 class KeyedEmbeddingBag : public detail::KeyedCommon<KeyedEmbeddingBag<T>, T> {
-  static_assert(Scalar<T>, "ember::KeyedEmbeddingBag<T>: T must be float or double");
   using Base = detail::KeyedCommon<KeyedEmbeddingBag<T>, T>;
   friend Base;
   using Base::state_;
 
  public:
-  using Scalar = T;
   /// The layer's name in messages.
   static constexpr const char* name = "KeyedEmbeddingBag";
 
@@ -203,7 +201,11 @@ class KeyedTableBatchedBags {
   /// Throws: as KeyedEmbedding's constructor for a table; as TableBatchedBags' for the features.
   KeyedTableBatchedBags(const std::vector<KeyedTableConfig>& tables,
                         std::vector<BagFeature> features)
-      : states_(make_states(tables)), bags_(make_tables(states_), std::move(features)) {}
+      : states_(make_states(tables)),
+        bags_(make_tables(states_), std::move(features)),
+        scratch_(states_.size()) {
+    for (Index t = 0; t < num_tables(); ++t) table_features_.push_back(features_of(t));
+  }
 
   /// Number of tables.
   [[nodiscard]] Index num_tables() const noexcept { return bags_.num_tables(); }
@@ -255,13 +257,31 @@ class KeyedTableBatchedBags {
   template <class O>
   [[nodiscard]] KeyedBatch map(std::span<const std::uint64_t> keys, const O& offsets,
                                std::int64_t step, std::span<const double> scores = {}) {
-    return map_impl(keys, feature_starts(keys.size(), offsets, false, "map"), step, scores);
+    KeyedBatch batch;
+    map_impl(keys, feature_starts(keys.size(), offsets, false, "map"), step, scores, batch);
+    return batch;
+  }
+  /// map into `batch`, reusing its storage (a training loop that keeps one batch allocates
+  /// nothing per step for it). Throws: as map; the tables are unchanged then, and `batch` is
+  /// either unchanged or stale (forward and the steps refuse it).
+  template <class O>
+  void map(std::span<const std::uint64_t> keys, const O& offsets, std::int64_t step,
+           KeyedBatch& batch, std::span<const double> scores = {}) {
+    map_impl(keys, feature_starts(keys.size(), offsets, false, "map"), step, scores, batch);
   }
   /// map with bag sizes (TableBatchedBags' lengths layout).
   template <class L>
   [[nodiscard]] KeyedBatch map_lengths(std::span<const std::uint64_t> keys, const L& lengths,
                                        std::int64_t step, std::span<const double> scores = {}) {
-    return map_impl(keys, feature_starts(keys.size(), lengths, true, "map_lengths"), step, scores);
+    KeyedBatch batch;
+    map_impl(keys, feature_starts(keys.size(), lengths, true, "map_lengths"), step, scores, batch);
+    return batch;
+  }
+  /// map_lengths into `batch`, reusing its storage (as map).
+  template <class L>
+  void map_lengths(std::span<const std::uint64_t> keys, const L& lengths, std::int64_t step,
+                   KeyedBatch& batch, std::span<const double> scores = {}) {
+    map_impl(keys, feature_starts(keys.size(), lengths, true, "map_lengths"), step, scores, batch);
   }
 
   /// TableBatchedBags::forward over a mapped batch.
@@ -418,65 +438,54 @@ class KeyedTableBatchedBags {
   template <class O>
   std::vector<Index> feature_starts(std::size_t n_keys, const O& offsets, bool lengths,
                                     const char* call) const {
-    const std::string where = std::string("KeyedTableBatchedBags::") + call;
+    const detail::Where where{"KeyedTableBatchedBags", call};
     const auto n = static_cast<Index>(n_keys);
     const Index f = num_features();
     return detail::with_ids(offsets, [&](auto off) {
       const auto m = static_cast<Index>(off.size());
       const Index entries = lengths ? m : m - 1;
       if (m == 0 && !lengths) {
-        throw ShapeError(where + ": offsets is empty; it needs F·B + 1 entries", 0, 1, 0);
+        throw ShapeError(detail::message(where, "offsets is empty; it needs F·B + 1 entries"), 0, 1,
+                         0);
       }
       if (entries % f != 0) {
-        throw ShapeError(where + ": " + (lengths ? "lengths" : "offsets") + " has " +
-                             std::to_string(m) + " entries, not F·B" + (lengths ? "" : " + 1") +
-                             " for F = " + std::to_string(f) + " features",
-                         0, f, entries);
+        throw ShapeError(
+            detail::message(where, lengths ? "lengths" : "offsets", " has ", m, " entries, not F·B",
+                            lengths ? "" : " + 1", " for F = ", f, " features"),
+            0, f, entries);
       }
       const Index b = entries / f;
-      std::vector<Index> bounds(static_cast<std::size_t>(entries) + 1, 0);
-      for (Index k = 0; k < entries + (lengths ? 0 : 1); ++k) {
-        const auto v = static_cast<std::int64_t>(off[static_cast<std::size_t>(k)]);
-        if (lengths) {
-          if (v < 0) {
-            throw ValueError(where + ": lengths[" + std::to_string(k) + "] = " + std::to_string(v) +
-                                 " is negative",
-                             static_cast<double>(v));
-          }
-          bounds[static_cast<std::size_t>(k) + 1] =
-              bounds[static_cast<std::size_t>(k)] + static_cast<Index>(v);
-        } else {
-          const Index previous = k == 0 ? 0 : bounds[static_cast<std::size_t>(k) - 1];
-          if (v < previous || (k == 0 && v != 0)) {
-            throw ValueError(where + ": offsets[" + std::to_string(k) + "] = " + std::to_string(v) +
-                                 (k == 0 ? " must be 0" : " is below the offset before it"),
-                             static_cast<double>(v));
-          }
-          bounds[static_cast<std::size_t>(k)] = static_cast<Index>(v);
-        }
-      }
-      if (bounds.back() != n) {
-        throw ValueError(where + ": the bags end at position " + std::to_string(bounds.back()) +
-                             ", expected the number of keys " + std::to_string(n),
-                         static_cast<double>(bounds.back()));
-      }
+      // One pass over the bounds (bag k starts at `bound`), keeping each feature's first.
       std::vector<Index> starts(static_cast<std::size_t>(f) + 1);
-      for (Index g = 0; g <= f; ++g)
-        starts[static_cast<std::size_t>(g)] = bounds[static_cast<std::size_t>(g * b)];
+      Index bound = 0;
+      for (Index k = 0; k <= entries; ++k) {
+        if (lengths && k > 0) {
+          const auto v = static_cast<std::int64_t>(off[static_cast<std::size_t>(k) - 1]);
+          if (v < 0) {
+            throw ValueError(detail::message(where, "lengths[", k - 1, "] = ", v, " is negative"),
+                             static_cast<double>(v));
+          }
+          bound += static_cast<Index>(v);
+        } else if (!lengths) {
+          const auto v = static_cast<std::int64_t>(off[static_cast<std::size_t>(k)]);
+          if (v < bound || (k == 0 && v != 0)) {
+            throw ValueError(
+                detail::message(where, "offsets[", k, "] = ", v,
+                                k == 0 ? " must be 0" : " is below the offset before it"),
+                static_cast<double>(v));
+          }
+          bound = static_cast<Index>(v);
+        }
+        if (b > 0 && k % b == 0) starts[static_cast<std::size_t>(k / b)] = bound;
+      }
+      if (b == 0) std::fill(starts.begin(), starts.end(), bound);  // no bags
+      if (bound != n) {
+        throw ValueError(detail::message(where, "the bags end at position ", bound,
+                                         ", expected the number of keys ", n),
+                         static_cast<double>(bound));
+      }
       return starts;
     });
-  }
-
-  /// For table t: the positions of its features' keys, in feature then position order.
-  [[nodiscard]] std::vector<Index> positions_of(Index t, const std::vector<Index>& starts) const {
-    std::vector<Index> pos;
-    for (Index f = 0; f < num_features(); ++f) {
-      if (feature(f).table != t) continue;
-      for (Index i = starts[static_cast<std::size_t>(f)];
-           i < starts[static_cast<std::size_t>(f) + 1]; ++i)
-        pos.push_back(i);
-    }
-    return pos;
   }
 
   [[nodiscard]] std::vector<TokenId> find_rows(std::span<const std::uint64_t> keys,
@@ -491,17 +500,58 @@ class KeyedTableBatchedBags {
     return rows;
   }
 
-  KeyedBatch map_impl(std::span<const std::uint64_t> keys, const std::vector<Index>& starts,
-                      std::int64_t step, std::span<const double> scores) {
-    constexpr const char* where = "KeyedTableBatchedBags::map";
+  /// The features of table t, in feature order.
+  [[nodiscard]] std::vector<Index> features_of(Index t) const {
+    std::vector<Index> out;
+    for (Index f = 0; f < num_features(); ++f)
+      if (feature(f).table == t) out.push_back(f);
+    return out;
+  }
+
+  /// Table t's keys (and scores) of a batch: those of its one feature where they are, or those of
+  /// its features gathered in feature then position order into the table's scratch.
+  struct TableKeys {
+    std::span<const std::uint64_t> keys;
+    std::span<const double> scores;
+  };
+  TableKeys table_keys(Index t, std::span<const std::uint64_t> keys, std::span<const double> scores,
+                       const std::vector<Index>& starts) {
+    const auto u = static_cast<std::size_t>(t);
+    const bool scored = state(t).options().index.policy == EvictionPolicy::score;
+    const std::vector<Index>& fs = table_features_[u];
+    const auto range = [&](Index f) {
+      const auto b = static_cast<std::size_t>(starts[static_cast<std::size_t>(f)]);
+      const auto e = static_cast<std::size_t>(starts[static_cast<std::size_t>(f) + 1]);
+      return std::pair{b, e - b};
+    };
+    if (fs.size() == 1) {
+      const auto [b, len] = range(fs[0]);
+      return {keys.subspan(b, len), scored ? scores.subspan(b, len) : std::span<const double>{}};
+    }
+    Scratch& sc = scratch_[u];
+    sc.keys.clear();
+    sc.scores.clear();
+    for (const Index f : fs) {
+      const auto [b, len] = range(f);
+      sc.keys.insert(sc.keys.end(), keys.begin() + static_cast<std::ptrdiff_t>(b),
+                     keys.begin() + static_cast<std::ptrdiff_t>(b + len));
+      if (scored)
+        sc.scores.insert(sc.scores.end(), scores.begin() + static_cast<std::ptrdiff_t>(b),
+                         scores.begin() + static_cast<std::ptrdiff_t>(b + len));
+    }
+    return {sc.keys, sc.scores};
+  }
+
+  void map_impl(std::span<const std::uint64_t> keys, const std::vector<Index>& starts,
+                std::int64_t step, std::span<const double> scores, KeyedBatch& out) {
+    constexpr detail::Where where{"KeyedTableBatchedBags", "map"};
     const auto n = static_cast<Index>(keys.size());
     bool scored = false;
     for (const State& s : states_) {
       scored = scored || s.options().index.policy == EvictionPolicy::score;
       if (step < 0 || step < s.index().last_step()) {
-        throw ValueError(std::string(where) + ": step " + std::to_string(step) +
-                             " is below a table's last step " +
-                             std::to_string(s.index().last_step()) + " (or negative)",
+        throw ValueError(detail::message(where, "step ", step, " is below a table's last step ",
+                                         s.index().last_step(), " (or negative)"),
                          static_cast<double>(step));
       }
     }
@@ -511,50 +561,63 @@ class KeyedTableBatchedBags {
     }
     for (std::size_t i = 0; i < scores.size(); ++i) {
       if (!std::isfinite(scores[i])) {
-        throw ValueError(std::string(where) + ": score " + std::to_string(scores[i]) +
-                             " at position " + std::to_string(i) + " is not finite",
-                         scores[i]);
+        throw ValueError(
+            detail::message(where, "score ", scores[i], " at position ", i, " is not finite"),
+            scores[i]);
       }
     }
-    // Each table's keys, gathered; every table checked before any changes.
+    // Only the capacity is left to fail on: a table that evicts fails only if its batch has more
+    // keys than it has rows, so those (and tables that never evict) are checked and held before
+    // any table changes; the maps below commit what they held.
     const auto nt = static_cast<std::size_t>(num_tables());
-    std::vector<std::vector<Index>> pos(nt);
-    std::vector<std::vector<std::uint64_t>> tkeys(nt);
-    std::vector<std::vector<double>> tscores(nt);
-    for (std::size_t t = 0; t < nt; ++t) {
-      pos[t] = positions_of(static_cast<Index>(t), starts);
-      for (const Index i : pos[t]) tkeys[t].push_back(keys[static_cast<std::size_t>(i)]);
-      if (states_[t].options().index.policy == EvictionPolicy::score)
-        for (const Index i : pos[t]) tscores[t].push_back(scores[static_cast<std::size_t>(i)]);
-      // Only the capacity is left to fail on: a table that evicts only if its batch has more keys
-      // than it has rows (then it is checked first, as is one that never evicts).
-      KeyIndex& ix = states_[t].index();
-      if (nt > 1 && (ix.options().policy == EvictionPolicy::none ||
-                     static_cast<Index>(tkeys[t].size()) > ix.key_capacity())) {
-        ix.check_insert(tkeys[t], step, tscores[t]);
+    struct Release {  // on every exit (a refusal too), no table stays held
+      std::vector<State>& states;
+      ~Release() {
+        for (State& s : states) detail::KeyIndexHold::release(s.index());
+      }
+    } release{states_};
+    if (nt > 1) {
+      for (std::size_t t = 0; t < nt; ++t) {
+        KeyIndex& ix = states_[t].index();
+        const TableKeys tk = table_keys(static_cast<Index>(t), keys, scores, starts);
+        if (ix.options().policy == EvictionPolicy::none ||
+            static_cast<Index>(tk.keys.size()) > ix.key_capacity())
+          detail::KeyIndexHold::hold(ix, tk.keys, step, tk.scores);
       }
     }
-    KeyedBatch batch;
-    auto& rows = detail::KeyedBatchAccess::rows(batch);
-    rows.assign(keys.size(), 0);
-    ++generation_;
-    std::vector<TokenId> trows;
+    ++generation_;  // from here `out` is stale until the last table has stamped it
+    auto& rows = detail::KeyedBatchAccess::rows(out);
+    rows.resize(keys.size());
+    detail::KeyedBatchAccess::restart(out);
     for (std::size_t t = 0; t < nt; ++t) {
-      trows.resize(tkeys[t].size());
-      const InsertResult r =
-          states_[t].map(tkeys[t], trows, step, tscores[t], bags_.table(static_cast<Index>(t)));
-      for (std::size_t k = 0; k < pos[t].size(); ++k)
-        rows[static_cast<std::size_t>(pos[t][k])] = trows[k];
-      detail::KeyedBatchAccess::stamp(batch, r, step, generation_, this);
+      const auto ti = static_cast<Index>(t);
+      const TableKeys tk = table_keys(ti, keys, scores, starts);
+      const std::vector<Index>& fs = table_features_[t];
+      std::span<TokenId> trows;
+      if (fs.size() == 1) {  // straight into the batch
+        const auto b = static_cast<std::size_t>(starts[static_cast<std::size_t>(fs[0])]);
+        trows = std::span<TokenId>(rows).subspan(b, tk.keys.size());
+      } else {
+        scratch_[t].rows.resize(tk.keys.size());
+        trows = scratch_[t].rows;
+      }
+      const InsertResult r = states_[t].map(tk.keys, trows, step, tk.scores, bags_.table(ti));
+      if (fs.size() != 1) {
+        std::size_t k = 0;
+        for (const Index f : fs)
+          for (Index i = starts[static_cast<std::size_t>(f)];
+               i < starts[static_cast<std::size_t>(f) + 1]; ++i)
+            rows[static_cast<std::size_t>(i)] = trows[k++];
+      }
+      detail::KeyedBatchAccess::stamp(out, r, step, generation_, this);
     }
-    return batch;
   }
 
   void check_batch(const KeyedBatch& batch, const char* call) const {
     if (!detail::KeyedBatchAccess::current(batch, generation_, this)) {
-      throw StateError(std::string("KeyedTableBatchedBags::") + call +
-                       ": the batch was not mapped by this collection's latest map(); its rows "
-                       "may belong to other keys now");
+      throw StateError(detail::message({"KeyedTableBatchedBags", call},
+                                       "the batch was not mapped by this collection's latest "
+                                       "map(); its rows may belong to other keys now"));
     }
   }
 
@@ -566,6 +629,15 @@ class KeyedTableBatchedBags {
   std::vector<State> states_;
   TableBatchedBags<T> bags_;
   std::uint64_t generation_ = 1;
+  /// Per table: its features, and the keys, scores and rows of a batch gathered when it has
+  /// several features.
+  struct Scratch {
+    std::vector<std::uint64_t> keys;
+    std::vector<double> scores;
+    std::vector<TokenId> rows;
+  };
+  std::vector<std::vector<Index>> table_features_;
+  std::vector<Scratch> scratch_;
 };
 
 }  // namespace ember::inline EMBER_ISA

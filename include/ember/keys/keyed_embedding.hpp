@@ -129,6 +129,13 @@ namespace detail {
 /// ember's keyed layers' door into a KeyedBatch (not for users).
 struct KeyedBatchAccess {
   static std::vector<TokenId>& rows(KeyedBatch& b) noexcept { return b.rows_; }
+  /// Forgets what earlier mappings stamped (a batch being mapped again).
+  static void restart(KeyedBatch& b) noexcept {
+    b.evicted_.clear();
+    b.hits_ = 0;
+    b.inserted_ = 0;
+    b.fallbacks_ = 0;
+  }
   static void stamp(KeyedBatch& b, const InsertResult& r, std::int64_t step,
                     std::uint64_t generation, const void* owner) {
     b.evicted_.insert(b.evicted_.end(), r.evicted.begin(), r.evicted.end());
@@ -232,13 +239,16 @@ class KeyedState {
     index_.find(keys, rows);
   }
 
-  /// Maps keys at `step` into rows (find_or_insert), initialising the row of every key that got
-  /// one in `table`, queueing it for an optimizer-state reset and logging the evicted keys.
+  /// Maps keys at `step` into rows (find_or_insert, or the commit of the batch the index holds),
+  /// initialising the row of every key that got one in `table`, queueing it for an
+  /// optimizer-state reset and logging the evicted keys.
   /// Throws: as KeyIndex::find_or_insert (nothing changes then).
   InsertResult map(std::span<const std::uint64_t> keys, std::span<TokenId> rows, std::int64_t step,
                    std::span<const double> scores, Embedding<T>& table,
                    std::span<const std::int64_t> counts = {}) {
-    const InsertResult r = index_.find_or_insert(keys, rows, step, scores, counts);
+    const InsertResult r = KeyIndexHold::held(index_)
+                               ? KeyIndexHold::commit(index_, keys, rows, step, scores, counts)
+                               : index_.find_or_insert(keys, rows, step, scores, counts);
     adopt(r, step, table);
     return r;
   }
@@ -262,12 +272,12 @@ class KeyedState {
 
   /// Throws StateError unless `batch` was mapped by this layer (`owner`) since its latest map,
   /// and ShapeError unless it has n keys.
-  void check_batch(const KeyedBatch& batch, const void* owner, Index n, const char* where) const {
+  void check_batch(const KeyedBatch& batch, const void* owner, Index n, const Where& where) const {
     if (!KeyedBatchAccess::current(batch, generation_, owner)) {
-      throw StateError(std::string(where) +
-                       ": the batch was not mapped by this table's latest map(); its rows may "
-                       "belong to other keys now (map a batch, then run its backward, then map "
-                       "the next)");
+      throw StateError(message(where,
+                               "the batch was not mapped by this table's latest map(); its rows "
+                               "may belong to other keys now (map a batch, then run its "
+                               "backward, then map the next)"));
     }
     check_extent(where, "the batch", 0, n, batch.size(), "the number of ids it was mapped for");
   }
@@ -357,7 +367,7 @@ class KeyedState {
   /// their values (new keys take free rows, without admission or eviction), the fallback row its
   /// values. Throws: ShapeError for a delta of another width or inconsistent sizes; CapacityError
   /// if its new keys do not fit the free rows. Nothing changes when it throws.
-  void apply_delta(const KeyedDelta<T>& delta, Embedding<T>& table, const char* where) {
+  void apply_delta(const KeyedDelta<T>& delta, Embedding<T>& table, const Where& where) {
     check_extent(where, "the delta's values", 1, d_, delta.values.cols(), "d_model");
     check_extent(where, "the delta's values", 0, static_cast<Index>(delta.keys.size()),
                  delta.values.rows(), "the number of its keys");
@@ -371,9 +381,9 @@ class KeyedState {
     fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
     const Index needed = index_.size() - gone + static_cast<Index>(fresh.size());
     if (needed > index_.key_capacity()) {
-      throw CapacityError(std::string(where) + ": the delta needs " + std::to_string(needed) +
-                              " rows, capacity " + std::to_string(index_.key_capacity()),
-                          index_.key_capacity(), needed);
+      throw CapacityError(
+          message(where, "the delta needs ", needed, " rows, capacity ", index_.key_capacity()),
+          index_.key_capacity(), needed);
     }
     index_.erase(delta.evicted);
     std::vector<TokenId> rows(delta.keys.size());
@@ -391,12 +401,11 @@ class KeyedState {
   }
 
  private:
-  static KeyIndexOptions index_options(Index capacity, const KeyedOptions& o, const char* where) {
+  static KeyIndexOptions index_options(Index capacity, const KeyedOptions& o, const Where& where) {
     if (o.index.fallback_row != -1) {
-      throw ValueError(std::string(where) + ": options.index.fallback_row is " +
-                           std::to_string(o.index.fallback_row) +
-                           "; a keyed table owns its fallback row (leave it -1, choose the "
-                           "KeyFallback)",
+      throw ValueError(message(where, "options.index.fallback_row is ", o.index.fallback_row,
+                               "; a keyed table owns its fallback row (leave it -1, choose the "
+                               "KeyFallback)"),
                        static_cast<double>(o.index.fallback_row));
     }
     KeyIndexOptions io = o.index;
@@ -405,13 +414,12 @@ class KeyedState {
   }
 
   /// init applied to one row at a time: Xavier's bound is the full table's.
-  static Init resolved_rule(const KeyedOptions& o, Index capacity, Index d, const char* where) {
+  static Init resolved_rule(const KeyedOptions& o, Index capacity, Index d, const Where& where) {
     check_positive_size(where, "d_model", d);
     o.init.validate();
     if (o.init_rows < 0) {
-      throw ValueError(
-          std::string(where) + ": init_rows " + std::to_string(o.init_rows) + " is negative",
-          static_cast<double>(o.init_rows));
+      throw ValueError(message(where, "init_rows ", o.init_rows, " is negative"),
+                       static_cast<double>(o.init_rows));
     }
     Init rule = o.init;
     if (rule.kind == Init::Kind::xavier_uniform) {
@@ -438,7 +446,11 @@ class KeyedState {
 /// table (keyed_table()) and names itself (`name`).
 template <class Derived, class T>
 class KeyedCommon {
+  static_assert(Scalar<T>, "ember's keyed layers: T must be float or double");
+
  public:
+  using Scalar = T;
+
   /// Keys the table can hold (rows [0, capacity())).
   [[nodiscard]] Index capacity() const noexcept { return state_.index().capacity(); }
   /// Values per row.
@@ -465,11 +477,11 @@ class KeyedCommon {
   /// Sets the shared fallback row's values.
   /// Throws: StateError with KeyFallback::zeros; ShapeError unless values has d_model() entries.
   void set_fallback_values(const Eigen::Ref<const RowVector<T>>& values) {
-    const std::string where = std::string(Derived::name) + "::set_fallback_values";
+    const Where where{Derived::name, "set_fallback_values"};
     if (options().fallback != KeyFallback::shared_row) {
-      throw StateError(where + ": the fallback is the zero (padding) row");
+      throw StateError(message(where, "the fallback is the zero (padding) row"));
     }
-    check_extent(where.c_str(), "values", 1, d_model(), values.cols(), "d_model");
+    check_extent(where, "values", 1, d_model(), values.cols(), "d_model");
     self().keyed_table().weight().row(capacity()) = values;
   }
 
@@ -499,8 +511,7 @@ class KeyedCommon {
   /// Throws: ShapeError for another width or inconsistent sizes; CapacityError if the new keys
   ///         do not fit. Nothing changes when it throws.
   void apply_delta(const KeyedDelta<T>& delta) {
-    const std::string where = std::string(Derived::name) + "::apply_delta";
-    state_.apply_delta(delta, self().keyed_table(), where.c_str());
+    state_.apply_delta(delta, self().keyed_table(), {Derived::name, "apply_delta"});
   }
   /// The keys that lost their rows, with the steps they lost them at (what export_delta reads).
   [[nodiscard]] std::span<const KeyLogEntry> eviction_log() const noexcept { return state_.log(); }
@@ -524,8 +535,7 @@ class KeyedCommon {
   }
   /// Throws StateError unless `batch` is this layer's current batch.
   void check_batch(const KeyedBatch& batch, const char* call) const {
-    const std::string where = std::string(Derived::name) + "::" + call;
-    state_.check_batch(batch, &self(), batch.size(), where.c_str());
+    state_.check_batch(batch, &self(), batch.size(), {Derived::name, call});
   }
 
   KeyedState<T> state_;
@@ -595,13 +605,11 @@ struct KeyedAccess {
 /// ```
 template <class T>
 class KeyedEmbedding : public detail::KeyedCommon<KeyedEmbedding<T>, T> {
-  static_assert(Scalar<T>, "ember::KeyedEmbedding<T>: T must be float or double");
   using Base = detail::KeyedCommon<KeyedEmbedding<T>, T>;
   friend Base;
   using Base::state_;
 
  public:
-  using Scalar = T;
   /// The layer's name in messages.
   static constexpr const char* name = "KeyedEmbedding";
 
