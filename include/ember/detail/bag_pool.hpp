@@ -28,9 +28,9 @@ enum class Pool { sum, mean, max };
 /// registers), as FBGEMM's generated kernels keep them, instead of a load and a store of the
 /// output row per id. W is the fixed tile width, or Eigen::Dynamic for the last columns (fewer
 /// than MaxW, kept on the stack). `ahead` > 0: prefetch the row of the id `ahead` positions on
-/// (done by the first tile of a row only; 0 for the others). A weighted row's product is rounded
-/// before it is summed. Returns the number of pooled ids.
-template <Index W, Index MaxW, class T, class Id>
+/// (done by the first tile of a row only; 0 for the others). Weighted: weights[i] multiplies
+/// each row, and the product is rounded before it is summed. Returns the number of pooled ids.
+template <Index W, Index MaxW, bool Weighted, class T, class Id>
 Index bag_sum_columns(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
                       const T* weights, TokenId skip_row, Index c0, Index width, Index ahead,
                       T* out) {
@@ -50,7 +50,7 @@ Index bag_sum_columns(ConstTableRef<T> table, std::span<const Id> ids, Index beg
     EMBER_ASSERT(id >= 0 && id < table.rows);
     if (id == skip_row) continue;
     const Eigen::Map<const Tile> row(table.row(static_cast<Index>(id)) + c0, width);
-    if (weights != nullptr) {
+    if constexpr (Weighted) {
       const Tile product = weights[i] * row;
       acc += rounded(product);
     } else {
@@ -71,14 +71,18 @@ Index bag_sum(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Inde
   constexpr auto kTile = static_cast<Index>(256 / sizeof(T));
   const Index d = table.cols;
   const Index tiled = d / kTile * kTile;
-  Index count = 0;
-  for (Index c0 = 0; c0 < tiled; c0 += kTile) {
-    count = bag_sum_columns<kTile, kTile>(table, ids, begin, end, weights, skip_row, c0, kTile,
-                                          c0 == 0 ? ahead : 0, out);
-  }
-  if (tiled == d) return count;
-  return bag_sum_columns<Eigen::Dynamic, kTile>(table, ids, begin, end, weights, skip_row, tiled,
-                                                d - tiled, tiled == 0 ? ahead : 0, out);
+  // Weighted or not is decided once per bag, outside the loops over its ids.
+  const auto pool = [&]<bool Weighted>() {
+    Index count = 0;
+    for (Index c0 = 0; c0 < tiled; c0 += kTile) {
+      count = bag_sum_columns<kTile, kTile, Weighted>(table, ids, begin, end, weights, skip_row, c0,
+                                                      kTile, c0 == 0 ? ahead : 0, out);
+    }
+    if (tiled == d) return count;
+    return bag_sum_columns<Eigen::Dynamic, kTile, Weighted>(
+        table, ids, begin, end, weights, skip_row, tiled, d - tiled, tiled == 0 ? ahead : 0, out);
+  };
+  return weights != nullptr ? pool.template operator()<true>() : pool.template operator()<false>();
 }
 
 /// One max bag over rows given by `row_of(i)` (the stored row for a plain table, the decoded one
