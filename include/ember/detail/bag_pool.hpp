@@ -63,26 +63,32 @@ Index bag_sum_columns(ConstTableRef<T> table, std::span<const Id> ids, Index beg
 }
 
 /// One sum bag (positions [begin, end)) into out[d]: whole tiles of 256 bytes of columns, then
-/// the remaining columns (d not a multiple of the tile), each in registers. Returns the number of
-/// pooled ids.
-template <class T, class Id>
-Index bag_sum(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
-              const T* weights, TokenId skip_row, Index ahead, T* out) {
+/// the remaining columns (d not a multiple of the tile), each in registers. Weighted or not is
+/// decided once per bag (bag_sum), outside the loops over its ids. Returns the number of pooled
+/// ids.
+template <bool Weighted, class T, class Id>
+Index bag_sum_tiles(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
+                    const T* weights, TokenId skip_row, Index ahead, T* out) {
   constexpr auto kTile = static_cast<Index>(256 / sizeof(T));
   const Index d = table.cols;
   const Index tiled = d / kTile * kTile;
-  // Weighted or not is decided once per bag, outside the loops over its ids.
-  const auto pool = [&]<bool Weighted>() {
-    Index count = 0;
-    for (Index c0 = 0; c0 < tiled; c0 += kTile) {
-      count = bag_sum_columns<kTile, kTile, Weighted>(table, ids, begin, end, weights, skip_row, c0,
-                                                      kTile, c0 == 0 ? ahead : 0, out);
-    }
-    if (tiled == d) return count;
-    return bag_sum_columns<Eigen::Dynamic, kTile, Weighted>(
-        table, ids, begin, end, weights, skip_row, tiled, d - tiled, tiled == 0 ? ahead : 0, out);
-  };
-  return weights != nullptr ? pool.template operator()<true>() : pool.template operator()<false>();
+  Index count = 0;
+  for (Index c0 = 0; c0 < tiled; c0 += kTile) {
+    count = bag_sum_columns<kTile, kTile, Weighted>(table, ids, begin, end, weights, skip_row, c0,
+                                                    kTile, c0 == 0 ? ahead : 0, out);
+  }
+  if (tiled == d) return count;
+  return bag_sum_columns<Eigen::Dynamic, kTile, Weighted>(
+      table, ids, begin, end, weights, skip_row, tiled, d - tiled, tiled == 0 ? ahead : 0, out);
+}
+
+/// bag_sum_tiles, weighted when `weights` is given.
+template <class T, class Id>
+Index bag_sum(ConstTableRef<T> table, std::span<const Id> ids, Index begin, Index end,
+              const T* weights, TokenId skip_row, Index ahead, T* out) {
+  return weights != nullptr
+             ? bag_sum_tiles<true>(table, ids, begin, end, weights, skip_row, ahead, out)
+             : bag_sum_tiles<false>(table, ids, begin, end, weights, skip_row, ahead, out);
 }
 
 /// One max bag over rows given by `row_of(i)` (the stored row for a plain table, the decoded one

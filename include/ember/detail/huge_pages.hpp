@@ -24,10 +24,11 @@ inline void advise_huge_pages(void* p, std::size_t bytes) noexcept {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr std::uintptr_t huge = std::uintptr_t{1} << 21;
   if (p == nullptr || bytes < 2 * huge) return;
-  const auto begin = (reinterpret_cast<std::uintptr_t>(p) + huge - 1) & ~(huge - 1);
-  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) & ~(huge - 1);
-  if (end > begin)
-    static_cast<void>(madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE));
+  // The first 2 MiB boundary at or after p, then whole huge pages up to the block's end.
+  const std::size_t lead = (huge - reinterpret_cast<std::uintptr_t>(p) % huge) % huge;
+  if (bytes <= lead) return;
+  const std::size_t length = (bytes - lead) & ~(huge - 1);
+  if (length > 0) static_cast<void>(madvise(static_cast<char*>(p) + lead, length, MADV_HUGEPAGE));
 #else
   static_cast<void>(p);
   static_cast<void>(bytes);
