@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -103,13 +102,6 @@ EMBER_ALWAYS_INLINE void put_bytes(Sink& sink, Index c, __m128i first, __m128i s
   sink.codes(c, Codes32<Offset, Same>{{first, second}, k, a0, b0, a1, b1});
 }
 
-/// The fp16 value at p, converted by F16C (exact, as the reference load_half; NaNs quieted alike).
-EMBER_ALWAYS_INLINE float half_at(const std::uint8_t* p) noexcept {
-  std::uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  return _cvtsh_ss(h);
-}
-
 /// The fifth bits of Q5_0/Q5_1: bit e of qh for column e of the block, as 0 or 16 per byte
 /// (columns 0-15 in `first`, 16-31 in `second`).
 EMBER_ALWAYS_INLINE void fifth_bits(std::uint32_t qh, __m128i& first, __m128i& second) noexcept {
@@ -132,7 +124,7 @@ EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ4_0>, const std::uint8_t*
                               Sink& sink) {
   using B = BlockQ4_0;
   const __m128i qs = load16(b + offsetof(B, qs));
-  const float d = half_at(b + offsetof(B, d));
+  const float d = load_half_f16c(b + offsetof(B, d));
   put_bytes<false, true>(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), 8, d, 0.0f, d, 0.0f);
 }
 
@@ -140,8 +132,8 @@ template <class Sink>
 EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ4_1>, const std::uint8_t* b, Index c,
                               Sink& sink) {
   using B = BlockQ4_1;
-  const float d = half_at(b + offsetof(B, d));
-  const float m = half_at(b + offsetof(B, m));
+  const float d = load_half_f16c(b + offsetof(B, d));
+  const float m = load_half_f16c(b + offsetof(B, m));
   const __m128i qs = load16(b + offsetof(B, qs));
   put_bytes<true, true>(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), 0, d, m, d, m);
 }
@@ -153,7 +145,7 @@ EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ5_0>, const std::uint8_t*
   __m128i h0, h1;
   fifth_bits(load_u32(b + offsetof(B, qh)), h0, h1);
   const __m128i qs = load16(b + offsetof(B, qs));
-  const float d = half_at(b + offsetof(B, d));
+  const float d = load_half_f16c(b + offsetof(B, d));
   put_bytes<false, true>(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0),
                          _mm_or_si128(bits(qs, 4, 0x0F), h1), 16, d, 0.0f, d, 0.0f);
 }
@@ -162,8 +154,8 @@ template <class Sink>
 EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ5_1>, const std::uint8_t* b, Index c,
                               Sink& sink) {
   using B = BlockQ5_1;
-  const float d = half_at(b + offsetof(B, d));
-  const float m = half_at(b + offsetof(B, m));
+  const float d = load_half_f16c(b + offsetof(B, d));
+  const float m = load_half_f16c(b + offsetof(B, m));
   __m128i h0, h1;
   fifth_bits(load_u32(b + offsetof(B, qh)), h0, h1);
   const __m128i qs = load16(b + offsetof(B, qs));
@@ -175,7 +167,7 @@ template <class Sink>
 EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ8_0>, const std::uint8_t* b, Index c,
                               Sink& sink) {
   using B = BlockQ8_0;
-  const float d = half_at(b + offsetof(B, d));
+  const float d = load_half_f16c(b + offsetof(B, d));
   const std::uint8_t* qs = b + offsetof(B, qs);
   sink.codes(c, Codes32<false, true, true>{{load16(qs), load16(qs + 16)}, 0, d, 0.0f, d, 0.0f});
 }
@@ -185,8 +177,8 @@ EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ2_K>, const std::uint8_t*
                               Sink& sink) {
   using B = BlockQ2_K;
   const std::uint8_t* scales = b + offsetof(B, scales);
-  const float d = half_at(b + offsetof(B, d));
-  const float min = half_at(b + offsetof(B, dmin));
+  const float d = load_half_f16c(b + offsetof(B, d));
+  const float min = load_half_f16c(b + offsetof(B, dmin));
   int is = 0;
   for (int n = 0; n < 2; ++n) {
     const std::uint8_t* q = b + offsetof(B, qs) + 32 * n;
@@ -211,7 +203,7 @@ template <class Sink>
 EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ3_K>, const std::uint8_t* b, Index c,
                               Sink& sink) {
   using B = BlockQ3_K;
-  const float d_all = half_at(b + offsetof(B, d));
+  const float d_all = load_half_f16c(b + offsetof(B, d));
   int sc[16];
   q3_k_scales(b + offsetof(B, scales), sc);
   const __m128i h0 = load16(b + offsetof(B, hmask));
@@ -254,8 +246,8 @@ template <class Sink>
 EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ4_K>, const std::uint8_t* b, Index c,
                               Sink& sink) {
   using B = BlockQ4_K;
-  const float d = half_at(b + offsetof(B, d));
-  const float min = half_at(b + offsetof(B, dmin));
+  const float d = load_half_f16c(b + offsetof(B, d));
+  const float min = load_half_f16c(b + offsetof(B, dmin));
   const std::uint8_t* q = b + offsetof(B, qs);
   for (int j = 0; j < 4; ++j) {
     float d1, m1, d2, m2;
@@ -276,8 +268,8 @@ EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ5_K>, const std::uint8_t*
   const __m128i h0 = load16(b + offsetof(B, qh));
   const __m128i h1 = load16(b + offsetof(B, qh) + 16);
   const std::uint8_t* ql = b + offsetof(B, qs);
-  const float d = half_at(b + offsetof(B, d));
-  const float min = half_at(b + offsetof(B, dmin));
+  const float d = load_half_f16c(b + offsetof(B, d));
+  const float min = load_half_f16c(b + offsetof(B, dmin));
   for (int j = 0; j < 4; ++j) {
     float d1, m1, d2, m2;
     k4_pair(b + offsetof(B, scales), d, min, j, d1, m1, d2, m2);
@@ -299,7 +291,7 @@ template <class Sink>
 EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ6_K>, const std::uint8_t* b, Index c,
                               Sink& sink) {
   using B = BlockQ6_K;
-  const float d = half_at(b + offsetof(B, d));
+  const float d = load_half_f16c(b + offsetof(B, d));
   for (int n = 0; n < 2; ++n) {
     const std::uint8_t* ql = b + offsetof(B, ql) + 64 * n;
     const std::uint8_t* qh = b + offsetof(B, qh) + 32 * n;

@@ -576,14 +576,13 @@ class KeyedTableBatchedBags {
         for (State& s : states) detail::KeyIndexHold::release(s.index());
       }
     } release{states_};
-    if (nt > 1) {
-      for (std::size_t t = 0; t < nt; ++t) {
-        KeyIndex& ix = states_[t].index();
-        const TableKeys tk = table_keys(static_cast<Index>(t), keys, scores, starts);
-        if (ix.options().policy == EvictionPolicy::none ||
-            static_cast<Index>(tk.keys.size()) > ix.key_capacity())
-          detail::KeyIndexHold::hold(ix, tk.keys, step, tk.scores);
-      }
+    for (std::size_t t = 0; t < nt; ++t) {
+      const TableKeys tk = table_keys(static_cast<Index>(t), keys, scores, starts);
+      scratch_[t].batch = tk;
+      KeyIndex& ix = states_[t].index();
+      if (nt > 1 && (ix.options().policy == EvictionPolicy::none ||
+                     static_cast<Index>(tk.keys.size()) > ix.key_capacity()))
+        detail::KeyIndexHold::hold(ix, tk.keys, step, tk.scores);
     }
     ++generation_;  // from here `out` is stale until the last table has stamped it
     auto& rows = detail::KeyedBatchAccess::rows(out);
@@ -591,7 +590,7 @@ class KeyedTableBatchedBags {
     detail::KeyedBatchAccess::restart(out);
     for (std::size_t t = 0; t < nt; ++t) {
       const auto ti = static_cast<Index>(t);
-      const TableKeys tk = table_keys(ti, keys, scores, starts);
+      const TableKeys& tk = scratch_[t].batch;
       const std::vector<Index>& fs = table_features_[t];
       std::span<TokenId> trows;
       if (fs.size() == 1) {  // straight into the batch
@@ -630,11 +629,13 @@ class KeyedTableBatchedBags {
   TableBatchedBags<T> bags_;
   std::uint64_t generation_ = 1;
   /// Per table: its features, and the keys, scores and rows of a batch gathered when it has
-  /// several features.
+  /// several features; `batch` is the table's keys and scores of the batch being mapped (into
+  /// the batch's own arrays or into `keys` / `scores`), gathered once for the checks and the map.
   struct Scratch {
     std::vector<std::uint64_t> keys;
     std::vector<double> scores;
     std::vector<TokenId> rows;
+    TableKeys batch;
   };
   std::vector<std::vector<Index>> table_features_;
   std::vector<Scratch> scratch_;
