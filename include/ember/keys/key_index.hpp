@@ -658,12 +658,16 @@ class KeyIndex {
             [this](Index r) -> std::uint64_t { return meta_[static_cast<std::size_t>(r)].count; });
       case EvictionPolicy::score:
         return f([this](Index r) -> std::uint64_t {
-          const auto b = std::bit_cast<std::uint64_t>(scores_[static_cast<std::size_t>(r)] + 0.0);
-          return (b >> 63) != 0 ? ~b : (b | (std::uint64_t{1} << 63));  // -0 -> +0 above
+          return score_order(scores_[static_cast<std::size_t>(r)]);
         });
       default:
         return f([](Index) -> std::uint64_t { return 0; });
     }
+  }
+  /// A score as an unsigned order value: ascending with the score, -0 equal to +0.
+  static std::uint64_t score_order(double score) noexcept {
+    const auto b = std::bit_cast<std::uint64_t>(score + 0.0);  // -0 -> +0 above
+    return (b >> 63) != 0 ? ~b : (b | (std::uint64_t{1} << 63));
   }
   /// The policy's primary order value of row r (ascending = evicted first).
   [[nodiscard]] std::uint64_t primary(Index r) const noexcept {
@@ -812,10 +816,13 @@ class KeyIndex {
     direct_ = fused_ && safe && rows != nullptr;
     restore_ = fused_ && !direct_;
     const bool save = restore_;
-    // Under undecayed lfu a hit only raises its row's order (more sightings, a later step), so a
-    // row above the threshold after its first sighting in the batch stays above it: commit need
-    // offer only the rows of low_.
-    sieved_ = fused_ && options_.policy == EvictionPolicy::lfu && !decayed();
+    // Unless lfu decays, a hit only raises its row's order (a later step; more sightings under
+    // lfu; under score the largest of its scores in the batch, or the old one without scores),
+    // so a row above the threshold at its first sighting in the batch stays above it: commit
+    // need offer only the rows of low_.
+    sieved_ = fused_ && !decayed();
+    const bool by_score = options_.policy == EvictionPolicy::score;
+    const bool by_count = options_.policy == EvictionPolicy::lfu;
     low_.clear();
     touched_.reserve(static_cast<std::size_t>(n));
     Index misses = 0;
@@ -844,9 +851,14 @@ class KeyIndex {
             st.count,
             counts.empty() ? 1 : static_cast<std::uint64_t>(counts[static_cast<std::size_t>(i)]));
       }
-      if (first && sieved_ &&
-          !less(tau_, Candidate{st.count, st.last, static_cast<std::uint32_t>(r), st.key}))
-        low_.push_back(r);
+      if (first && sieved_) {
+        const std::uint64_t p = by_score
+                                    ? score_order(scored ? scores[static_cast<std::size_t>(i)]
+                                                         : scores_[static_cast<std::size_t>(r)])
+                                    : (by_count ? st.count : 0);
+        if (!less(tau_, Candidate{p, st.last, static_cast<std::uint32_t>(r), st.key}))
+          low_.push_back(r);
+      }
     });
     misses_ = misses;
     group_new_keys(keys, scores, counts);
