@@ -816,13 +816,14 @@ class KeyIndex {
     direct_ = fused_ && safe && rows != nullptr;
     restore_ = fused_ && !direct_;
     const bool save = restore_;
-    // Unless lfu decays, a hit only raises its row's order (a later step; more sightings under
-    // lfu; under score the largest of its scores in the batch, or the old one without scores),
-    // so a row above the threshold at its first sighting in the batch stays above it: commit
-    // need offer only the rows of low_.
-    sieved_ = fused_ && !decayed();
+    // Under undecayed lfu and under score, a hit only raises its row's order (a later step; more
+    // sightings under lfu; under score the largest of its scores in the batch, or the old one
+    // without scores), so a row above the threshold at its first sighting in the batch stays
+    // above it: commit need offer only the rows of low_. (lru needs no sieve: commit's lru_above
+    // skips the offers of a batch newer than the threshold.)
     const bool by_score = options_.policy == EvictionPolicy::score;
     const bool by_count = options_.policy == EvictionPolicy::lfu;
+    sieved_ = fused_ && !decayed() && (by_score || by_count);
     low_.clear();
     touched_.reserve(static_cast<std::size_t>(n));
     Index misses = 0;
@@ -855,7 +856,7 @@ class KeyIndex {
         const std::uint64_t p = by_score
                                     ? score_order(scored ? scores[static_cast<std::size_t>(i)]
                                                          : scores_[static_cast<std::size_t>(r)])
-                                    : (by_count ? st.count : 0);
+                                    : st.count;
         if (!less(tau_, Candidate{p, st.last, static_cast<std::uint32_t>(r), st.key}))
           low_.push_back(r);
       }
