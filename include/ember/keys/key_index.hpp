@@ -453,9 +453,9 @@ class KeyIndex {
   [[nodiscard]] std::size_t sketch_bytes() const noexcept { return sketch_.bytes(); }
   /// Bytes of per-call scratch, about 70 per key of the largest batch so far.
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
-    return bytes(work_) + bytes(hashes_) + bytes(touched_) + bytes(touch_first_) + bytes(saved_) +
-           bytes(new_) + bytes(victims_) + bytes(evicted_) + bytes(added_) + bytes(sample_) +
-           bytes(group_) + bytes(miss_at_);
+    return bytes(work_) + bytes(hashes_) + bytes(touched_) + bytes(low_) + bytes(touch_first_) +
+           bytes(saved_) + bytes(new_) + bytes(victims_) + bytes(evicted_) + bytes(added_) +
+           bytes(sample_) + bytes(group_) + bytes(miss_at_);
   }
 
  private:
@@ -658,12 +658,16 @@ class KeyIndex {
             [this](Index r) -> std::uint64_t { return meta_[static_cast<std::size_t>(r)].count; });
       case EvictionPolicy::score:
         return f([this](Index r) -> std::uint64_t {
-          const auto b = std::bit_cast<std::uint64_t>(scores_[static_cast<std::size_t>(r)] + 0.0);
-          return (b >> 63) != 0 ? ~b : (b | (std::uint64_t{1} << 63));  // -0 -> +0 above
+          return score_order(scores_[static_cast<std::size_t>(r)]);
         });
       default:
         return f([](Index) -> std::uint64_t { return 0; });
     }
+  }
+  /// A score as an unsigned order value: ascending with the score, -0 equal to +0.
+  static std::uint64_t score_order(double score) noexcept {
+    const auto b = std::bit_cast<std::uint64_t>(score + 0.0);  // -0 -> +0 above
+    return (b >> 63) != 0 ? ~b : (b | (std::uint64_t{1} << 63));
   }
   /// The policy's primary order value of row r (ascending = evicted first).
   [[nodiscard]] std::uint64_t primary(Index r) const noexcept {
@@ -812,6 +816,15 @@ class KeyIndex {
     direct_ = fused_ && safe && rows != nullptr;
     restore_ = fused_ && !direct_;
     const bool save = restore_;
+    // Under undecayed lfu and under score, a hit only raises its row's order (a later step; more
+    // sightings under lfu; under score the largest of its scores in the batch, or the old one
+    // without scores), so a row above the threshold at its first sighting in the batch stays
+    // above it: commit need offer only the rows of low_. (lru needs no sieve: commit's lru_above
+    // skips the offers of a batch newer than the threshold.)
+    const bool by_score = options_.policy == EvictionPolicy::score;
+    const bool by_count = options_.policy == EvictionPolicy::lfu;
+    sieved_ = fused_ && !decayed() && (by_score || by_count);
+    low_.clear();
     touched_.reserve(static_cast<std::size_t>(n));
     Index misses = 0;
     // touch_first_ serves the scores only; hashes_ the keys without a row only.
@@ -826,7 +839,8 @@ class KeyIndex {
       }
       if (direct_) rows[i] = static_cast<TokenId>(r);
       Stat& st = meta_[static_cast<std::size_t>(r)];
-      if (!marked(r)) {
+      const bool first = !marked(r);
+      if (first) {
         mark(r);
         touched_.push_back(r);
         if (scored) touch_first_.push_back(i);
@@ -837,6 +851,14 @@ class KeyIndex {
         st.count = saturating_add(
             st.count,
             counts.empty() ? 1 : static_cast<std::uint64_t>(counts[static_cast<std::size_t>(i)]));
+      }
+      if (first && sieved_) {
+        const std::uint64_t p = by_score
+                                    ? score_order(scored ? scores[static_cast<std::size_t>(i)]
+                                                         : scores_[static_cast<std::size_t>(r)])
+                                    : st.count;
+        if (!less(tau_, Candidate{p, st.last, static_cast<std::uint32_t>(r), st.key}))
+          low_.push_back(r);
       }
     });
     misses_ = misses;
@@ -974,6 +996,7 @@ class KeyIndex {
       for (const Index r : touched_) meta_[static_cast<std::size_t>(r)].last = now;
     }
     // Victims, then rows for the admitted keys in order of first position.
+    rescanned_ = false;
     const Index free_rows = key_capacity() - size_;
     if (evicts && admitted_ > free_rows) {
       choose_victims(admitted_ - free_rows);
@@ -1013,7 +1036,9 @@ class KeyIndex {
         (options_.policy == EvictionPolicy::lru || options_.policy == EvictionPolicy::none) &&
         tau_.primary == 0 && now > tau_.last;
     if (pool_valid_ && !lru_above) {
-      for (const Index r : touched_) offer(r);
+      // The sieve of the lookup pass compared against the threshold of then; a scan since has
+      // set a new one (a trim only lowers it, which the sieve's superset covers).
+      for (const Index r : sieved_ && !rescanned_ ? low_ : touched_) offer(r);
       for (const NewKey& k : new_)
         if (k.row >= 0) offer(static_cast<Index>(k.row));
     }
@@ -1221,6 +1246,7 @@ class KeyIndex {
   /// evictable keys, all of those at or below the new threshold.
   void scan(Index need) {
     invalidate_pool();
+    rescanned_ = true;
     const std::size_t target = std::max<std::size_t>(pool_target(), static_cast<std::size_t>(need));
     const Index evictable =
         size_ - static_cast<Index>(touched_.size()) - static_cast<Index>(victims_.size());
@@ -1373,6 +1399,9 @@ class KeyIndex {
   bool direct_ = false;  // ... and their rows: the batch cannot be refused
   bool restore_ = false;
   bool held_ = false;
+  bool sieved_ = false;     // low_ holds the touched rows that may be at or below tau_
+  bool rescanned_ = false;  // commit's choose_victims scanned (tau_ is new)
+  std::vector<Index> low_;
   Index misses_ = 0;
   std::vector<NewKey> new_;
   Index admitted_ = 0;
