@@ -191,3 +191,38 @@ TEST_CASE("a sharded map that cannot fit throws CapacityError on every rank, map
   // A bad step is refused on every rank.
   REQUIRE_THROWS_AS(sharded.map(Keys{}, w.rank == w.size - 1 ? 0 : 3), ember::ValueError);
 }
+
+TEST_CASE("a refused sharded map leaves the ranks that accepted their batch as they were",
+          "[sharded_keyed_embedding]") {
+  const auto w = ember_test::world();
+  ShardedKeyedEmbedding<double> sharded(MPI_COMM_WORLD, 4, kDim,
+                                        {.index = {.policy = ember::EvictionPolicy::lru}});
+  // owned[q]: keys owner q holds, the first two resident from step 0.
+  std::vector<Keys> owned(static_cast<std::size_t>(w.size));
+  for (std::uint64_t k = 1;
+       std::any_of(owned.begin(), owned.end(), [](const Keys& o) { return o.size() < 7; }); ++k) {
+    Keys& o = owned[static_cast<std::size_t>(key_owner(k, w.size))];
+    if (o.size() < 7) o.push_back(k);
+  }
+  const Keys& mine = owned[static_cast<std::size_t>(w.rank)];
+  const KeyedBatch first = sharded.map(Keys(mine.begin(), mine.begin() + 2), 0);
+  CHECK(first.inserted() == 2);
+  const std::vector<ember::KeyEntry> before(sharded.index().begin(), sharded.index().end());
+  const RowMatrix<double> shard_before = sharded.shard().weight();
+  // Every rank sends its resident keys again (hits on their owner); the last rank also sends
+  // five new keys of its own, more than its owner's 4 rows can take at once with its 2 resident.
+  Keys again(mine.begin(), mine.begin() + 2);
+  if (w.rank == w.size - 1) again.insert(again.end(), mine.begin() + 2, mine.end());
+  REQUIRE_THROWS_AS(sharded.map(again, 5), ember::CapacityError);
+  CHECK(std::vector<ember::KeyEntry>(sharded.index().begin(), sharded.index().end()) == before);
+  CHECK(sharded.index().last_step() == 0);
+  CHECK(sharded.shard().weight() == shard_before);
+  // Nothing stays held: the next batch maps, counting each resident key's sighting once.
+  const KeyedBatch next = sharded.map(Keys(mine.begin(), mine.begin() + 2), 5);
+  CHECK(next.hits() == 2);
+  CHECK(next.inserted() == 0);
+  for (const ember::KeyEntry& e : sharded.index()) {
+    CHECK(e.count == 2);
+    CHECK(e.last_step == 5);
+  }
+}

@@ -18,10 +18,12 @@
 #include <vector>
 
 #include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/distributed/checkpoint.hpp"
 #include "ember/distributed/detail/mpi.hpp"
 #include "ember/distributed/sharded_keyed_embedding.hpp"
 #include "ember/errors.hpp"
+#include "ember/io/detail/checks.hpp"
 #include "ember/io/keyed_checkpoint.hpp"
 #include "ember/io/safetensors.hpp"
 #include "ember/types.hpp"
@@ -151,8 +153,8 @@ void check_agree(const std::vector<SavedKeyedTable<T>>& files,
     if (!same) {
       detail::fail_at_byte(paths[f], 8,
                            "keyed checkpoint: the options, sizes, steps or optimizer of this "
-                           "shard differ from those of " +
-                               paths.front());
+                           "shard differ from those of ",
+                           paths.front());
     }
   }
 }
@@ -202,10 +204,10 @@ template <class T, class Opt = std::nullptr_t>
     if (rank != 0) return;
     const std::set<int> sizes = detail::saved_world_sizes(prefix);
     if (sizes.size() != 1) {
-      throw FormatError("load_keyed_shards: expected the files of one checkpoint at '" + prefix +
-                            ".shard-<r>-of-<P>.safetensors', found " +
-                            std::to_string(sizes.size()) + " world sizes",
-                        prefix, 0);
+      throw FormatError(
+          detail::message("load_keyed_shards", "expected the files of one checkpoint at '", prefix,
+                          ".shard-<r>-of-<P>.safetensors', found ", sizes.size(), " world sizes"),
+          prefix, 0);
     }
     saved = *sizes.begin();
   });
@@ -220,15 +222,13 @@ template <class T, class Opt = std::nullptr_t>
       const io::SafetensorsFile f = detail::open_keyed(paths.back(), "ShardedKeyedEmbedding");
       for (const char* key : {"ember.rank", "ember.world_size", "scale"}) {
         if (f.metadata().count(key) == 0) {
-          detail::fail_at_byte(paths.back(), 8,
-                               std::string("keyed checkpoint field '") + key + "': missing");
+          detail::fail_at_byte(paths.back(), 8, "keyed checkpoint field '", key, "': missing");
         }
       }
       if (f.metadata().at("ember.rank") != std::to_string(q) ||
           f.metadata().at("ember.world_size") != std::to_string(saved)) {
-        detail::fail_at_byte(paths.back(), 8,
-                             "keyed checkpoint field 'ember.rank': not rank " + std::to_string(q) +
-                                 " of " + std::to_string(saved));
+        detail::fail_at_byte(paths.back(), 8, "keyed checkpoint field 'ember.rank': not rank ", q,
+                             " of ", saved);
       }
       const double s = std::strtod(f.metadata().at("scale").c_str(), nullptr);
       if (!std::isfinite(s) || (q > 0 && s != scale)) {
@@ -241,9 +241,8 @@ template <class T, class Opt = std::nullptr_t>
       // Every key must live on the rank that saved it.
       for (const std::uint64_t k : files.back().index.keys) {
         if (key_owner(k, saved) != q) {
-          detail::fail_at_byte(paths.back(), 8,
-                               "keyed checkpoint field 'keys': key " + std::to_string(k) +
-                                   " does not belong to rank " + std::to_string(q));
+          detail::fail_at_byte(paths.back(), 8, "keyed checkpoint field 'keys': key ", k,
+                               " does not belong to rank ", q);
         }
       }
     }

@@ -52,10 +52,11 @@ namespace ember::inline EMBER_ISA::distributed {
 /// rows (rank r owns global rows [r · (C + 1), (r + 1) · (C + 1)), its last the fallback row).
 ///
 /// map(keys, step) sends each rank's distinct keys, with their sightings (and largest score), to
-/// their owners, which map them as KeyIndex::find_or_insert (checked on every rank before any
-/// rank changes: a CapacityError on one rank is thrown on all, nothing mapped) and answer with
-/// global rows; forward, backward and backward_step then run ShardedEmbedding's exchange on those
-/// rows. Rows new keys get are re-initialised and their optimizer state reset, on their owner.
+/// their owners, which map them as KeyIndex::find_or_insert (each owner looks its keys up once
+/// and holds the batch until every rank has accepted its own, then commits: a CapacityError on
+/// one rank is thrown on all, nothing mapped) and answer with global rows; forward, backward and
+/// backward_step then run ShardedEmbedding's exchange on those rows. Rows new keys get are
+/// re-initialised and their optimizer state reset, on their owner.
 ///
 /// Equivalence: a key's first values come from its own seed, so every rank count draws the same
 /// values; forward equals KeyedEmbedding::forward of one process that maps the ranks' batches in
@@ -118,6 +119,9 @@ class ShardedKeyedEmbedding {
   /// Throws:  on every rank, what KeyIndex::find_or_insert would throw on some owner (ValueError
   ///          for a bad step or score, ShapeError for a scores size, CapacityError), and
   ///          ShapeError if a rank's batch has 2^31 keys or more. Nothing changes then.
+  /// Complexity: O(n log n) per rank (the keys sorted by owner) plus the owners' evictions; one
+  ///          MPI_Alltoall, three MPI_Alltoallv (four with scores) and two agreements; an owner
+  ///          looks each key it receives up once.
   [[nodiscard]] KeyedBatch map(std::span<const std::uint64_t> keys, std::int64_t step,
                                std::span<const double> scores = {}) {
     return route(keys, step, scores, true);
@@ -292,11 +296,17 @@ class ShardedKeyedEmbedding {
                                       MPI_DOUBLE, comm()),
                         "MPI_Alltoallv");
     }
-    // The owners map: checked on every rank first, then committed on every rank.
+    // The owners map: every rank looks its batch up once and holds it, the ranks agree, then
+    // every rank commits what it held. If any rank refuses (a CapacityError, a bad step), every
+    // rank throws and the ranks that held release their batch: nothing changes anywhere.
     local_rows_.resize(total);
     if (train) {
+      struct Release {  // on every exit (a refusal on any rank too), the index is not left held
+        KeyIndex& ix;
+        ~Release() { detail::KeyIndexHold::release(ix); }
+      } release{state_.index()};
       detail::validate_collectively(comm(), [&] {
-        state_.index().check_insert(recv_keys_, step, recv_scores_, recv_counts64_);
+        detail::KeyIndexHold::hold(state_.index(), recv_keys_, step, recv_scores_, recv_counts64_);
       });
       const InsertResult r =
           state_.map(recv_keys_, local_rows_, step, recv_scores_, sharded_.shard(), recv_counts64_);

@@ -18,12 +18,15 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "ember/bag.hpp"
 #include "ember/config.hpp"
+#include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
+#include "ember/io/detail/checks.hpp"
 #include "ember/io/safetensors.hpp"
 #include "ember/keys/key_index.hpp"
 #include "ember/keys/keyed_bags.hpp"
@@ -232,8 +235,8 @@ std::vector<V> array_field(const io::SafetensorsFile& f, const std::string& p,
 template <class T>
 SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p) {
   const std::string& path = f.path();
-  const auto bad = [&](const std::string& field, const std::string& what) {
-    detail::fail_at_byte(path, 8, "keyed checkpoint field '" + p + field + "': " + what);
+  const auto bad = [&](const std::string& field, const auto&... what) {
+    detail::fail_at_byte(path, 8, "keyed checkpoint field '", p, field, "': ", what...);
   };
   const auto text = [&](const std::string& field) -> const std::string& {
     const auto it = f.metadata().find(p + field);
@@ -246,7 +249,7 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
     errno = 0;
     const long long x = std::strtoll(v.c_str(), &end, 10);
     if (v.empty() || end != v.c_str() + v.size() || errno != 0)
-      bad(field, "'" + v + "' is not an integer");
+      bad(field, "'", v, "' is not an integer");
     return static_cast<std::int64_t>(x);
   };
   const auto real = [&](const std::string& field) -> double {
@@ -254,7 +257,7 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
     char* end = nullptr;
     const double x = std::strtod(v.c_str(), &end);
     if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(x))
-      bad(field, "'" + v + "' is not a finite number");
+      bad(field, "'", v, "' is not a finite number");
     return x;
   };
 
@@ -273,7 +276,7 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   } else if (policy == "none") {
     io.policy = EvictionPolicy::none;
   } else {
-    bad("policy", "'" + policy + "' is not lru, lfu, score or none");
+    bad("policy", "'", policy, "' is not lru, lfu, score or none");
   }
   io.min_count = integer("min_count");
   io.lfu_half_life = integer("lfu_half_life");
@@ -281,7 +284,7 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   io.sketch_half_life = integer("sketch_half_life");
   const std::string& fallback = text("fallback");
   if (fallback != "zeros" && fallback != "shared_row")
-    bad("fallback", "'" + fallback + "' is not zeros or shared_row");
+    bad("fallback", "'", fallback, "' is not zeros or shared_row");
   s.options.fallback = fallback == "zeros" ? KeyFallback::zeros : KeyFallback::shared_row;
   const std::int64_t kind = integer("init.kind");
   if (kind < 0 || kind > static_cast<int>(Init::Kind::zeros))
@@ -293,7 +296,7 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
     errno = 0;
     s.options.seed = std::strtoull(v.c_str(), &end, 10);
     if (v.empty() || v[0] == '-' || end != v.c_str() + v.size() || errno != 0)
-      bad("seed", "'" + v + "' is not an unsigned integer");
+      bad("seed", "'", v, "' is not an unsigned integer");
   }
   s.options.init_rows = integer("init_rows");
   // The options must build the table, checked without allocating anything: the table's and the
@@ -302,21 +305,20 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
     KeyIndexAccess::validate(ix.capacity, io);
     s.options.init.validate();
   } catch (const Error& e) {
-    bad("capacity", std::string("the saved options are not valid: ") + e.message());
+    bad("capacity", "the saved options are not valid: ", e.message());
   }
   if (s.d_model <= 0) bad("d_model", "must be positive");
   if (s.options.init_rows < 0) bad("init_rows", "is negative");
   if (!f.contains(p + "weight") || f.info(p + "weight").shape.size() != 2 ||
       f.info(p + "weight").shape[0] != static_cast<std::uint64_t>(ix.capacity) + 1 ||
       f.info(p + "weight").shape[1] != static_cast<std::uint64_t>(s.d_model)) {
-    bad("weight", "is not a tensor of capacity + 1 = " + std::to_string(ix.capacity + 1) +
-                      " x d_model = " + std::to_string(s.d_model));
+    bad("weight", "is not a tensor of capacity + 1 = ", ix.capacity + 1,
+        " x d_model = ", s.d_model);
   }
   if (!f.contains(p + "sketch") || f.info(p + "sketch").shape.size() != 1 ||
       f.info(p + "sketch").shape[0] != KeyIndexAccess::sketch_size(ix.capacity, io)) {
-    bad("sketch", "is not one-dimensional with the " +
-                      std::to_string(KeyIndexAccess::sketch_size(ix.capacity, io)) +
-                      " counters the options give");
+    bad("sketch", "is not one-dimensional with the ", KeyIndexAccess::sketch_size(ix.capacity, io),
+        " counters the options give");
   }
   ix.options = io;
   ix.options.fallback_row = static_cast<TokenId>(ix.capacity);
@@ -353,31 +355,28 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   std::set<std::uint64_t> keys_seen;
   const bool decayed = io.policy == EvictionPolicy::lfu && io.lfu_half_life > 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const std::string at = " at entry " + std::to_string(i);
     if (ix.rows[i] < 0 || ix.rows[i] >= ix.capacity)
-      bad("rows", std::to_string(ix.rows[i]) + at + " is outside [0, capacity)");
+      bad("rows", ix.rows[i], " at entry ", i, " is outside [0, capacity)");
     if (!rows_seen.insert(ix.rows[i]).second)
-      bad("rows", "row " + std::to_string(ix.rows[i]) + at + " is given twice");
+      bad("rows", "row ", ix.rows[i], " at entry ", i, " is given twice");
     if (!keys_seen.insert(ix.keys[i]).second)
-      bad("keys", "key " + std::to_string(ix.keys[i]) + at + " is given twice");
+      bad("keys", "key ", ix.keys[i], " at entry ", i, " is given twice");
     if (ix.counts[i] < 1 || ix.counts[i] > std::numeric_limits<std::uint32_t>::max())
-      bad("count", std::to_string(ix.counts[i]) + at + " is outside [1, 2^32)");
+      bad("count", ix.counts[i], " at entry ", i, " is outside [1, 2^32)");
     if (ix.last_steps[i] < ix.clock.base || ix.last_steps[i] > ix.clock.last ||
         ix.last_steps[i] - ix.clock.base > std::numeric_limits<std::uint32_t>::max()) {
-      bad("last_step",
-          std::to_string(ix.last_steps[i]) + at + " is outside [base_step, last_step]");
+      bad("last_step", ix.last_steps[i], " at entry ", i, " is outside [base_step, last_step]");
     }
     const double sc = ix.scores[i];
-    if (!std::isfinite(sc)) bad("score", "not finite" + at);
+    if (!std::isfinite(sc)) bad("score", "not finite at entry ", i);
     if (decayed && (sc < 0.0 || static_cast<double>(static_cast<float>(sc)) != sc))
-      bad("score", "a decayed count must be a non-negative float" + at);
+      bad("score", "a decayed count must be a non-negative float at entry ", i);
     if (!decayed && io.policy != EvictionPolicy::score && sc != 0.0)
-      bad("score", "must be 0 for this policy" + at);
+      bad("score", "must be 0 for this policy at entry ", i);
   }
   s.pending = array_field<std::int64_t>(f, p, "pending", bad);
   for (const std::int64_t r : s.pending)
-    if (r < 0 || r > ix.capacity)
-      bad("pending", "row " + std::to_string(r) + " is outside the table");
+    if (r < 0 || r > ix.capacity) bad("pending", "row ", r, " is outside the table");
   s.log_keys = array_field<std::uint64_t>(f, p, "log_keys", bad);
   s.log_steps = array_field<std::int64_t>(f, p, "log_steps", bad);
   if (s.log_keys.size() != s.log_steps.size()) bad("log_steps", "differs in length from log_keys");
@@ -408,7 +407,7 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
     std::set<std::int64_t> seen;
     for (const std::int64_t r : s.state_rows) {
       if (r < 0 || r > ix.capacity || !seen.insert(r).second)
-        bad("optimizer.rows", "row " + std::to_string(r) + " is outside the table or given twice");
+        bad("optimizer.rows", "row ", r, " is outside the table or given twice");
     }
   }
   return s;
@@ -429,18 +428,16 @@ void rebuild(const SavedKeyedTable<T>& s, KeyedState<T>& state, Embedding<T>& ta
   if constexpr (!std::is_same_v<Opt, std::nullptr_t>) {
     if (opt != nullptr) {
       if (!s.optimizer.present) {
-        detail::fail_at_byte(path, 8,
-                             "keyed checkpoint: no optimizer state was saved, but a " +
-                                 std::string(Opt::name) + " asks for it");
+        detail::fail_at_byte(path, 8, "keyed checkpoint: no optimizer state was saved, but a ",
+                             Opt::name, " asks for it");
       }
       auto& st = RowOptimizerAccess::state(*opt);
       const Index width = RowOptimizerAccess::state_width(*opt, s.d_model);
       if (s.optimizer.name != Opt::name || s.optimizer.planes != st.planes() ||
           s.optimizer.width != width || s.optimizer.with_steps != st.with_steps()) {
-        detail::fail_at_byte(path, 8,
-                             "keyed checkpoint: the saved optimizer is " + s.optimizer.name + " (" +
-                                 std::to_string(s.optimizer.planes) + " planes of " +
-                                 std::to_string(s.optimizer.width) + "), not this " + Opt::name);
+        detail::fail_at_byte(path, 8, "keyed checkpoint: the saved optimizer is ", s.optimizer.name,
+                             " (", s.optimizer.planes, " planes of ", s.optimizer.width,
+                             "), not this ", Opt::name);
       }
       opt->reset();
       RowOptimizerAccess::set_steps(*opt, s.optimizer.steps);
@@ -484,10 +481,10 @@ inline io::SafetensorsFile open_keyed(const std::string& path, const char* layer
   io::SafetensorsFile f(path);
   const auto it = f.metadata().find("ember.keyed.layer");
   if (it == f.metadata().end() || it->second != layer) {
-    detail::fail_at_byte(
-        path, 8,
-        std::string("keyed checkpoint field 'ember.keyed.layer': expected '") + layer +
-            "', found '" + (it == f.metadata().end() ? std::string("nothing") : it->second) + "'");
+    const std::string_view found =
+        it == f.metadata().end() ? std::string_view("nothing") : std::string_view(it->second);
+    detail::fail_at_byte(path, 8, "keyed checkpoint field 'ember.keyed.layer': expected '", layer,
+                         "', found '", found, "'");
   }
   const auto v = f.metadata().find("ember.keyed.format");
   if (v == f.metadata().end() || v->second != "1") {
@@ -588,8 +585,8 @@ template <class T, class Opt = std::nullptr_t>
   const std::string text = it == f.metadata().end() ? std::string() : it->second;
   const std::optional<BagMode> mode = detail::parse_mode(text);
   if (!mode) {
-    detail::fail_at_byte(path, 8,
-                         "keyed checkpoint field 'mode': '" + text + "' is not sum, mean or max");
+    detail::fail_at_byte(path, 8, "keyed checkpoint field 'mode': '", text,
+                         "' is not sum, mean or max");
   }
   KeyedEmbeddingBag<T> bag(s.index.capacity, s.d_model, *mode, s.options);
   detail::rebuild_into(s, bag, opt, options.capacity, path);
@@ -635,8 +632,8 @@ template <class T, class Opt = optim::SGD<T>>
                                                        std::span<Opt> optimizers = {},
                                                        KeyedLoadOptions options = {}) {
   const io::SafetensorsFile f = detail::open_keyed(path, "KeyedTableBatchedBags");
-  const auto bad = [&](const std::string& what) {
-    detail::fail_at_byte(path, 8, "keyed checkpoint field '" + what);
+  const auto bad = [&](const auto&... what) {
+    detail::fail_at_byte(path, 8, "keyed checkpoint field '", what...);
   };
   const auto tables_it = f.metadata().find("tables");
   const auto features_it = f.metadata().find("features");
@@ -653,7 +650,7 @@ template <class T, class Opt = optim::SGD<T>>
     const std::string item = list.substr(at, comma - at);
     const std::size_t c1 = item.find(':');
     const std::size_t c2 = c1 == std::string::npos ? c1 : item.find(':', c1 + 1);
-    if (c2 == std::string::npos) bad("features': '" + item + "' is not table:mode:weighted");
+    if (c2 == std::string::npos) bad("features': '", item, "' is not table:mode:weighted");
     BagFeature feat;
     char* e = nullptr;
     feat.table = std::strtoll(item.c_str(), &e, 10);
@@ -661,7 +658,7 @@ template <class T, class Opt = optim::SGD<T>>
     const std::string weighted = item.substr(c2 + 1);
     if (e != item.c_str() + c1 || feat.table < 0 || feat.table >= nt || !mode ||
         (weighted != "0" && weighted != "1")) {
-      bad("features': '" + item + "' is not table:mode:weighted");
+      bad("features': '", item, "' is not table:mode:weighted");
     }
     feat.mode = *mode;
     feat.weighted = weighted == "1";
@@ -682,8 +679,7 @@ template <class T, class Opt = optim::SGD<T>>
     try {
       return KeyedTableBatchedBags<T>(configs, features);
     } catch (const Error& e) {
-      detail::fail_at_byte(path, 8,
-                           std::string("keyed checkpoint field 'features': ") + e.message());
+      detail::fail_at_byte(path, 8, "keyed checkpoint field 'features': ", e.message());
     }
   }();
   std::vector<Opt> copies(optimizers.begin(), optimizers.end());

@@ -275,7 +275,8 @@ class KeyIndex {
 
   /// Throws exactly what find_or_insert(keys, rows, step, scores, counts) would throw
   /// (CapacityError included), changing nothing; returns the rows the batch would need at once. For
-  /// callers that must know a batch fits before they commit anything (the sharded table's ranks).
+  /// callers that must know a batch fits before they commit anything (to their own state or to
+  /// other indexes).
   Index check_insert(std::span<const std::uint64_t> keys, std::int64_t step,
                      std::span<const double> scores = {},
                      std::span<const std::int64_t> counts = {}) {
