@@ -825,6 +825,7 @@ class KeyIndex {
     const bool by_score = options_.policy == EvictionPolicy::score;
     const bool by_count = options_.policy == EvictionPolicy::lfu;
     sieved_ = fused_ && !decayed() && (by_score || by_count);
+    sieve_tau_ = tau_;
     low_.clear();
     touched_.reserve(static_cast<std::size_t>(n));
     Index misses = 0;
@@ -858,7 +859,7 @@ class KeyIndex {
                                     ? score_order(scored ? scores[static_cast<std::size_t>(i)]
                                                          : scores_[static_cast<std::size_t>(r)])
                                     : st.count;
-        if (!less(tau_, Candidate{p, st.last, static_cast<std::uint32_t>(r), st.key}))
+        if (!less(sieve_tau_, Candidate{p, st.last, static_cast<std::uint32_t>(r), st.key}))
           low_.push_back(r);
       }
     });
@@ -997,7 +998,6 @@ class KeyIndex {
       for (const Index r : touched_) meta_[static_cast<std::size_t>(r)].last = now;
     }
     // Victims, then rows for the admitted keys in order of first position.
-    rescanned_ = false;
     const Index free_rows = key_capacity() - size_;
     if (evicts && admitted_ > free_rows) {
       choose_victims(admitted_ - free_rows);
@@ -1037,9 +1037,10 @@ class KeyIndex {
         (options_.policy == EvictionPolicy::lru || options_.policy == EvictionPolicy::none) &&
         tau_.primary == 0 && now > tau_.last;
     if (pool_valid_ && !lru_above) {
-      // The sieve of the lookup pass compared against the threshold of then; a scan since has
-      // set a new one (a trim only lowers it, which the sieve's superset covers).
-      for (const Index r : sieved_ && !rescanned_ ? low_ : touched_) offer(r);
+      // low_ holds every touched row at or below sieve_tau_, so it covers a threshold that
+      // stayed or fell (a trim); one that rose (a scan in choose_victims) needs them all.
+      const bool sieve_covers = sieved_ && !less(sieve_tau_, tau_);
+      for (const Index r : sieve_covers ? low_ : touched_) offer(r);
       for (const NewKey& k : new_)
         if (k.row >= 0) offer(static_cast<Index>(k.row));
     }
@@ -1247,7 +1248,6 @@ class KeyIndex {
   /// evictable keys, all of those at or below the new threshold.
   void scan(Index need) {
     invalidate_pool();
-    rescanned_ = true;
     const std::size_t target = std::max<std::size_t>(pool_target(), static_cast<std::size_t>(need));
     const Index evictable =
         size_ - static_cast<Index>(touched_.size()) - static_cast<Index>(victims_.size());
@@ -1400,8 +1400,8 @@ class KeyIndex {
   bool direct_ = false;  // ... and their rows: the batch cannot be refused
   bool restore_ = false;
   bool held_ = false;
-  bool sieved_ = false;     // low_ holds the touched rows that may be at or below tau_
-  bool rescanned_ = false;  // commit's choose_victims scanned (tau_ is new)
+  bool sieved_ = false;  // low_ holds the touched rows that may be at or below sieve_tau_
+  Candidate sieve_tau_;  // tau_ when the lookup pass sieved
   std::vector<Index> low_;
   Index misses_ = 0;
   std::vector<NewKey> new_;
