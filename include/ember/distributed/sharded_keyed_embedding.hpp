@@ -301,12 +301,9 @@ class ShardedKeyedEmbedding {
     // rank throws and the ranks that held release their batch: nothing changes anywhere.
     local_rows_.resize(total);
     if (train) {
-      struct Release {  // on every exit (a refusal on any rank too), the index is not left held
-        KeyIndex& ix;
-        ~Release() { detail::KeyIndexHold::release(ix); }
-      } release{state_.index()};
+      detail::KeyIndexHold::Scope held;  // on every exit (a refusal on any rank too), released
       detail::validate_collectively(comm(), [&] {
-        detail::KeyIndexHold::hold(state_.index(), recv_keys_, step, recv_scores_, recv_counts64_);
+        held.hold(state_.index(), recv_keys_, step, recv_scores_, recv_counts64_);
       });
       const InsertResult r =
           state_.map(recv_keys_, local_rows_, step, recv_scores_, sharded_.shard(), recv_counts64_);

@@ -1428,18 +1428,33 @@ namespace detail {
 /// batch into several indexes holds each index that could refuse it, then commits them all, so
 /// a refusal changes nothing and no batch is looked up twice.
 struct KeyIndexHold {
-  static Index hold(KeyIndex& ix, std::span<const std::uint64_t> keys, std::int64_t step,
-                    std::span<const double> scores = {},
-                    std::span<const std::int64_t> counts = {}) {
-    return ix.hold(keys, step, scores, counts);
-  }
+  /// The batches held in one map call: each one not committed when the scope ends (a refusal
+  /// anywhere, an exception) is released, its index left as before the hold.
+  class Scope {
+   public:
+    Scope() = default;
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    ~Scope() {
+      for (KeyIndex* ix : held_) ix->release_held();
+    }
+    /// KeyIndex::hold: checks the batch and keeps its lookups for commit(); throws what
+    /// find_or_insert would throw, the index unchanged.
+    Index hold(KeyIndex& ix, std::span<const std::uint64_t> keys, std::int64_t step,
+               std::span<const double> scores = {}, std::span<const std::int64_t> counts = {}) {
+      held_.push_back(&ix);
+      return ix.hold(keys, step, scores, counts);
+    }
+
+   private:
+    std::vector<KeyIndex*> held_;
+  };
   static InsertResult commit(KeyIndex& ix, std::span<const std::uint64_t> keys,
                              std::span<TokenId> rows, std::int64_t step,
                              std::span<const double> scores = {},
                              std::span<const std::int64_t> counts = {}) {
     return ix.commit_held(keys, rows, step, scores, counts);
   }
-  static void release(KeyIndex& ix) noexcept { ix.release_held(); }
   [[nodiscard]] static bool held(const KeyIndex& ix) noexcept { return ix.held_; }
 };
 

@@ -570,19 +570,14 @@ class KeyedTableBatchedBags {
     // keys than it has rows, so those (and tables that never evict) are checked and held before
     // any table changes; the maps below commit what they held.
     const auto nt = static_cast<std::size_t>(num_tables());
-    struct Release {  // on every exit (a refusal too), no table stays held
-      std::vector<State>& states;
-      ~Release() {
-        for (State& s : states) detail::KeyIndexHold::release(s.index());
-      }
-    } release{states_};
+    detail::KeyIndexHold::Scope held;  // on every exit (a refusal too), no table stays held
     for (std::size_t t = 0; t < nt; ++t) {
       const TableKeys tk = table_keys(static_cast<Index>(t), keys, scores, starts);
       scratch_[t].batch = tk;
       KeyIndex& ix = states_[t].index();
       if (nt > 1 && (ix.options().policy == EvictionPolicy::none ||
                      static_cast<Index>(tk.keys.size()) > ix.key_capacity()))
-        detail::KeyIndexHold::hold(ix, tk.keys, step, tk.scores);
+        held.hold(ix, tk.keys, step, tk.scores);
     }
     ++generation_;  // from here `out` is stale until the last table has stamped it
     auto& rows = detail::KeyedBatchAccess::rows(out);
