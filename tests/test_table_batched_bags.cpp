@@ -210,6 +210,53 @@ TEST_CASE("TableBatchedBags::backward: one feature per table is EmbeddingBag's b
   }
 }
 
+TEST_CASE("TableBatchedBags::backward reads grad_out through its stride", "[table_batched_bags]") {
+  const Index B = 9;
+  TableBatchedBags<float> tbe(make_tables(kShapes, 5), kFeatures);
+  const Batch batch = make_batch(vocab_of(kFeatures), B, 6);
+  const RowMatrix<float> w = random_table<float>(1, static_cast<Index>(batch.indices.size()), 3);
+  const std::vector<float> weights(w.data(), w.data() + w.size());
+  std::vector<ember::BagArgmax> argmax;
+  RowMatrix<float> out(B, tbe.width());
+  tbe.forward(batch.indices, batch.offsets, out, weights, &argmax);
+  // grad_out as a block of a wider matrix: its rows lie width() + 5 values apart.
+  const RowMatrix<float> wide = random_table<float>(B, tbe.width() + 5, 4);
+  const RowMatrix<float> packed = wide.leftCols(tbe.width());
+  std::vector<ember::SparseRowGrad<float>> from_block, from_packed;
+  tbe.backward(batch.indices, batch.offsets, wide.leftCols(tbe.width()), from_block, weights,
+               &argmax);
+  tbe.backward(batch.indices, batch.offsets, packed, from_packed, weights, &argmax);
+  CHECK(from_block == from_packed);
+  SECTION("and so does backward_step") {
+    TableBatchedBags<float> copy = tbe;
+    std::vector<ember::optim::Adam<float>> opt_block(3), opt_packed(3);
+    tbe.backward_step(batch.indices, batch.offsets, wide.leftCols(tbe.width()),
+                      std::span(opt_block), weights, &argmax);
+    copy.backward_step(batch.indices, batch.offsets, packed, std::span(opt_packed), weights,
+                       &argmax);
+    for (Index t = 0; t < 3; ++t) CHECK(same_bits(tbe.table(t).weight(), copy.table(t).weight()));
+  }
+}
+
+TEST_CASE("TableBatchedBags::backward pools a weighted feature without weights as its forward",
+          "[table_batched_bags]") {
+  // Without per_sample_weights a weighted feature pools unweighted, forward and backward alike.
+  const Index B = 6;
+  TableBatchedBags<float> weighted(
+      make_tables(kShapes, 7),
+      {{.table = 0, .mode = BagMode::sum, .weighted = true}, {.table = 1, .mode = BagMode::mean}});
+  TableBatchedBags<float> plain(make_tables(kShapes, 7), {{.table = 0, .mode = BagMode::sum},
+                                                          {.table = 1, .mode = BagMode::mean}});
+  const Batch batch = make_batch({kShapes[0].first, kShapes[1].first}, B, 8);
+  CHECK(same_bits(weighted.forward(batch.indices, batch.offsets),
+                  plain.forward(batch.indices, batch.offsets)));
+  const RowMatrix<float> grad_out = random_table<float>(B, weighted.width(), 9);
+  std::vector<ember::SparseRowGrad<float>> a, b;
+  weighted.backward(batch.indices, batch.offsets, grad_out, a);
+  plain.backward(batch.indices, batch.offsets, grad_out, b);
+  CHECK(a == b);
+}
+
 TEST_CASE("TableBatchedBags::backward sums the features that share a table",
           "[table_batched_bags]") {
   const Index B = 7;

@@ -462,11 +462,12 @@ class TableBatchedBags {
     }
   }
 
-  /// The positions each table's backward accumulates (see TableRows).
+  /// The positions each table's backward accumulates (see TableRows), grad_out's rows `stride`
+  /// values apart.
   template <class Id>
   std::vector<TableRows> table_rows(std::span<const Id> ids, const Layout& layout,
                                     std::span<const T> weights,
-                                    const std::vector<BagArgmax>* argmax) const {
+                                    const std::vector<BagArgmax>* argmax, Index stride) const {
     std::vector<TableRows> all(tables_.size());
     std::vector<std::uint8_t> needs_coef(tables_.size(), 0);  // 0 or 1 per table
     std::vector<std::uint8_t> has_max(tables_.size(), 0);
@@ -475,7 +476,6 @@ class TableBatchedBags {
       if (feat.mode == BagMode::mean || feat.weighted) needs_coef[t] = 1;
       if (feat.mode == BagMode::max) has_max[t] = 1;
     }
-    const Index W = width();
     std::vector<TokenId> winners;
     std::vector<Index> bag_of;
     std::vector<T> mean_coef;
@@ -486,7 +486,7 @@ class TableBatchedBags {
       const Index d = table_at(feat.table).d_model();
       const auto add = [&](TokenId id, Index bag, T coef, const TokenId* won) {
         rows.ids.push_back(id);
-        rows.src.push_back(bag * W + column_at(f));
+        rows.src.push_back(bag * stride + column_at(f));
         if (needs_coef[t]) rows.coef.push_back(coef);
         if (has_max[t]) rows.won.push_back(won);
       };
@@ -505,9 +505,11 @@ class TableBatchedBags {
                                detail::bag_table_options(table_at(feat.table)).skip_row, bag_of,
                                mean_coef);
       for (std::size_t i = 0; i < sub.size(); ++i) {
+        // As the forward: a weighted feature without weights pools unweighted.
         const T coef = feat.mode == BagMode::mean ? mean_coef[i]
-                       : feat.weighted            ? weights[static_cast<std::size_t>(begin) + i]
-                                                  : T(1);
+                       : feat.weighted && !weights.empty()
+                           ? weights[static_cast<std::size_t>(begin) + i]
+                           : T(1);
         add(static_cast<TokenId>(sub[i]), bag_of[i], coef, nullptr);
       }
     }
@@ -583,7 +585,8 @@ class TableBatchedBags {
       sink.check_all();
       // Everything validated: from here on nothing throws but std::bad_alloc.
       sink.prepare();
-      const std::vector<TableRows> all = table_rows(ids, layout, weights, argmax);
+      const std::vector<TableRows> all =
+          table_rows(ids, layout, weights, argmax, grad_out.outerStride());
       const auto run = [&](Index t) {
         const TableRows& r = all[static_cast<std::size_t>(t)];
         const detail::BatchedBagRows<T> rows{grad_out.data(),
