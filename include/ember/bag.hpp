@@ -501,33 +501,19 @@ class EmbeddingBag {
       // aside until the sink (which may throw) has run.
       std::vector<T> weight_grads;
       if (!grad_weights.empty()) fill_weight_grads(span, bounds, grad_out, weight_grads);
-      if (mode_ == BagMode::max) {
-        // One position per (bag, winning id), contributing grad_out[bag] masked to the columns
-        // that id won, built inside the accumulation (no pairs x d matrix): the same rows, summed
-        // in the same order as materialising them.
-        std::vector<TokenId> winners;
-        std::vector<Index> bag_of;
-        detail::bag_max_winners(argmax->data(), bags, d, winners, bag_of);
-        // The forward never records the padding row, but an argmax recorded before
-        // set_padding_idx (or built by hand) may name it: it still gets nothing.
-        AccumulateOptions acc;
-        acc.skip_row = skip_row();
-        sink(std::span<const TokenId>(winners),
-             detail::MaxBagRows<T>{detail::const_table(grad_out), argmax->data(), bag_of.data(),
-                                   winners.data()},
-             true, acc);
-      } else {
-        // Position i contributes coef_i · grad_out[bag of i], gathered by the accumulation itself
-        // (no n x d matrix of scaled rows): the same products, summed in the same order.
-        std::vector<Index> bag_of;
-        std::vector<T> mean_coef;
-        detail::bag_grad_sources(std::span<const Index>(bounds), pool(), span, skip_row(), bag_of,
-                                 mean_coef);
-        const T* coef = mode_ == BagMode::mean ? mean_coef.data() : weights_ptr(options);
-        sink(span,
-             detail::GatheredRows<T, Index>{detail::const_table(grad_out), bag_of.data(), coef},
-             coef != nullptr, table_options());
-      }
+      // Position i contributes coef_i · grad_out[bag of i] (a max bag: one position per (bag,
+      // winning id), grad_out[bag] masked to the columns that id won), gathered by the
+      // accumulation itself (no positions x d matrix): the same rows, summed in the same order.
+      // The forward never records the padding row, but an argmax recorded before
+      // set_padding_idx (or built by hand) may name it: it still gets nothing.
+      detail::BagGradPositions<T> positions;
+      detail::append_bag_positions(
+          positions, span, std::span<const Index>(bounds), pool(), weights_ptr(options),
+          mode_ == BagMode::max ? argmax->data() : nullptr, d, grad_out.outerStride(), 0,
+          skip_row(), mode_ == BagMode::mean || weights_ptr(options) != nullptr,
+          mode_ == BagMode::max);
+      sink(std::span<const TokenId>(positions.ids), positions.rows(grad_out.data(), d),
+           positions.needs_scratch(), table_options());
       std::copy(weight_grads.begin(), weight_grads.end(), grad_weights.begin());
     });
   }

@@ -288,14 +288,8 @@ class TableBatchedBags {
     std::vector<Index> bounds;
   };
 
-  /// What one table's backward accumulates: its positions over all its features, in feature and
-  /// then position order (a max feature's positions are its (bag, winner) pairs).
-  struct TableRows {
-    std::vector<TokenId> ids;
-    std::vector<Index> src;           // offset of the position's grad_out segment
-    std::vector<T> coef;              // empty: every coefficient is 1
-    std::vector<const TokenId*> won;  // empty: no max feature
-  };
+  /// What one table's backward accumulates: its positions over all its features.
+  using TableRows = detail::BagGradPositions<T>;
 
   void init() {
     constexpr const char* where = "TableBatchedBags";
@@ -476,42 +470,22 @@ class TableBatchedBags {
       if (feat.mode == BagMode::mean || feat.weighted) needs_coef[t] = 1;
       if (feat.mode == BagMode::max) has_max[t] = 1;
     }
-    std::vector<TokenId> winners;
-    std::vector<Index> bag_of;
-    std::vector<T> mean_coef;
     for (Index f = 0; f < num_features(); ++f) {
       const BagFeature& feat = feature_at(f);
       const auto t = static_cast<std::size_t>(feat.table);
-      TableRows& rows = all[t];
-      const Index d = table_at(feat.table).d_model();
-      const auto add = [&](TokenId id, Index bag, T coef, const TokenId* won) {
-        rows.ids.push_back(id);
-        rows.src.push_back(bag * stride + column_at(f));
-        if (needs_coef[t]) rows.coef.push_back(coef);
-        if (has_max[t]) rows.won.push_back(won);
-      };
-      if (feat.mode == BagMode::max) {
-        const TokenId* am = (*argmax)[static_cast<std::size_t>(f)].data();
-        detail::bag_max_winners(am, layout.batch, d, winners, bag_of);
-        for (std::size_t k = 0; k < winners.size(); ++k)
-          add(winners[k], bag_of[k], T(1), am + bag_of[k] * d);
-        continue;
-      }
+      const Table& tab = table_at(feat.table);
       const auto [begin, end] = span_of(layout, f);
       const std::vector<Index> bounds = bounds_of(layout, f);
-      const auto sub =
-          ids.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin));
-      detail::bag_grad_sources(std::span<const Index>(bounds), detail::pool_of(feat.mode), sub,
-                               detail::bag_table_options(table_at(feat.table)).skip_row, bag_of,
-                               mean_coef);
-      for (std::size_t i = 0; i < sub.size(); ++i) {
-        // As the forward: a weighted feature without weights pools unweighted.
-        const T coef = feat.mode == BagMode::mean ? mean_coef[i]
-                       : feat.weighted && !weights.empty()
-                           ? weights[static_cast<std::size_t>(begin) + i]
-                           : T(1);
-        add(static_cast<TokenId>(sub[i]), bag_of[i], coef, nullptr);
-      }
+      // As the forward: a weighted feature without weights pools unweighted.
+      const T* w = feat.weighted && !weights.empty() ? weights.data() + begin : nullptr;
+      const TokenId* am =
+          feat.mode == BagMode::max ? (*argmax)[static_cast<std::size_t>(f)].data() : nullptr;
+      detail::append_bag_positions(
+          all[t],
+          ids.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)),
+          std::span<const Index>(bounds), detail::pool_of(feat.mode), w, am, tab.d_model(), stride,
+          column_at(f), detail::bag_table_options(tab).skip_row, needs_coef[t] != 0,
+          has_max[t] != 0);
     }
     return all;
   }
@@ -589,13 +563,8 @@ class TableBatchedBags {
           table_rows(ids, layout, weights, argmax, grad_out.outerStride());
       const auto run = [&](Index t) {
         const TableRows& r = all[static_cast<std::size_t>(t)];
-        const detail::BatchedBagRows<T> rows{grad_out.data(),
-                                             table_at(t).d_model(),
-                                             r.src.data(),
-                                             r.coef.empty() ? nullptr : r.coef.data(),
-                                             r.won.empty() ? nullptr : r.won.data(),
-                                             r.ids.data()};
-        sink.run(t, std::span<const TokenId>(r.ids), rows, !r.coef.empty() || !r.won.empty());
+        sink.run(t, std::span<const TokenId>(r.ids), r.rows(grad_out.data(), table_at(t).d_model()),
+                 r.needs_scratch());
       };
       run_tables(all, run);
     });

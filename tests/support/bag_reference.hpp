@@ -1,6 +1,6 @@
 // Plain references for EmbeddingBag (bag.hpp). Forward: each bag a loop over one-row lookups.
 // Backward: the plain backwards EmbeddingBag used before it built rows inside the accumulation
-// (SparseRowGrad::accumulate_indirect for sum/mean, accumulate_rows_of with MaxBagRows for max):
+// (SparseRowGrad::accumulate_indirect for sum/mean, accumulate_rows_of with masked rows for max):
 // materialise one gradient row per pooled id or per (bag, winning id), then
 // SparseRowGrad::accumulate. Tests compare the direct paths against them bit for bit. Also a
 // random bag batch and the bitwise comparison of two bag gradients.
@@ -118,8 +118,9 @@ void bag_backward_reference(const ember::EmbeddingBag<T>& bag, std::span<const e
   grad.accumulate(rows, values, T(1), bag.vocab_size(), acc);
 }
 
-/// The plain max bag backward that EmbeddingBag used before MaxBagRows: the gradient rows, one per
-/// (bag, winning id), holding grad_out[b, c] in the columns that id won and zeros elsewhere.
+/// The plain max bag backward that EmbeddingBag used before it masked rows inside the accumulation:
+/// the gradient rows, one per (bag, winning id), holding grad_out[b, c] in the columns that id won
+/// and zeros elsewhere.
 template <class T>
 void bag_max_grad_rows_reference(const ember::BagArgmax& argmax,
                                  const ember::RowMatrix<T>& grad_out,

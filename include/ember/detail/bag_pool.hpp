@@ -206,31 +206,6 @@ void bag_pool(const CodecRows<Codec>& table, std::span<const Id> ids, std::span<
   });
 }
 
-/// Where each position's gradient comes from in a sum/mean bag backward: bag_of[i] = the bag of
-/// position i and, in mean mode, mean_coef[i] = 1 / (pooled count of that bag) (left empty
-/// otherwise); positions whose id is skip_row get a coefficient too but are skipped by the
-/// accumulation. Validated by EmbeddingBag::backward.
-template <class T, class Id>
-void bag_grad_sources(std::span<const Index> bounds, Pool pool, std::span<const Id> ids,
-                      TokenId skip_row, std::vector<Index>& bag_of, std::vector<T>& mean_coef) {
-  const auto bags = static_cast<Index>(bounds.size()) - 1;
-  bag_of.resize(ids.size());
-  mean_coef.resize(pool == Pool::mean ? ids.size() : 0);
-  for (Index b = 0; b < bags; ++b) {
-    const auto begin = static_cast<std::size_t>(bounds[static_cast<std::size_t>(b)]);
-    const auto end = static_cast<std::size_t>(bounds[static_cast<std::size_t>(b + 1)]);
-    std::fill(bag_of.begin() + static_cast<std::ptrdiff_t>(begin),
-              bag_of.begin() + static_cast<std::ptrdiff_t>(end), b);
-    if (pool != Pool::mean) continue;
-    Index count = 0;
-    for (std::size_t i = begin; i < end; ++i)
-      if (static_cast<TokenId>(ids[i]) != skip_row) ++count;
-    const T coef = count > 0 ? T(1) / static_cast<T>(count) : T(0);
-    std::fill(mean_coef.begin() + static_cast<std::ptrdiff_t>(begin),
-              mean_coef.begin() + static_cast<std::ptrdiff_t>(end), coef);
-  }
-}
-
 /// Distinct winners a bag may have before bag_max_winners sorts its d entries instead of
 /// searching the winners found so far.
 inline constexpr std::size_t kMaxWinnersLinear = 64;
@@ -280,32 +255,109 @@ inline void bag_max_winners(const TokenId* argmax, Index bags, Index d,
   }
 }
 
-/// The rows of a table-batched bag backward (TableBatchedBags): position p contributes the d
+/// The rows of a bag backward (EmbeddingBag, TableBatchedBags): position p contributes the d
 /// values of grad_out at grad + src[p] (its bag's row, at its feature's columns), times coef[p]
-/// when coef is not null, or - for a (bag, winner) pair of a max feature, won[p] not null - only
-/// in the columns where won[p][c] == id[p], +0 elsewhere. Each product or mask is written to
-/// `scratch` first, so every position gives the very row EmbeddingBag's backward would
-/// (GatheredRows, MaxBagRows), and a coefficient of 1 leaves a row's bits unchanged.
+/// when coef is not null, or - for a (bag, winner) pair of a max bag, won[p] not null - only in
+/// the columns where won[p][c] == id[p], +0 elsewhere. Each product or mask is written to
+/// `scratch` first, the product rounded, so every position gives the very row a materialised
+/// (positions x d) backward would hold, and a coefficient of 1 leaves a row's bits unchanged.
 template <class T>
-struct BatchedBagRows {
+struct BagGradRows {
   const T* grad;
   Index d;
   const Index* src;
   const T* coef;              // null: every coefficient is 1
-  const TokenId* const* won;  // null: no max feature on this table
+  const TokenId* const* won;  // null: no max bag on this table
   const TokenId* id;
   [[nodiscard]] const T* contribution(Index p, T* scratch) const noexcept {
     const T* row = source_row(p);
     if (won != nullptr && won[p] != nullptr) {
       const TokenId* w = won[p];
-      for (Index c = 0; c < d; ++c) scratch[c] = w[c] == id[p] ? row[c] : T(0);
+      const TokenId winner = id[p];
+      for (Index c = 0; c < d; ++c) scratch[c] = w[c] == winner ? row[c] : T(0);
       return scratch;
     }
     if (coef == nullptr) return row;
     Eigen::Map<RowVector<T>>(scratch, d) = coef[p] * Eigen::Map<const RowVector<T>>(row, d);
+    rounded(std::span<T>(scratch, static_cast<std::size_t>(d)));
     return scratch;
   }
   [[nodiscard]] const T* source_row(Index p) const noexcept { return grad + src[p]; }
 };
+
+/// What a bag backward accumulates into one table: its positions over all the bags that read it
+/// (EmbeddingBag's one set, or every feature of a TableBatchedBags table, in feature and then
+/// position order; a max bag's positions are its (bag, winner) pairs), as BagGradRows reads
+/// them.
+template <class T>
+struct BagGradPositions {
+  std::vector<TokenId> ids;
+  std::vector<Index> src;           // offset of the position's grad_out segment
+  std::vector<T> coef;              // empty: every coefficient is 1
+  std::vector<const TokenId*> won;  // empty: no max bag
+  /// Whether the rows need the accumulation's scratch (a product or a mask per position).
+  [[nodiscard]] bool needs_scratch() const noexcept { return !coef.empty() || !won.empty(); }
+  /// The rows over grad_out's values at `grad`, d per position.
+  [[nodiscard]] BagGradRows<T> rows(const T* grad, Index d) const noexcept {
+    return {grad,
+            d,
+            src.data(),
+            coef.empty() ? nullptr : coef.data(),
+            won.empty() ? nullptr : won.data(),
+            ids.data()};
+  }
+};
+
+/// Appends to `out` the positions of one set of bags (bounds[B + 1] relative to ids; bag b's
+/// grad_out row at grad + b · stride + column): in sum and mean mode each position, with
+/// coefficient weights[i] (sum; null: 1) or 1 / (pooled count of its bag) (mean, 0 for a bag of
+/// padding only); in max mode the (bag, winner) pairs of argmax[B, d] (bag_max_winners), masked
+/// by their bag's argmax row. with_coef / with_max: whether the table's positions carry
+/// coefficients / masks (some set of bags over the table needs them), so that every set
+/// appended to one table fills the same arrays. Positions whose id is skip_row are kept; the
+/// accumulation skips them. Validated by the callers' public doors.
+template <class T, class Id>
+void append_bag_positions(BagGradPositions<T>& out, std::span<const Id> ids,
+                          std::span<const Index> bounds, Pool pool, const T* weights,
+                          const TokenId* argmax, Index d, Index stride, Index column,
+                          TokenId skip_row, bool with_coef, bool with_max) {
+  const auto bags = static_cast<Index>(bounds.size()) - 1;
+  if (pool == Pool::max) {
+    std::vector<TokenId> winners;
+    std::vector<Index> bag_of;
+    bag_max_winners(argmax, bags, d, winners, bag_of);
+    out.ids.insert(out.ids.end(), winners.begin(), winners.end());
+    if (with_coef) out.coef.resize(out.coef.size() + winners.size(), T(1));
+    for (const Index b : bag_of) {
+      out.src.push_back(b * stride + column);
+      out.won.push_back(argmax + b * d);
+    }
+    return;
+  }
+  const std::size_t at = out.ids.size();
+  out.ids.resize(at + ids.size());
+  out.src.resize(at + ids.size());
+  if (with_coef) out.coef.resize(at + ids.size(), T(1));
+  if (with_max) out.won.resize(at + ids.size(), nullptr);
+  for (Index b = 0; b < bags; ++b) {
+    const auto begin = static_cast<std::size_t>(bounds[static_cast<std::size_t>(b)]);
+    const auto end = static_cast<std::size_t>(bounds[static_cast<std::size_t>(b + 1)]);
+    for (std::size_t i = begin; i < end; ++i) {
+      out.ids[at + i] = static_cast<TokenId>(ids[i]);
+      out.src[at + i] = b * stride + column;
+    }
+    if (pool == Pool::mean) {
+      Index count = 0;
+      for (std::size_t i = begin; i < end; ++i)
+        if (static_cast<TokenId>(ids[i]) != skip_row) ++count;
+      const T mean = count > 0 ? T(1) / static_cast<T>(count) : T(0);
+      std::fill(out.coef.begin() + static_cast<std::ptrdiff_t>(at + begin),
+                out.coef.begin() + static_cast<std::ptrdiff_t>(at + end), mean);
+    } else if (weights != nullptr) {
+      std::copy(weights + begin, weights + end,
+                out.coef.begin() + static_cast<std::ptrdiff_t>(at + begin));
+    }
+  }
+}
 
 }  // namespace ember::inline EMBER_ISA::detail

@@ -191,29 +191,6 @@ struct GatheredRows {
   }
 };
 
-/// The rows of a max bag backward (EmbeddingBag::backward): position p stands for the pair
-/// (bag bag_of[p], id id_of[p]) of bag_max_winners and contributes grad_out.row(bag) in the
-/// columns where argmax(bag, c) == id and +0 elsewhere, written into `scratch`: the very row a
-/// materialised (pairs x d) backward would hold, so each row's sum - signed zeros included - is
-/// the same, without the pairs x d matrix (up to B·d x d when every column has its own winner).
-template <class T>
-struct MaxBagRows {
-  ConstTableRef<T> grad_out;  // [B, d]
-  const TokenId* argmax;      // [B, d], row-major
-  const Index* bag_of;
-  const TokenId* id_of;
-  [[nodiscard]] const T* contribution(Index p, T* scratch) const noexcept {
-    const Index d = grad_out.cols;
-    const Index b = bag_of[p];
-    const TokenId id = id_of[p];
-    const T* g = grad_out.row(b);
-    const TokenId* won = argmax + b * d;
-    for (Index c = 0; c < d; ++c) scratch[c] = won[c] == id ? g[c] : T(0);
-    return scratch;
-  }
-  [[nodiscard]] const T* source_row(Index p) const noexcept { return grad_out.row(bag_of[p]); }
-};
-
 /// dst (+)= row_scale · Σ_{p in positions} rows.contribution(p), the sum taken in the order of
 /// `positions`. With `assign` the row is written instead of accumulated (a row created by this
 /// call), which saves zero-filling it first. `sum` is caller scratch of d elements, `scratch`
