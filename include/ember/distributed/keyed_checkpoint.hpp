@@ -13,7 +13,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -257,27 +256,16 @@ template <class T, class Opt = std::nullptr_t>
   // Built on the side, installed only once every rank has built its part.
   std::optional<detail::KeyedState<T>> built;
   std::optional<Embedding<T>> table;
-  std::optional<std::conditional_t<std::is_same_v<Opt, std::nullptr_t>, int, Opt>> copy;
+  std::optional<Opt> copy;
   detail::validate_collectively(comm, [&] {
     built.emplace(mine.index.capacity, mine.d_model, ko, "load_keyed_shards");
     table.emplace(built->make_table(ko.scale));
     const std::string path = shard_path(prefix, std::min(rank, saved - 1), saved);
-    if constexpr (std::is_same_v<Opt, std::nullptr_t>) {
-      detail::rebuild(mine, *built, *table, opt, target, path);
-    } else {
-      if (opt == nullptr) {
-        detail::rebuild<T, Opt>(mine, *built, *table, nullptr, target, path);
-      } else {
-        copy.emplace(*opt);
-        detail::rebuild(mine, *built, *table, &*copy, target, path);
-      }
-    }
+    detail::rebuild_on_copy(mine, *built, *table, opt, copy, target, path);
   });
   detail::ShardedKeyedAccess::shard(emb).weight() = table->weight();
   detail::ShardedKeyedAccess::state(emb) = std::move(*built);
-  if constexpr (!std::is_same_v<Opt, std::nullptr_t>) {
-    if (copy) *opt = std::move(*copy);
-  }
+  if (copy) *opt = std::move(*copy);
   return emb;
 }
 

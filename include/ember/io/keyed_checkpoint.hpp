@@ -457,23 +457,28 @@ void rebuild(const SavedKeyedTable<T>& s, KeyedState<T>& state, Embedding<T>& ta
   if (capacity > 0 && capacity != s.index.capacity) state.resize(capacity, table, rs);
 }
 
+/// rebuild with the optimizer's new state built on `copy` (a copy of *opt made here, engaged only
+/// with an optimizer), so `opt` is untouched when it throws: the caller moves `copy` into *opt once
+/// everything succeeded.
+template <class T, class Opt>
+void rebuild_on_copy(const SavedKeyedTable<T>& s, KeyedState<T>& state, Embedding<T>& table,
+                     const Opt* opt, std::optional<Opt>& copy, Index capacity,
+                     const std::string& path) {
+  if constexpr (!std::is_same_v<Opt, std::nullptr_t>) {
+    if (opt != nullptr) copy.emplace(*opt);
+  }
+  rebuild<T, Opt>(s, state, table, copy ? &*copy : nullptr, capacity, path);
+}
+
 /// rebuild into a keyed layer, the optimizer's new state built on a copy and moved in only once
 /// everything succeeded (so `opt` is untouched when it throws).
 template <class T, class L, class Opt>
 void rebuild_into(const SavedKeyedTable<T>& s, L& layer, Opt* opt, Index capacity,
                   const std::string& path) {
-  if constexpr (std::is_same_v<Opt, std::nullptr_t>) {
-    rebuild(s, KeyedAccess::state(layer), KeyedAccess::table(layer), opt, capacity, path);
-  } else {
-    if (opt == nullptr) {
-      rebuild<T, Opt>(s, KeyedAccess::state(layer), KeyedAccess::table(layer), nullptr, capacity,
-                      path);
-      return;
-    }
-    Opt copy = *opt;
-    rebuild(s, KeyedAccess::state(layer), KeyedAccess::table(layer), &copy, capacity, path);
-    *opt = std::move(copy);
-  }
+  std::optional<Opt> copy;
+  rebuild_on_copy(s, KeyedAccess::state(layer), KeyedAccess::table(layer), opt, copy, capacity,
+                  path);
+  if (copy) *opt = std::move(*copy);
 }
 
 /// Opens a keyed checkpoint and checks it holds the layer `layer`.
