@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -201,14 +200,7 @@ template <class T, class Opt = std::nullptr_t>
   int saved = 0;
   detail::validate_collectively(comm, [&] {
     if (rank != 0) return;
-    const std::set<int> sizes = detail::saved_world_sizes(prefix);
-    if (sizes.size() != 1) {
-      throw FormatError(
-          detail::message("load_keyed_shards", "expected the files of one checkpoint at '", prefix,
-                          ".shard-<r>-of-<P>.safetensors', found ", sizes.size(), " world sizes"),
-          prefix, 0);
-    }
-    saved = *sizes.begin();
+    saved = detail::saved_world_size(prefix, "load_keyed_shards");
   });
   detail::check_mpi(MPI_Bcast(&saved, 1, MPI_INT, 0, comm), "MPI_Bcast");
   detail::SavedKeyedTable<T> mine;
