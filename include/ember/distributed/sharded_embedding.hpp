@@ -247,7 +247,7 @@ class ShardedEmbedding {
     constexpr const char* name = "logits";
     detail::validate_collectively(comm(), [&] { check_hidden(where(name), hidden); });
     const std::vector<int> counts = hidden_counts(hidden.rows());
-    return shard_.logits(gather_hidden(hidden, counts, exclusive_sum(counts)));
+    return shard_.logits(gather_hidden(hidden, counts, detail::exclusive_sum(counts)));
   }
 
   /// Collective. Backward of logits(), grad_logits being this rank's N x local_rows() block:
@@ -272,7 +272,7 @@ class ShardedEmbedding {
       detail::check_dims(w, "grad_weight", grad_weight, v, "the rows this rank owns", d, "d_model");
     });
     const std::vector<int> counts = hidden_counts(n);
-    const std::vector<int> displs = exclusive_sum(counts);
+    const std::vector<int> displs = detail::exclusive_sum(counts);
     const Index total = displs.back() + counts.back();
     detail::validate_collectively(comm(), [&] {
       detail::check_extent(where(name), "grad_logits", 0, total, grad_logits.rows(),
@@ -283,7 +283,7 @@ class ShardedEmbedding {
     shard_.logits_backward(all, grad_logits, partial, grad_weight);
     const int p = world_size();
     const std::vector<int> recv_counts(static_cast<std::size_t>(p), static_cast<int>(n));
-    const std::vector<int> recv_displs = exclusive_sum(recv_counts);
+    const std::vector<int> recv_displs = detail::exclusive_sum(recv_counts);
     RowMatrix<T> parts(static_cast<Index>(p) * n, d);
     detail::check_mpi(
         MPI_Alltoallv(partial.data(), counts.data(), displs.data(), row_type_.get(), parts.data(),
@@ -308,7 +308,7 @@ class ShardedEmbedding {
     for (int r = 0; r < world_size(); ++r) {
       counts[static_cast<std::size_t>(r)] = static_cast<int>(partition_.rows_of(r));
     }
-    const std::vector<int> displs = exclusive_sum(counts);
+    const std::vector<int> displs = detail::exclusive_sum(counts);
     RowMatrix<T> full(vocab_size(), d_model());
     detail::check_mpi(
         MPI_Allgatherv(shard_.weight().data(), counts[static_cast<std::size_t>(rank_)],
@@ -403,12 +403,6 @@ class ShardedEmbedding {
     }
   }
 
-  static std::vector<int> exclusive_sum(const std::vector<int>& counts) {
-    std::vector<int> displs(counts.size(), 0);
-    for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
-    return displs;
-  }
-
   std::vector<int> hidden_counts(Index n) const {
     const int mine = static_cast<int>(n);
     std::vector<int> counts(static_cast<std::size_t>(world_size()));
@@ -463,7 +457,7 @@ class ShardedEmbedding {
         const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
         ++plan_.send_counts[static_cast<std::size_t>(partition_.owner_of(id))];
       }
-      std::vector<int> cursor = exclusive_sum(plan_.send_counts);
+      std::vector<int> cursor = detail::exclusive_sum(plan_.send_counts);
       plan_.send_ids.resize(static_cast<std::size_t>(n));
       for (Index i = 0; i < n; ++i) {
         const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
@@ -472,7 +466,7 @@ class ShardedEmbedding {
         plan_.slot_of[static_cast<std::size_t>(i)] = k;
       }
     }
-    plan_.send_displs = exclusive_sum(plan_.send_counts);
+    plan_.send_displs = detail::exclusive_sum(plan_.send_counts);
   }
 
   // Exchanges counts and ids: afterwards plan_.recv_local holds, per source rank in rank order,
@@ -483,7 +477,7 @@ class ShardedEmbedding {
     detail::check_mpi(MPI_Alltoall(plan_.send_counts.data(), 1, MPI_INT, plan_.recv_counts.data(),
                                    1, MPI_INT, comm()),
                       "MPI_Alltoall");
-    plan_.recv_displs = exclusive_sum(plan_.recv_counts);
+    plan_.recv_displs = detail::exclusive_sum(plan_.recv_counts);
     const auto total =
         static_cast<std::size_t>(plan_.recv_displs.back() + plan_.recv_counts.back());
     plan_.recv_local.resize(total);

@@ -216,12 +216,6 @@ class ShardedKeyedEmbedding {
     });
   }
 
-  static std::vector<int> exclusive_sum(const std::vector<int>& counts) {
-    std::vector<int> displs(counts.size(), 0);
-    for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
-    return displs;
-  }
-
   /// Sends each rank's distinct keys (with sightings and largest scores) to their owners, which
   /// map (train) or find them and send back the global rows.
   KeyedBatch route(std::span<const std::uint64_t> keys, std::int64_t step,
@@ -269,12 +263,12 @@ class ShardedKeyedEmbedding {
         send_scores_.back() = std::max(send_scores_.back(), scores[static_cast<std::size_t>(i)]);
       slot_of_[static_cast<std::size_t>(i)] = static_cast<Index>(send_keys_.size()) - 1;
     }
-    const std::vector<int> displs = exclusive_sum(counts);
+    const std::vector<int> displs = detail::exclusive_sum(counts);
     std::vector<int> recv_counts(static_cast<std::size_t>(p), 0);
     detail::check_mpi(
         MPI_Alltoall(counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm()),
         "MPI_Alltoall");
-    const std::vector<int> recv_displs = exclusive_sum(recv_counts);
+    const std::vector<int> recv_displs = detail::exclusive_sum(recv_counts);
     const auto total =
         static_cast<std::size_t>(recv_displs.back()) + static_cast<std::size_t>(recv_counts.back());
     recv_keys_.resize(total);
