@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -231,13 +230,7 @@ class ShardedKeyedEmbedding {
       }
       detail::check_extent(where, "scores", 0, scored ? n : 0, static_cast<Index>(scores.size()),
                            scored ? "the number of keys" : "0");
-      for (std::size_t i = 0; i < scores.size(); ++i) {
-        if (!std::isfinite(scores[i])) {
-          throw ValueError(
-              detail::message(where, "score ", scores[i], " at position ", i, " is not finite"),
-              scores[i]);
-        }
-      }
+      detail::check_finite_scores(where, scores);
     });
     // Distinct keys grouped by owner, with their sightings and largest score.
     order_.resize(static_cast<std::size_t>(n));

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -559,13 +558,7 @@ class KeyedTableBatchedBags {
       detail::check_extent(where, "scores", 0, scored ? n : 0, static_cast<Index>(scores.size()),
                            scored ? "the number of keys" : "0 (no table scores)");
     }
-    for (std::size_t i = 0; i < scores.size(); ++i) {
-      if (!std::isfinite(scores[i])) {
-        throw ValueError(
-            detail::message(where, "score ", scores[i], " at position ", i, " is not finite"),
-            scores[i]);
-      }
-    }
+    detail::check_finite_scores(where, scores);
     // Only the capacity is left to fail on: a table that evicts fails only if its batch has more
     // keys than it has rows, so those (and tables that never evict) are checked and held before
     // any table changes; the maps below commit what they held.

@@ -196,6 +196,17 @@ void move_row_state(detail::RowState<T>& state, Index from, Index to) {
   state.erase(from);
 }
 
+/// Throws ValueError, from `where`, naming the first of a batch's `scores` that is not finite.
+inline void check_finite_scores(const Where& where, std::span<const double> scores) {
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    if (!std::isfinite(scores[i])) {
+      throw ValueError(
+          detail::message(where, "score ", scores[i], " at position ", i, " is not finite"),
+          scores[i]);
+    }
+  }
+}
+
 /// What every keyed layer keeps beside its table: the index, the rule for the rows of new keys,
 /// the rows whose optimizer state must be reset at the next step, the log of keys that lost their
 /// rows (for deltas), and the generation that tells current batches from stale ones.
