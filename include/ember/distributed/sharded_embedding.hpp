@@ -285,10 +285,8 @@ class ShardedEmbedding {
     const std::vector<int> recv_counts(static_cast<std::size_t>(p), static_cast<int>(n));
     const std::vector<int> recv_displs = detail::exclusive_sum(recv_counts);
     RowMatrix<T> parts(static_cast<Index>(p) * n, d);
-    detail::check_mpi(
-        MPI_Alltoallv(partial.data(), counts.data(), displs.data(), row_type_.get(), parts.data(),
-                      recv_counts.data(), recv_displs.data(), row_type_.get(), comm()),
-        "MPI_Alltoallv");
+    detail::alltoallv(partial.data(), counts, displs, parts.data(), recv_counts, recv_displs,
+                      row_type_.get(), comm());
     grad_hidden.setZero();
     for (int r = 0; r < p; ++r) grad_hidden += parts.middleRows(static_cast<Index>(r) * n, n);
   }
@@ -481,11 +479,9 @@ class ShardedEmbedding {
     const auto total =
         static_cast<std::size_t>(plan_.recv_displs.back() + plan_.recv_counts.back());
     plan_.recv_local.resize(total);
-    detail::check_mpi(
-        MPI_Alltoallv(plan_.send_ids.data(), plan_.send_counts.data(), plan_.send_displs.data(),
-                      MPI_INT64_T, plan_.recv_local.data(), plan_.recv_counts.data(),
-                      plan_.recv_displs.data(), MPI_INT64_T, comm()),
-        "MPI_Alltoallv");
+    detail::alltoallv(plan_.send_ids.data(), plan_.send_counts, plan_.send_displs,
+                      plan_.recv_local.data(), plan_.recv_counts, plan_.recv_displs, MPI_INT64_T,
+                      comm());
     const TokenId b = row_begin();
     for (auto& id : plan_.recv_local) id -= b;
   }
@@ -533,11 +529,8 @@ class ShardedEmbedding {
     detail::lookup_rows<T>(detail::rows_of(shard_), std::span<const TokenId>(plan_.recv_local),
                            scale(), detail::mutable_table(reply_));
     rows_.resize(static_cast<Index>(plan_.send_ids.size()), d);
-    detail::check_mpi(
-        MPI_Alltoallv(reply_.data(), plan_.recv_counts.data(), plan_.recv_displs.data(),
-                      row_type_.get(), rows_.data(), plan_.send_counts.data(),
-                      plan_.send_displs.data(), row_type_.get(), comm()),
-        "MPI_Alltoallv");
+    detail::alltoallv(reply_.data(), plan_.recv_counts, plan_.recv_displs, rows_.data(),
+                      plan_.send_counts, plan_.send_displs, row_type_.get(), comm());
     for (Index i = 0; i < n; ++i) {
       out.row(i) = rows_.row(plan_.slot_of[static_cast<std::size_t>(i)]);
       if (positions != nullptr) out.row(i) += positions->row(offset + i % seq_len);
@@ -583,11 +576,8 @@ class ShardedEmbedding {
     for (Index k = 0; k < u; ++k) partial_.row(k) = s * partial_.row(k);
     exchange_ids();
     reply_.resize(static_cast<Index>(plan_.recv_local.size()), d);
-    detail::check_mpi(
-        MPI_Alltoallv(partial_.data(), plan_.send_counts.data(), plan_.send_displs.data(),
-                      row_type_.get(), reply_.data(), plan_.recv_counts.data(),
-                      plan_.recv_displs.data(), row_type_.get(), comm()),
-        "MPI_Alltoallv");
+    detail::alltoallv(partial_.data(), plan_.send_counts, plan_.send_displs, reply_.data(),
+                      plan_.recv_counts, plan_.recv_displs, row_type_.get(), comm());
     // Received rows are in source-rank order; one accumulate call sums each row's contributions
     // in that order and adds the finished sum once.
     grad.accumulate(plan_.recv_local, reply_, T(1), local_rows(), {}, name);

@@ -267,21 +267,15 @@ class ShardedKeyedEmbedding {
     recv_keys_.resize(total);
     recv_counts64_.resize(total);
     recv_scores_.resize(scored ? total : 0);
-    detail::check_mpi(MPI_Alltoallv(send_keys_.data(), counts.data(), displs.data(), MPI_UINT64_T,
-                                    recv_keys_.data(), recv_counts.data(), recv_displs.data(),
-                                    MPI_UINT64_T, comm()),
-                      "MPI_Alltoallv");
+    detail::alltoallv(send_keys_.data(), counts, displs, recv_keys_.data(), recv_counts,
+                      recv_displs, MPI_UINT64_T, comm());
     if (train) {
-      detail::check_mpi(MPI_Alltoallv(send_counts_.data(), counts.data(), displs.data(),
-                                      MPI_INT64_T, recv_counts64_.data(), recv_counts.data(),
-                                      recv_displs.data(), MPI_INT64_T, comm()),
-                        "MPI_Alltoallv");
+      detail::alltoallv(send_counts_.data(), counts, displs, recv_counts64_.data(), recv_counts,
+                        recv_displs, MPI_INT64_T, comm());
     }
     if (scored) {
-      detail::check_mpi(MPI_Alltoallv(send_scores_.data(), counts.data(), displs.data(), MPI_DOUBLE,
-                                      recv_scores_.data(), recv_counts.data(), recv_displs.data(),
-                                      MPI_DOUBLE, comm()),
-                        "MPI_Alltoallv");
+      detail::alltoallv(send_scores_.data(), counts, displs, recv_scores_.data(), recv_counts,
+                        recv_displs, MPI_DOUBLE, comm());
     }
     // The owners map: every rank looks its batch up once and holds it, the ranks agree, then
     // every rank commits what it held. If any rank refuses (a CapacityError, a bad step), every
@@ -302,10 +296,8 @@ class ShardedKeyedEmbedding {
     }
     for (auto& r : local_rows_) r = global_row(r);
     reply_.resize(send_keys_.size());
-    detail::check_mpi(
-        MPI_Alltoallv(local_rows_.data(), recv_counts.data(), recv_displs.data(), MPI_INT64_T,
-                      reply_.data(), counts.data(), displs.data(), MPI_INT64_T, comm()),
-        "MPI_Alltoallv");
+    detail::alltoallv(local_rows_.data(), recv_counts, recv_displs, reply_.data(), counts, displs,
+                      MPI_INT64_T, comm());
     KeyedBatch batch;
     auto& rows = detail::KeyedBatchAccess::rows(batch);
     rows.resize(static_cast<std::size_t>(n));

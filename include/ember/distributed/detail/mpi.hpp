@@ -79,6 +79,17 @@ inline std::vector<int> exclusive_sum(const std::vector<int>& counts) {
   return displs;
 }
 
+/// MPI_Alltoallv of items of `type`: send[displs[r], + counts[r]) goes to rank r, whose items
+/// arrive in recv[recv_displs[r], + recv_counts[r]).
+inline void alltoallv(const void* send, const std::vector<int>& counts,
+                      const std::vector<int>& displs, void* recv,
+                      const std::vector<int>& recv_counts, const std::vector<int>& recv_displs,
+                      MPI_Datatype type, MPI_Comm comm) {
+  check_mpi(MPI_Alltoallv(send, counts.data(), displs.data(), type, recv, recv_counts.data(),
+                          recv_displs.data(), type, comm),
+            "MPI_Alltoallv");
+}
+
 /// What went wrong on one rank, in a fixed-size record that can be broadcast as bytes.
 struct ErrorRecord {
   enum Kind : std::int32_t { none, index, shape, value, format, other, file, capacity, state };
