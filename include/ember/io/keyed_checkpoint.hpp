@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
@@ -102,6 +103,14 @@ struct KeyIndexAccess {
     KeyIndex::validate(capacity, o);
   }
 };
+
+/// The one of `values` whose to_string is `name` (the names a checkpoint stores), or std::nullopt.
+template <class E>
+std::optional<E> parse_name(std::string_view name, std::initializer_list<E> values) {
+  for (const E v : values)
+    if (name == to_string(v)) return v;
+  return std::nullopt;
+}
 
 /// A double as text that reads back exactly ("%a").
 inline std::string exact(double v) {
@@ -267,17 +276,10 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   ix.capacity = integer("capacity");
   s.d_model = integer("d_model");
   const std::string& policy = text("policy");
-  if (policy == "lru") {
-    io.policy = EvictionPolicy::lru;
-  } else if (policy == "lfu") {
-    io.policy = EvictionPolicy::lfu;
-  } else if (policy == "score") {
-    io.policy = EvictionPolicy::score;
-  } else if (policy == "none") {
-    io.policy = EvictionPolicy::none;
-  } else {
-    bad("policy", "'", policy, "' is not lru, lfu, score or none");
-  }
+  const auto parsed = parse_name(policy, {EvictionPolicy::lru, EvictionPolicy::lfu,
+                                          EvictionPolicy::score, EvictionPolicy::none});
+  if (!parsed) bad("policy", "'", policy, "' is not lru, lfu, score or none");
+  io.policy = *parsed;
   io.min_count = integer("min_count");
   io.lfu_half_life = integer("lfu_half_life");
   io.sketch_width = integer("sketch_width");
@@ -518,10 +520,7 @@ void save_one(const std::string& path, const char* layer, const KeyedState<T>& s
 
 /// The pooling mode a checkpoint names ("sum", "mean", "max"), or std::nullopt.
 inline std::optional<BagMode> parse_mode(const std::string& mode) {
-  if (mode == "sum") return BagMode::sum;
-  if (mode == "mean") return BagMode::mean;
-  if (mode == "max") return BagMode::max;
-  return std::nullopt;
+  return parse_name(mode, {BagMode::sum, BagMode::mean, BagMode::max});
 }
 
 }  // namespace detail
