@@ -64,11 +64,10 @@ class RowwiseAdagrad : public RowOptimizer<RowwiseAdagrad<T>, T, AdagradOptions>
 
  private:
   static AdagradOptions validated(const AdagradOptions& o) {
-    constexpr const char* where = "RowwiseAdagrad";
-    detail::check_lr(where, o.lr);
-    detail::check_positive_finite(where, "eps", o.eps);
-    detail::check_non_negative(where, "weight_decay", o.weight_decay);
-    detail::check_non_negative(where, "initial_accumulator_value", o.initial_accumulator_value);
+    detail::check_lr(name, o.lr);
+    detail::check_positive_finite(name, "eps", o.eps);
+    detail::check_non_negative(name, "weight_decay", o.weight_decay);
+    detail::check_non_negative(name, "initial_accumulator_value", o.initial_accumulator_value);
     return o;
   }
 

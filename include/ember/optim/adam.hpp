@@ -91,12 +91,11 @@ class Adam : public RowOptimizer<Adam<T>, T, AdamOptions> {
 
  private:
   static AdamOptions validated(const AdamOptions& o) {
-    constexpr const char* where = "Adam";
-    detail::check_lr(where, o.lr);
-    detail::check_unit_interval(where, "beta1", o.beta1);
-    detail::check_unit_interval(where, "beta2", o.beta2);
-    detail::check_positive_finite(where, "eps", o.eps);
-    detail::check_non_negative(where, "weight_decay", o.weight_decay);
+    detail::check_lr(name, o.lr);
+    detail::check_unit_interval(name, "beta1", o.beta1);
+    detail::check_unit_interval(name, "beta2", o.beta2);
+    detail::check_positive_finite(name, "eps", o.eps);
+    detail::check_non_negative(name, "weight_decay", o.weight_decay);
     return o;
   }
 
