@@ -15,6 +15,7 @@
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
 #include "ember/detail/gather.hpp"
+#include "ember/detail/key_slots.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/distributed/detail/mpi.hpp"
 #include "ember/distributed/row_partition.hpp"
@@ -135,10 +136,7 @@ class ShardedEmbedding {
 
   /// The seed of row `row` in the initialising constructor (SplitMix64 of seed and row).
   [[nodiscard]] static std::uint64_t row_seed(std::uint64_t seed, Index row) noexcept {
-    std::uint64_t z = seed ^ (0x9E3779B97F4A7C15ULL * (static_cast<std::uint64_t>(row) + 1));
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
+    return detail::mix_key(seed ^ (0x9E3779B97F4A7C15ULL * (static_cast<std::uint64_t>(row) + 1)));
   }
 
   // ---- shape and placement --------------------------------------------------------------------
