@@ -21,10 +21,7 @@ struct AdagradOptions {
   double eps = 1e-8;                       ///< added to sqrt(G), finite and > 0
   double weight_decay = 0.0;               ///< L2 penalty added to g of updated rows, >= 0
   double initial_accumulator_value = 0.0;  ///< G of a row at its first update, >= 0
-  /// Scan the gradient for NaN/inf before each step and throw ValueError (naming the row and
-  /// column) instead of applying it; nothing changes then. Off by default: it reads every
-  /// gradient value once more (docs/reliability.md).
-  bool check_finite = false;
+  bool check_finite = false;  ///< scan gradients for NaN/inf first, as SGDOptions::check_finite
 };
 
 /// Row-wise Adagrad over one embedding table: for each updated row r with gradient g (d values),
