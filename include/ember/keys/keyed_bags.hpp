@@ -80,12 +80,6 @@ class KeyedEmbeddingBag : public detail::KeyedCommon<KeyedEmbeddingBag<T>, T> {
 
   // ---- training -------------------------------------------------------------------------------
 
-  /// Maps a training batch (KeyedEmbedding::map).
-  [[nodiscard]] KeyedBatch map(std::span<const std::uint64_t> keys, std::int64_t step,
-                               std::span<const double> scores = {}) {
-    return this->map_batch(keys, step, scores);
-  }
-
   /// EmbeddingBag::forward over a mapped batch (into out, with the argmax of max mode).
   /// Throws: StateError for a stale batch; as EmbeddingBag::forward.
   template <class O>
