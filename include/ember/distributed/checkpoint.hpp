@@ -56,8 +56,9 @@ inline std::int64_t metadata_int(const io::SafetensorsFile& f, const std::string
   }
 }
 
-// The world sizes of the checkpoints saved under `prefix` (from the file names).
-inline std::set<int> saved_world_sizes(const std::string& prefix) {
+// The world size of the one checkpoint saved under `prefix` (from the file names).
+// Throws: FormatError, from `where`, unless the files there are of exactly one world size.
+inline int saved_world_size(const std::string& prefix, const char* where) {
   namespace fs = std::filesystem;
   const fs::path p(prefix);
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
@@ -79,7 +80,13 @@ inline std::set<int> saved_world_sizes(const std::string& prefix) {
     } catch (const std::exception&) {
     }
   }
-  return sizes;
+  if (sizes.size() != 1) {
+    throw FormatError(
+        detail::message(where, "expected the files of one checkpoint at '", prefix,
+                        ".shard-<r>-of-<P>.safetensors', found ", sizes.size(), " world sizes"),
+        prefix, 0);
+  }
+  return *sizes.begin();
 }
 
 }  // namespace ember::inline EMBER_ISA::detail
@@ -127,14 +134,7 @@ template <class T>
   std::int64_t header[3] = {0, 0, 0};  // saved P, V, d
   detail::validate_collectively(comm, [&] {
     if (rank != 0) return;
-    const std::set<int> sizes = detail::saved_world_sizes(prefix);
-    if (sizes.size() != 1) {
-      throw FormatError(
-          detail::message("load_shards", "expected the files of one checkpoint at '", prefix,
-                          ".shard-<r>-of-<P>.safetensors', found ", sizes.size(), " world sizes"),
-          prefix, 0);
-    }
-    const int saved = *sizes.begin();
+    const int saved = detail::saved_world_size(prefix, "load_shards");
     const io::SafetensorsFile first(shard_path(prefix, 0, saved));
     header[0] = saved;
     header[1] = detail::metadata_int(first, "ember.vocab_size");

@@ -11,9 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
-#include <set>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -202,14 +200,7 @@ template <class T, class Opt = std::nullptr_t>
   int saved = 0;
   detail::validate_collectively(comm, [&] {
     if (rank != 0) return;
-    const std::set<int> sizes = detail::saved_world_sizes(prefix);
-    if (sizes.size() != 1) {
-      throw FormatError(
-          detail::message("load_keyed_shards", "expected the files of one checkpoint at '", prefix,
-                          ".shard-<r>-of-<P>.safetensors', found ", sizes.size(), " world sizes"),
-          prefix, 0);
-    }
-    saved = *sizes.begin();
+    saved = detail::saved_world_size(prefix, "load_keyed_shards");
   });
   detail::check_mpi(MPI_Bcast(&saved, 1, MPI_INT, 0, comm), "MPI_Bcast");
   detail::SavedKeyedTable<T> mine;
@@ -257,27 +248,16 @@ template <class T, class Opt = std::nullptr_t>
   // Built on the side, installed only once every rank has built its part.
   std::optional<detail::KeyedState<T>> built;
   std::optional<Embedding<T>> table;
-  std::optional<std::conditional_t<std::is_same_v<Opt, std::nullptr_t>, int, Opt>> copy;
+  std::optional<Opt> copy;
   detail::validate_collectively(comm, [&] {
     built.emplace(mine.index.capacity, mine.d_model, ko, "load_keyed_shards");
     table.emplace(built->make_table(ko.scale));
     const std::string path = shard_path(prefix, std::min(rank, saved - 1), saved);
-    if constexpr (std::is_same_v<Opt, std::nullptr_t>) {
-      detail::rebuild(mine, *built, *table, opt, target, path);
-    } else {
-      if (opt == nullptr) {
-        detail::rebuild<T, Opt>(mine, *built, *table, nullptr, target, path);
-      } else {
-        copy.emplace(*opt);
-        detail::rebuild(mine, *built, *table, &*copy, target, path);
-      }
-    }
+    detail::rebuild_on_copy(mine, *built, *table, opt, copy, target, path);
   });
   detail::ShardedKeyedAccess::shard(emb).weight() = table->weight();
   detail::ShardedKeyedAccess::state(emb) = std::move(*built);
-  if constexpr (!std::is_same_v<Opt, std::nullptr_t>) {
-    if (copy) *opt = std::move(*copy);
-  }
+  if (copy) *opt = std::move(*copy);
   return emb;
 }
 

@@ -15,6 +15,7 @@
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
 #include "ember/detail/gather.hpp"
+#include "ember/detail/key_slots.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/distributed/detail/mpi.hpp"
 #include "ember/distributed/row_partition.hpp"
@@ -135,10 +136,7 @@ class ShardedEmbedding {
 
   /// The seed of row `row` in the initialising constructor (SplitMix64 of seed and row).
   [[nodiscard]] static std::uint64_t row_seed(std::uint64_t seed, Index row) noexcept {
-    std::uint64_t z = seed ^ (0x9E3779B97F4A7C15ULL * (static_cast<std::uint64_t>(row) + 1));
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
+    return detail::mix_key(seed ^ (0x9E3779B97F4A7C15ULL * (static_cast<std::uint64_t>(row) + 1)));
   }
 
   // ---- shape and placement --------------------------------------------------------------------
@@ -247,7 +245,7 @@ class ShardedEmbedding {
     constexpr const char* name = "logits";
     detail::validate_collectively(comm(), [&] { check_hidden(where(name), hidden); });
     const std::vector<int> counts = hidden_counts(hidden.rows());
-    return shard_.logits(gather_hidden(hidden, counts, exclusive_sum(counts)));
+    return shard_.logits(gather_hidden(hidden, counts, detail::exclusive_sum(counts)));
   }
 
   /// Collective. Backward of logits(), grad_logits being this rank's N x local_rows() block:
@@ -272,7 +270,7 @@ class ShardedEmbedding {
       detail::check_dims(w, "grad_weight", grad_weight, v, "the rows this rank owns", d, "d_model");
     });
     const std::vector<int> counts = hidden_counts(n);
-    const std::vector<int> displs = exclusive_sum(counts);
+    const std::vector<int> displs = detail::exclusive_sum(counts);
     const Index total = displs.back() + counts.back();
     detail::validate_collectively(comm(), [&] {
       detail::check_extent(where(name), "grad_logits", 0, total, grad_logits.rows(),
@@ -283,12 +281,10 @@ class ShardedEmbedding {
     shard_.logits_backward(all, grad_logits, partial, grad_weight);
     const int p = world_size();
     const std::vector<int> recv_counts(static_cast<std::size_t>(p), static_cast<int>(n));
-    const std::vector<int> recv_displs = exclusive_sum(recv_counts);
+    const std::vector<int> recv_displs = detail::exclusive_sum(recv_counts);
     RowMatrix<T> parts(static_cast<Index>(p) * n, d);
-    detail::check_mpi(
-        MPI_Alltoallv(partial.data(), counts.data(), displs.data(), row_type_.get(), parts.data(),
-                      recv_counts.data(), recv_displs.data(), row_type_.get(), comm()),
-        "MPI_Alltoallv");
+    detail::alltoallv(partial.data(), counts, displs, parts.data(), recv_counts, recv_displs,
+                      row_type_.get(), comm());
     grad_hidden.setZero();
     for (int r = 0; r < p; ++r) grad_hidden += parts.middleRows(static_cast<Index>(r) * n, n);
   }
@@ -308,7 +304,7 @@ class ShardedEmbedding {
     for (int r = 0; r < world_size(); ++r) {
       counts[static_cast<std::size_t>(r)] = static_cast<int>(partition_.rows_of(r));
     }
-    const std::vector<int> displs = exclusive_sum(counts);
+    const std::vector<int> displs = detail::exclusive_sum(counts);
     RowMatrix<T> full(vocab_size(), d_model());
     detail::check_mpi(
         MPI_Allgatherv(shard_.weight().data(), counts[static_cast<std::size_t>(rank_)],
@@ -403,12 +399,6 @@ class ShardedEmbedding {
     }
   }
 
-  static std::vector<int> exclusive_sum(const std::vector<int>& counts) {
-    std::vector<int> displs(counts.size(), 0);
-    for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
-    return displs;
-  }
-
   std::vector<int> hidden_counts(Index n) const {
     const int mine = static_cast<int>(n);
     std::vector<int> counts(static_cast<std::size_t>(world_size()));
@@ -463,7 +453,7 @@ class ShardedEmbedding {
         const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
         ++plan_.send_counts[static_cast<std::size_t>(partition_.owner_of(id))];
       }
-      std::vector<int> cursor = exclusive_sum(plan_.send_counts);
+      std::vector<int> cursor = detail::exclusive_sum(plan_.send_counts);
       plan_.send_ids.resize(static_cast<std::size_t>(n));
       for (Index i = 0; i < n; ++i) {
         const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
@@ -472,7 +462,7 @@ class ShardedEmbedding {
         plan_.slot_of[static_cast<std::size_t>(i)] = k;
       }
     }
-    plan_.send_displs = exclusive_sum(plan_.send_counts);
+    plan_.send_displs = detail::exclusive_sum(plan_.send_counts);
   }
 
   // Exchanges counts and ids: afterwards plan_.recv_local holds, per source rank in rank order,
@@ -483,15 +473,13 @@ class ShardedEmbedding {
     detail::check_mpi(MPI_Alltoall(plan_.send_counts.data(), 1, MPI_INT, plan_.recv_counts.data(),
                                    1, MPI_INT, comm()),
                       "MPI_Alltoall");
-    plan_.recv_displs = exclusive_sum(plan_.recv_counts);
+    plan_.recv_displs = detail::exclusive_sum(plan_.recv_counts);
     const auto total =
         static_cast<std::size_t>(plan_.recv_displs.back() + plan_.recv_counts.back());
     plan_.recv_local.resize(total);
-    detail::check_mpi(
-        MPI_Alltoallv(plan_.send_ids.data(), plan_.send_counts.data(), plan_.send_displs.data(),
-                      MPI_INT64_T, plan_.recv_local.data(), plan_.recv_counts.data(),
-                      plan_.recv_displs.data(), MPI_INT64_T, comm()),
-        "MPI_Alltoallv");
+    detail::alltoallv(plan_.send_ids.data(), plan_.send_counts, plan_.send_displs,
+                      plan_.recv_local.data(), plan_.recv_counts, plan_.recv_displs, MPI_INT64_T,
+                      comm());
     const TokenId b = row_begin();
     for (auto& id : plan_.recv_local) id -= b;
   }
@@ -539,11 +527,8 @@ class ShardedEmbedding {
     detail::lookup_rows<T>(detail::rows_of(shard_), std::span<const TokenId>(plan_.recv_local),
                            scale(), detail::mutable_table(reply_));
     rows_.resize(static_cast<Index>(plan_.send_ids.size()), d);
-    detail::check_mpi(
-        MPI_Alltoallv(reply_.data(), plan_.recv_counts.data(), plan_.recv_displs.data(),
-                      row_type_.get(), rows_.data(), plan_.send_counts.data(),
-                      plan_.send_displs.data(), row_type_.get(), comm()),
-        "MPI_Alltoallv");
+    detail::alltoallv(reply_.data(), plan_.recv_counts, plan_.recv_displs, rows_.data(),
+                      plan_.send_counts, plan_.send_displs, row_type_.get(), comm());
     for (Index i = 0; i < n; ++i) {
       out.row(i) = rows_.row(plan_.slot_of[static_cast<std::size_t>(i)]);
       if (positions != nullptr) out.row(i) += positions->row(offset + i % seq_len);
@@ -589,11 +574,8 @@ class ShardedEmbedding {
     for (Index k = 0; k < u; ++k) partial_.row(k) = s * partial_.row(k);
     exchange_ids();
     reply_.resize(static_cast<Index>(plan_.recv_local.size()), d);
-    detail::check_mpi(
-        MPI_Alltoallv(partial_.data(), plan_.send_counts.data(), plan_.send_displs.data(),
-                      row_type_.get(), reply_.data(), plan_.recv_counts.data(),
-                      plan_.recv_displs.data(), row_type_.get(), comm()),
-        "MPI_Alltoallv");
+    detail::alltoallv(partial_.data(), plan_.send_counts, plan_.send_displs, reply_.data(),
+                      plan_.recv_counts, plan_.recv_displs, row_type_.get(), comm());
     // Received rows are in source-rank order; one accumulate call sums each row's contributions
     // in that order and adds the finished sum once.
     grad.accumulate(plan_.recv_local, reply_, T(1), local_rows(), {}, name);

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -216,12 +215,6 @@ class ShardedKeyedEmbedding {
     });
   }
 
-  static std::vector<int> exclusive_sum(const std::vector<int>& counts) {
-    std::vector<int> displs(counts.size(), 0);
-    for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
-    return displs;
-  }
-
   /// Sends each rank's distinct keys (with sightings and largest scores) to their owners, which
   /// map (train) or find them and send back the global rows.
   KeyedBatch route(std::span<const std::uint64_t> keys, std::int64_t step,
@@ -237,13 +230,7 @@ class ShardedKeyedEmbedding {
       }
       detail::check_extent(where, "scores", 0, scored ? n : 0, static_cast<Index>(scores.size()),
                            scored ? "the number of keys" : "0");
-      for (std::size_t i = 0; i < scores.size(); ++i) {
-        if (!std::isfinite(scores[i])) {
-          throw ValueError(
-              detail::message(where, "score ", scores[i], " at position ", i, " is not finite"),
-              scores[i]);
-        }
-      }
+      detail::check_finite_scores(where, scores);
     });
     // Distinct keys grouped by owner, with their sightings and largest score.
     order_.resize(static_cast<std::size_t>(n));
@@ -269,32 +256,26 @@ class ShardedKeyedEmbedding {
         send_scores_.back() = std::max(send_scores_.back(), scores[static_cast<std::size_t>(i)]);
       slot_of_[static_cast<std::size_t>(i)] = static_cast<Index>(send_keys_.size()) - 1;
     }
-    const std::vector<int> displs = exclusive_sum(counts);
+    const std::vector<int> displs = detail::exclusive_sum(counts);
     std::vector<int> recv_counts(static_cast<std::size_t>(p), 0);
     detail::check_mpi(
         MPI_Alltoall(counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm()),
         "MPI_Alltoall");
-    const std::vector<int> recv_displs = exclusive_sum(recv_counts);
+    const std::vector<int> recv_displs = detail::exclusive_sum(recv_counts);
     const auto total =
         static_cast<std::size_t>(recv_displs.back()) + static_cast<std::size_t>(recv_counts.back());
     recv_keys_.resize(total);
     recv_counts64_.resize(total);
     recv_scores_.resize(scored ? total : 0);
-    detail::check_mpi(MPI_Alltoallv(send_keys_.data(), counts.data(), displs.data(), MPI_UINT64_T,
-                                    recv_keys_.data(), recv_counts.data(), recv_displs.data(),
-                                    MPI_UINT64_T, comm()),
-                      "MPI_Alltoallv");
+    detail::alltoallv(send_keys_.data(), counts, displs, recv_keys_.data(), recv_counts,
+                      recv_displs, MPI_UINT64_T, comm());
     if (train) {
-      detail::check_mpi(MPI_Alltoallv(send_counts_.data(), counts.data(), displs.data(),
-                                      MPI_INT64_T, recv_counts64_.data(), recv_counts.data(),
-                                      recv_displs.data(), MPI_INT64_T, comm()),
-                        "MPI_Alltoallv");
+      detail::alltoallv(send_counts_.data(), counts, displs, recv_counts64_.data(), recv_counts,
+                        recv_displs, MPI_INT64_T, comm());
     }
     if (scored) {
-      detail::check_mpi(MPI_Alltoallv(send_scores_.data(), counts.data(), displs.data(), MPI_DOUBLE,
-                                      recv_scores_.data(), recv_counts.data(), recv_displs.data(),
-                                      MPI_DOUBLE, comm()),
-                        "MPI_Alltoallv");
+      detail::alltoallv(send_scores_.data(), counts, displs, recv_scores_.data(), recv_counts,
+                        recv_displs, MPI_DOUBLE, comm());
     }
     // The owners map: every rank looks its batch up once and holds it, the ranks agree, then
     // every rank commits what it held. If any rank refuses (a CapacityError, a bad step), every
@@ -315,10 +296,8 @@ class ShardedKeyedEmbedding {
     }
     for (auto& r : local_rows_) r = global_row(r);
     reply_.resize(send_keys_.size());
-    detail::check_mpi(
-        MPI_Alltoallv(local_rows_.data(), recv_counts.data(), recv_displs.data(), MPI_INT64_T,
-                      reply_.data(), counts.data(), displs.data(), MPI_INT64_T, comm()),
-        "MPI_Alltoallv");
+    detail::alltoallv(local_rows_.data(), recv_counts, recv_displs, reply_.data(), counts, displs,
+                      MPI_INT64_T, comm());
     KeyedBatch batch;
     auto& rows = detail::KeyedBatchAccess::rows(batch);
     rows.resize(static_cast<std::size_t>(n));

@@ -446,10 +446,12 @@ inline FastTextFile parse_fasttext(const std::string& path,
   a.maxn = i32(10, "maxn");
   a.lr_update_rate = i32(11, "lrUpdateRate");
   a.t = in.get<double>("args.t");
-  if (a.dim < 1) in.fail(at[0], "args.dim is ", a.dim, ", expected >= 1");
-  if (a.word_ngrams < 0) {
-    in.fail(at[5], "args.wordNgrams is ", a.word_ngrams, ", expected >= 0");
-  }
+  // Fails at byte at_v unless v >= min: "<what> is <v>, expected >= <min>".
+  const auto at_least = [&](std::size_t at_v, const char* what, std::int64_t v, std::int64_t min) {
+    if (v < min) in.fail(at_v, what, " is ", v, ", expected >= ", min);
+  };
+  at_least(at[0], "args.dim", a.dim, 1);
+  at_least(at[5], "args.wordNgrams", a.word_ngrams, 0);
   if (loss < 1 || loss > 4) {
     in.fail(at[6], "args.loss is ", loss,
             ", expected 1 (hs), 2 (ns), 3 (softmax) or 4 (one-vs-all)");
@@ -459,9 +461,9 @@ inline FastTextFile parse_fasttext(const std::string& path,
   }
   a.loss = static_cast<io::FastTextLoss>(loss);
   a.model = static_cast<io::FastTextModelType>(model);
-  if (a.bucket < 0) in.fail(at[8], "args.bucket is ", a.bucket, ", expected >= 0");
-  if (a.minn < 0) in.fail(at[9], "args.minn is ", a.minn, ", expected >= 0");
-  if (a.maxn < 0) in.fail(at[10], "args.maxn is ", a.maxn, ", expected >= 0");
+  at_least(at[8], "args.bucket", a.bucket, 0);
+  at_least(at[9], "args.minn", a.minn, 0);
+  at_least(at[10], "args.maxn", a.maxn, 0);
   const bool supervised = a.model == io::FastTextModelType::supervised;
   // fastText: "old supervised models do not use char ngrams".
   if (out.version == 11 && supervised) a.maxn = 0;
@@ -478,10 +480,8 @@ inline FastTextFile parse_fasttext(const std::string& path,
   const auto nwords = in.get<std::int32_t>("the dictionary's word count");
   const std::size_t at_nlabels = in.pos();
   const auto nlabels = in.get<std::int32_t>("the dictionary's label count");
-  if (size < 0) in.fail(at_size, "the dictionary size is ", size, ", expected >= 0");
-  if (nwords < 0) {
-    in.fail(at_nwords, "the word count is ", nwords, ", expected >= 0");
-  }
+  at_least(at_size, "the dictionary size", size, 0);
+  at_least(at_nwords, "the word count", nwords, 0);
   if (nlabels < 0 || std::int64_t{nwords} + nlabels != size) {
     in.fail(at_nlabels, "the label count is ", nlabels,
             ", expected size - words = ", std::int64_t{size} - nwords);
@@ -492,9 +492,7 @@ inline FastTextFile parse_fasttext(const std::string& path,
   }
   const std::size_t at_ntokens = in.pos();
   out.ntokens = in.get<std::int64_t>("the token count");
-  if (out.ntokens < 0) {
-    in.fail(at_ntokens, "the token count is ", out.ntokens, ", expected >= 0");
-  }
+  at_least(at_ntokens, "the token count", out.ntokens, 0);
   const std::size_t at_prune = in.pos();
   const auto prune_size = in.get<std::int64_t>("the prune index size");
   if (prune_size < -1) {

@@ -374,35 +374,11 @@ class GgufFile {
   /// INT64_MAX.
   [[nodiscard]] std::int64_t get_integer(const std::string& key) const {
     const GgufKeyInfo& k = key_info(key);
-    std::uint64_t at = k.offset;
-    if (!k.is_array()) {
-      switch (k.type) {
-        case GgufValueType::UINT8:
-          return read_value<std::uint8_t>(at);
-        case GgufValueType::INT8:
-          return read_value<std::int8_t>(at);
-        case GgufValueType::UINT16:
-          return read_value<std::uint16_t>(at);
-        case GgufValueType::INT16:
-          return read_value<std::int16_t>(at);
-        case GgufValueType::UINT32:
-          return read_value<std::uint32_t>(at);
-        case GgufValueType::INT32:
-          return read_value<std::int32_t>(at);
-        case GgufValueType::INT64:
-          return read_value<std::int64_t>(at);
-        case GgufValueType::UINT64: {
-          const auto v = read_value<std::uint64_t>(at);
-          if (v <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-            return static_cast<std::int64_t>(v);
-          }
-          break;
-        }
-        default:
-          break;
-      }
-    }
-    type_error(k, "an integer that fits INT64");
+    const std::optional<std::int64_t> v =
+        integer_as<std::uint8_t, std::int8_t, std::uint16_t, std::int16_t, std::uint32_t,
+                   std::int32_t, std::int64_t, std::uint64_t>(k);
+    if (!v) type_error(k, "an integer that fits INT64");
+    return *v;
   }
 
   /// The vocabulary of `tokenizer.ggml.tokens`: token i at id i for every i. Real token lists
@@ -440,6 +416,21 @@ class GgufFile {
     throw GgufTypeError(detail::text(path(), ": metadata key '", k.key, "' holds ", actual,
                                      ", not ", expected, " (at byte ", k.offset, ")"),
                         path(), k.offset, k.key, expected, actual);
+  }
+
+  /// The scalar value of `k` read as the one of the integer types I that is its type, if it fits
+  /// std::int64_t; std::nullopt for an array, another type or a UINT64 above INT64_MAX.
+  template <class... I>
+  std::optional<std::int64_t> integer_as(const GgufKeyInfo& k) const {
+    std::optional<std::int64_t> v;
+    const auto take = [&](auto x) {
+      if (std::cmp_less_equal(x, std::numeric_limits<std::int64_t>::max())) {
+        v = static_cast<std::int64_t>(x);
+      }
+    };
+    std::uint64_t at = k.offset;
+    ((!k.is_array() && k.type == gguf_type_of<I>() ? take(read_value<I>(at)) : void()), ...);
+    return v;
   }
 
   // Reads one validated value at `at` and advances past it.

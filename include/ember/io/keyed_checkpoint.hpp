@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
@@ -102,6 +103,14 @@ struct KeyIndexAccess {
     KeyIndex::validate(capacity, o);
   }
 };
+
+/// The one of `values` whose to_string is `name` (the names a checkpoint stores), or std::nullopt.
+template <class E>
+std::optional<E> parse_name(std::string_view name, std::initializer_list<E> values) {
+  for (const E v : values)
+    if (name == to_string(v)) return v;
+  return std::nullopt;
+}
 
 /// A double as text that reads back exactly ("%a").
 inline std::string exact(double v) {
@@ -267,17 +276,10 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   ix.capacity = integer("capacity");
   s.d_model = integer("d_model");
   const std::string& policy = text("policy");
-  if (policy == "lru") {
-    io.policy = EvictionPolicy::lru;
-  } else if (policy == "lfu") {
-    io.policy = EvictionPolicy::lfu;
-  } else if (policy == "score") {
-    io.policy = EvictionPolicy::score;
-  } else if (policy == "none") {
-    io.policy = EvictionPolicy::none;
-  } else {
-    bad("policy", "'", policy, "' is not lru, lfu, score or none");
-  }
+  const auto parsed = parse_name(policy, {EvictionPolicy::lru, EvictionPolicy::lfu,
+                                          EvictionPolicy::score, EvictionPolicy::none});
+  if (!parsed) bad("policy", "'", policy, "' is not lru, lfu, score or none");
+  io.policy = *parsed;
   io.min_count = integer("min_count");
   io.lfu_half_life = integer("lfu_half_life");
   io.sketch_width = integer("sketch_width");
@@ -457,23 +459,28 @@ void rebuild(const SavedKeyedTable<T>& s, KeyedState<T>& state, Embedding<T>& ta
   if (capacity > 0 && capacity != s.index.capacity) state.resize(capacity, table, rs);
 }
 
+/// rebuild with the optimizer's new state built on `copy` (a copy of *opt made here, engaged only
+/// with an optimizer), so `opt` is untouched when it throws: the caller moves `copy` into *opt once
+/// everything succeeded.
+template <class T, class Opt>
+void rebuild_on_copy(const SavedKeyedTable<T>& s, KeyedState<T>& state, Embedding<T>& table,
+                     const Opt* opt, std::optional<Opt>& copy, Index capacity,
+                     const std::string& path) {
+  if constexpr (!std::is_same_v<Opt, std::nullptr_t>) {
+    if (opt != nullptr) copy.emplace(*opt);
+  }
+  rebuild<T, Opt>(s, state, table, copy ? &*copy : nullptr, capacity, path);
+}
+
 /// rebuild into a keyed layer, the optimizer's new state built on a copy and moved in only once
 /// everything succeeded (so `opt` is untouched when it throws).
 template <class T, class L, class Opt>
 void rebuild_into(const SavedKeyedTable<T>& s, L& layer, Opt* opt, Index capacity,
                   const std::string& path) {
-  if constexpr (std::is_same_v<Opt, std::nullptr_t>) {
-    rebuild(s, KeyedAccess::state(layer), KeyedAccess::table(layer), opt, capacity, path);
-  } else {
-    if (opt == nullptr) {
-      rebuild<T, Opt>(s, KeyedAccess::state(layer), KeyedAccess::table(layer), nullptr, capacity,
-                      path);
-      return;
-    }
-    Opt copy = *opt;
-    rebuild(s, KeyedAccess::state(layer), KeyedAccess::table(layer), &copy, capacity, path);
-    *opt = std::move(copy);
-  }
+  std::optional<Opt> copy;
+  rebuild_on_copy(s, KeyedAccess::state(layer), KeyedAccess::table(layer), opt, copy, capacity,
+                  path);
+  if (copy) *opt = std::move(*copy);
 }
 
 /// Opens a keyed checkpoint and checks it holds the layer `layer`.
@@ -513,10 +520,7 @@ void save_one(const std::string& path, const char* layer, const KeyedState<T>& s
 
 /// The pooling mode a checkpoint names ("sum", "mean", "max"), or std::nullopt.
 inline std::optional<BagMode> parse_mode(const std::string& mode) {
-  if (mode == "sum") return BagMode::sum;
-  if (mode == "mean") return BagMode::mean;
-  if (mode == "max") return BagMode::max;
-  return std::nullopt;
+  return parse_name(mode, {BagMode::sum, BagMode::mean, BagMode::max});
 }
 
 }  // namespace detail

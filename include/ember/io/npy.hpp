@@ -107,10 +107,15 @@ inline io::NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t si
   auto skip_ws = [&] {
     while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n')) ++i;
   };
-  auto expect = [&](char c) {
+  // Skips spaces, then takes `c` if it comes next.
+  auto take = [&](char c) {
     skip_ws();
-    if (i >= text.size() || text[i] != c) bad("expected '", c, "'");
+    if (i >= text.size() || text[i] != c) return false;
     ++i;
+    return true;
+  };
+  auto expect = [&](char c) {
+    if (!take(c)) bad("expected '", c, "'");
   };
   auto parse_string = [&]() -> std::string_view {
     skip_ws();
@@ -124,12 +129,7 @@ inline io::NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t si
   bool have_descr = false, have_order = false, have_shape = false;
   std::vector<std::uint64_t> shape;
   expect('{');
-  for (;;) {
-    skip_ws();
-    if (i < text.size() && text[i] == '}') {
-      ++i;
-      break;
-    }
+  while (!take('}')) {
     const std::size_t key_pos = i;
     const std::string_view key = parse_string();
     expect(':');
@@ -154,28 +154,21 @@ inline io::NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t si
       have_order = true;
     } else if (key == "shape") {
       expect('(');
-      for (;;) {
-        skip_ws();
-        if (i < text.size() && text[i] == ')') {
-          ++i;
-          break;
-        }
+      while (!take(')')) {
         std::uint64_t v = 0;
         const char* first = text.data() + i;
         const auto [ptr, ec] = std::from_chars(first, text.data() + text.size(), v);
         if (ec != std::errc{} || ptr == first) bad("shape entries must be non-negative integers");
         i += static_cast<std::size_t>(ptr - first);
         shape.push_back(v);
-        skip_ws();
-        if (i < text.size() && text[i] == ',') ++i;
+        take(',');
       }
       have_shape = true;
     } else {
       i = key_pos;
       bad("unexpected key '", key, "'");
     }
-    skip_ws();
-    if (i < text.size() && text[i] == ',') ++i;
+    take(',');
   }
   if (!have_descr || !have_order || !have_shape) bad("missing descr, fortran_order or shape");
   if (shape.size() != 2) {

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -80,12 +79,6 @@ class KeyedEmbeddingBag : public detail::KeyedCommon<KeyedEmbeddingBag<T>, T> {
   }
 
   // ---- training -------------------------------------------------------------------------------
-
-  /// Maps a training batch (KeyedEmbedding::map).
-  [[nodiscard]] KeyedBatch map(std::span<const std::uint64_t> keys, std::int64_t step,
-                               std::span<const double> scores = {}) {
-    return this->map_batch(keys, step, scores);
-  }
 
   /// EmbeddingBag::forward over a mapped batch (into out, with the argmax of max mode).
   /// Throws: StateError for a stale batch; as EmbeddingBag::forward.
@@ -559,13 +552,7 @@ class KeyedTableBatchedBags {
       detail::check_extent(where, "scores", 0, scored ? n : 0, static_cast<Index>(scores.size()),
                            scored ? "the number of keys" : "0 (no table scores)");
     }
-    for (std::size_t i = 0; i < scores.size(); ++i) {
-      if (!std::isfinite(scores[i])) {
-        throw ValueError(
-            detail::message(where, "score ", scores[i], " at position ", i, " is not finite"),
-            scores[i]);
-      }
-    }
+    detail::check_finite_scores(where, scores);
     // Only the capacity is left to fail on: a table that evicts fails only if its batch has more
     // keys than it has rows, so those (and tables that never evict) are checked and held before
     // any table changes; the maps below commit what they held.

@@ -196,6 +196,17 @@ void move_row_state(detail::RowState<T>& state, Index from, Index to) {
   state.erase(from);
 }
 
+/// Throws ValueError, from `where`, naming the first of a batch's `scores` that is not finite.
+inline void check_finite_scores(const Where& where, std::span<const double> scores) {
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    if (!std::isfinite(scores[i])) {
+      throw ValueError(
+          detail::message(where, "score ", scores[i], " at position ", i, " is not finite"),
+          scores[i]);
+    }
+  }
+}
+
 /// What every keyed layer keeps beside its table: the index, the rule for the rows of new keys,
 /// the rows whose optimizer state must be reset at the next step, the log of keys that lost their
 /// rows (for deltas), and the generation that tells current batches from stale ones.
@@ -442,8 +453,8 @@ class KeyedState {
 };
 
 /// What every single-table keyed layer (KeyedEmbedding, KeyedEmbeddingBag) offers beyond its
-/// lookups: shape, the index, erasing, resizing, deltas and the eviction log. `Derived` holds the
-/// table (keyed_table()) and names itself (`name`).
+/// lookups: shape, the index, mapping, erasing, resizing, deltas and the eviction log. `Derived`
+/// holds the table (keyed_table()) and names itself (`name`).
 template <class Derived, class T>
 class KeyedCommon {
   static_assert(Scalar<T>, "ember's keyed layers: T must be float or double");
@@ -472,6 +483,22 @@ class KeyedCommon {
     std::vector<TokenId> rows(keys.size());
     state_.find(keys, rows);
     return rows;
+  }
+
+  /// Maps a training batch at `step`: KeyIndex::find_or_insert, the rows of keys that got one
+  /// re-initialised (KeyedOptions::init), their optimizer state queued for a reset.
+  /// Shapes:  keys[n]; scores[n] with EvictionPolicy::score, else empty.
+  /// Throws:  as KeyIndex::find_or_insert (CapacityError included); nothing changes then.
+  /// Complexity: as find_or_insert, plus O(d) per inserted key.
+  [[nodiscard]] KeyedBatch map(std::span<const std::uint64_t> keys, std::int64_t step,
+                               std::span<const double> scores = {}) {
+    KeyedBatch batch;
+    auto& rows = KeyedBatchAccess::rows(batch);
+    rows.resize(keys.size());
+    const InsertResult r = state_.map(keys, rows, step, scores, self().keyed_table());
+    state_.advance();
+    KeyedBatchAccess::stamp(batch, r, step, state_.generation(), &self());
+    return batch;
   }
 
   /// Sets the shared fallback row's values.
@@ -522,17 +549,6 @@ class KeyedCommon {
   KeyedCommon(Index capacity, Index d_model, const KeyedOptions& options)
       : state_(capacity, d_model, options, Derived::name) {}
 
-  /// Maps keys into a new batch (KeyedState::map).
-  KeyedBatch map_batch(std::span<const std::uint64_t> keys, std::int64_t step,
-                       std::span<const double> scores) {
-    KeyedBatch batch;
-    auto& rows = KeyedBatchAccess::rows(batch);
-    rows.resize(keys.size());
-    const InsertResult r = state_.map(keys, rows, step, scores, self().keyed_table());
-    state_.advance();
-    KeyedBatchAccess::stamp(batch, r, step, state_.generation(), &self());
-    return batch;
-  }
   /// Throws StateError unless `batch` is this layer's current batch.
   void check_batch(const KeyedBatch& batch, const char* call) const {
     state_.check_batch(batch, &self(), batch.size(), {Derived::name, call});
@@ -644,16 +660,6 @@ class KeyedEmbedding : public detail::KeyedCommon<KeyedEmbedding<T>, T> {
   }
 
   // ---- training -------------------------------------------------------------------------------
-
-  /// Maps a training batch at `step`: KeyIndex::find_or_insert, the rows of keys that got one
-  /// re-initialised (KeyedOptions::init), their optimizer state queued for a reset.
-  /// Shapes:  keys[n]; scores[n] with EvictionPolicy::score, else empty.
-  /// Throws:  as KeyIndex::find_or_insert (CapacityError included); nothing changes then.
-  /// Complexity: as find_or_insert, plus O(d) per inserted key.
-  [[nodiscard]] KeyedBatch map(std::span<const std::uint64_t> keys, std::int64_t step,
-                               std::span<const double> scores = {}) {
-    return this->map_batch(keys, step, scores);
-  }
 
   /// The lookup of a mapped batch: rows · scale().
   /// Throws: StateError for a batch not mapped by this table's latest map; ShapeError if out is

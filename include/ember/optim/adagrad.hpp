@@ -21,10 +21,7 @@ struct AdagradOptions {
   double eps = 1e-8;                       ///< added to sqrt(G), finite and > 0
   double weight_decay = 0.0;               ///< L2 penalty added to g of updated rows, >= 0
   double initial_accumulator_value = 0.0;  ///< G of a row at its first update, >= 0
-  /// Scan the gradient for NaN/inf before each step and throw ValueError (naming the row and
-  /// column) instead of applying it; nothing changes then. Off by default: it reads every
-  /// gradient value once more (docs/reliability.md).
-  bool check_finite = false;
+  bool check_finite = false;  ///< scan gradients for NaN/inf first, as SGDOptions::check_finite
 };
 
 /// Row-wise Adagrad over one embedding table: for each updated row r with gradient g (d values),
@@ -64,11 +61,10 @@ class RowwiseAdagrad : public RowOptimizer<RowwiseAdagrad<T>, T, AdagradOptions>
 
  private:
   static AdagradOptions validated(const AdagradOptions& o) {
-    constexpr const char* where = "RowwiseAdagrad";
-    detail::check_lr(where, o.lr);
-    detail::check_positive_finite(where, "eps", o.eps);
-    detail::check_non_negative(where, "weight_decay", o.weight_decay);
-    detail::check_non_negative(where, "initial_accumulator_value", o.initial_accumulator_value);
+    detail::check_lr(name, o.lr);
+    detail::check_positive_finite(name, "eps", o.eps);
+    detail::check_non_negative(name, "weight_decay", o.weight_decay);
+    detail::check_non_negative(name, "initial_accumulator_value", o.initial_accumulator_value);
     return o;
   }
 

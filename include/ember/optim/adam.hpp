@@ -24,10 +24,7 @@ struct AdamOptions {
   double weight_decay = 0.0;   ///< >= 0; L2 (added to g) or decoupled (AdamW), see below
   bool decoupled = false;      ///< true: AdamW's decoupled decay w *= 1 - lr·weight_decay
   bool per_row_steps = false;  ///< bias correction from each row's own update count (variant)
-  /// Scan the gradient for NaN/inf before each step and throw ValueError (naming the row and
-  /// column) instead of applying it; nothing changes then. Off by default: it reads every
-  /// gradient value once more (docs/reliability.md).
-  bool check_finite = false;
+  bool check_finite = false;   ///< scan gradients for NaN/inf first, as SGDOptions::check_finite
 };
 
 /// Lazy Adam over one embedding table. Each step() call increments the global step count t
@@ -91,12 +88,11 @@ class Adam : public RowOptimizer<Adam<T>, T, AdamOptions> {
 
  private:
   static AdamOptions validated(const AdamOptions& o) {
-    constexpr const char* where = "Adam";
-    detail::check_lr(where, o.lr);
-    detail::check_unit_interval(where, "beta1", o.beta1);
-    detail::check_unit_interval(where, "beta2", o.beta2);
-    detail::check_positive_finite(where, "eps", o.eps);
-    detail::check_non_negative(where, "weight_decay", o.weight_decay);
+    detail::check_lr(name, o.lr);
+    detail::check_unit_interval(name, "beta1", o.beta1);
+    detail::check_unit_interval(name, "beta2", o.beta2);
+    detail::check_positive_finite(name, "eps", o.eps);
+    detail::check_non_negative(name, "weight_decay", o.weight_decay);
     return o;
   }
 

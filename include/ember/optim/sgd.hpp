@@ -78,13 +78,12 @@ class SGD : public RowOptimizer<SGD<T>, T, SGDOptions> {
 
  private:
   static SGDOptions validated(const SGDOptions& o) {
-    constexpr const char* where = "SGD";
-    detail::check_lr(where, o.lr);
-    detail::check_unit_interval(where, "momentum", o.momentum);
-    detail::check_unit_interval(where, "dampening", o.dampening);
-    detail::check_non_negative(where, "weight_decay", o.weight_decay);
+    detail::check_lr(name, o.lr);
+    detail::check_unit_interval(name, "momentum", o.momentum);
+    detail::check_unit_interval(name, "dampening", o.dampening);
+    detail::check_non_negative(name, "weight_decay", o.weight_decay);
     if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
-      throw ValueError(detail::message(where,
+      throw ValueError(detail::message(name,
                                        "nesterov needs momentum > 0 and dampening = 0, got "
                                        "momentum ",
                                        o.momentum, ", dampening ", o.dampening),

@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ember/config.hpp"
 #include "ember/errors.hpp"
@@ -69,6 +70,24 @@ Handle<MPI_Datatype, MPI_Type_free> row_type(Index d) {
   check_mpi(MPI_Type_contiguous(static_cast<int>(d), scalar, &type), "MPI_Type_contiguous");
   check_mpi(MPI_Type_commit(&type), "MPI_Type_commit");
   return Handle<MPI_Datatype, MPI_Type_free>(type);
+}
+
+/// The displacements of an exchange's `counts`: their exclusive prefix sum.
+inline std::vector<int> exclusive_sum(const std::vector<int>& counts) {
+  std::vector<int> displs(counts.size(), 0);
+  for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  return displs;
+}
+
+/// MPI_Alltoallv of items of `type`: send[displs[r], + counts[r]) goes to rank r, whose items
+/// arrive in recv[recv_displs[r], + recv_counts[r]).
+inline void alltoallv(const void* send, const std::vector<int>& counts,
+                      const std::vector<int>& displs, void* recv,
+                      const std::vector<int>& recv_counts, const std::vector<int>& recv_displs,
+                      MPI_Datatype type, MPI_Comm comm) {
+  check_mpi(MPI_Alltoallv(send, counts.data(), displs.data(), type, recv, recv_counts.data(),
+                          recv_displs.data(), type, comm),
+            "MPI_Alltoallv");
 }
 
 /// What went wrong on one rank, in a fixed-size record that can be broadcast as bytes.
