@@ -740,8 +740,9 @@ class KeyIndex {
   /// key i is then settled by comparing its key with the candidate's, so a hit waits on no load
   /// that was not asked for ahead (tags that agree on another key, 1 in 2^(32 - row bits) a slot,
   /// fall back to the full probe).
+  /// With `also` set, also[r] is asked for with row r's record (the scores the lookup pass writes).
   template <class F>
-  void probe_all(std::span<const std::uint64_t> keys, F&& f) const {
+  void probe_all(std::span<const std::uint64_t> keys, F&& f, const double* also = nullptr) const {
     constexpr Index kSlotLead = 64, kRowLead = 32, kRing = 128;
     static_assert(kSlotLead < kRing && kRowLead < kSlotLead);
     const auto n = static_cast<Index>(keys.size());
@@ -755,7 +756,12 @@ class KeyIndex {
     const auto fetch_row = [&](Index i) {
       const Index r = slots_.candidate(h[i & (kRing - 1)]);
       cand[i & (kRing - 1)] = r;
-      if (r >= 0) prefetch_row(r);
+      if (r >= 0) {
+        prefetch_row(r);
+#if defined(__GNUC__) || defined(__clang__)
+        if (also != nullptr) __builtin_prefetch(also + r, 1, 3);
+#endif
+      }
     };
     for (Index i = 0; i < std::min(n, kSlotLead); ++i) hash(i);
     for (Index i = 0; i < std::min(n, kRowLead); ++i) fetch_row(i);
@@ -793,8 +799,9 @@ class KeyIndex {
   /// per-call scratch and marks change. Otherwise commit follows, and the lookup pass writes the
   /// hits' sightings and step while their records are in cache; when the batch could still be
   /// refused (or is held), saved_ keeps what they were (restored by MarkGuard or release_held),
-  /// and when it cannot (it has no more keys than the rows it can be given), the hits' rows go
-  /// straight to `rows` and nothing is saved.
+  /// and when it cannot (it has no more keys than the rows it can be given), the hits' rows and,
+  /// under EvictionPolicy::score, their scores go straight to `rows` and scores_, and nothing is
+  /// saved.
   Index prepare(const char* where, std::span<const std::uint64_t> keys, TokenId* rows,
                 std::int64_t step, std::span<const double> scores,
                 std::span<const std::int64_t> counts, bool admit, bool hold = false) {
@@ -829,9 +836,13 @@ class KeyIndex {
     low_.clear();
     touched_.reserve(static_cast<std::size_t>(n));
     Index misses = 0;
-    // touch_first_ serves the scores only; hashes_ the keys without a row only.
+    // touch_first_ serves the scores only; hashes_ the keys without a row only. A batch that
+    // cannot be refused writes its hits' scores here, while their lines are in cache (the first
+    // position's score, then the largest, as commit would).
     const bool scored = options_.policy == EvictionPolicy::score && !scores.empty();
-    probe_all(keys, [&](Index i, std::uint64_t h, Index r) {
+    scores_direct_ = scored && direct_;
+    const bool keep_first = scored && !scores_direct_;
+    const auto body = [&](Index i, std::uint64_t h, Index r) {
       work_[static_cast<std::size_t>(i)] = r;
       if (r < 0) {
         hashes_[static_cast<std::size_t>(i)] = h;
@@ -845,7 +856,7 @@ class KeyIndex {
       if (first) {
         mark(r);
         touched_.push_back(r);
-        if (scored) touch_first_.push_back(i);
+        if (keep_first) touch_first_.push_back(i);
         if (save) saved_.push_back(st);
         if (fused_) st.last = now;
       }
@@ -853,6 +864,11 @@ class KeyIndex {
         st.count = saturating_add(
             st.count,
             counts.empty() ? 1 : static_cast<std::uint64_t>(counts[static_cast<std::size_t>(i)]));
+      }
+      if (scores_direct_) {
+        double& sc = scores_[static_cast<std::size_t>(r)];
+        const double s = scores[static_cast<std::size_t>(i)];
+        sc = first ? s : std::max(sc, s);
       }
       if (first && sieved_) {
         const std::uint64_t p = by_score
@@ -862,7 +878,8 @@ class KeyIndex {
         if (!less(sieve_tau_, Candidate{p, st.last, static_cast<std::uint32_t>(r), st.key}))
           low_.push_back(r);
       }
-    });
+    };
+    probe_all(keys, body, scores_direct_ ? scores_.data() : nullptr);
     misses_ = misses;
     group_new_keys(keys, scores, counts);
     const int halvings = pending_halvings(step);
@@ -983,7 +1000,7 @@ class KeyIndex {
         if (has_decay) decay_[static_cast<std::size_t>(r)] += static_cast<float>(c) * weight;
       }
     }
-    if (options_.policy == EvictionPolicy::score && !scores.empty()) {
+    if (options_.policy == EvictionPolicy::score && !scores.empty() && !scores_direct_) {
       for (std::size_t t = 0; t < touched_.size(); ++t)
         scores_[static_cast<std::size_t>(touched_[t])] =
             scores[static_cast<std::size_t>(touch_first_[t])];
@@ -1399,6 +1416,7 @@ class KeyIndex {
   bool fused_ = true;    // the lookup pass writes the hits' records
   bool direct_ = false;  // ... and their rows: the batch cannot be refused
   bool restore_ = false;
+  bool scores_direct_ = false;  // the lookup pass wrote the hits' scores (direct_ and scored)
   bool held_ = false;
   bool sieved_ = false;  // low_ holds the touched rows that may be at or below sieve_tau_
   Candidate sieve_tau_;  // tau_ when the lookup pass sieved
