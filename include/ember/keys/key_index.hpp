@@ -1173,16 +1173,41 @@ class KeyIndex {
 
   // ---- eviction candidates --------------------------------------------------------------------
   //
-  // pool_ holds, sorted, every evictable key whose order is <= tau_ (the threshold of the last
-  // scan); late_ (a min-heap) the keys that fell to or below tau_ since. Every other resident key
-  // is above tau_, so the smallest valid candidate is the smallest evictable key. An entry is
-  // stale once its key's order changed, its key left, or its row was reused: popping skips it.
+  // pool_ holds every evictable key whose order is <= tau_ (the largest entry of pool_, set by
+  // the last scan or trim); late_ (a min-heap) the keys that fell to or below tau_ since.
+  // Every other resident key is above tau_, so the smallest valid candidate is the smallest
+  // evictable key. An entry is stale once its key's order changed, its key left, or its row was
+  // reused: popping skips it. pool_ is sorted lazily: [0, pool_sorted_) is sorted and holds the
+  // smallest entries, the rest is in no order until popping reaches it (a batch consumes a few
+  // thousand candidates of about C/12); pool_next_ <= pool_sorted_ is the next to pop.
 
   void invalidate_pool() noexcept {
     pool_.clear();
     late_.clear();
     pool_next_ = 0;
+    pool_sorted_ = 0;
     pool_valid_ = false;
+  }
+
+  /// pool_ has just been filled (unsorted): tau_ = its largest entry, nothing popped or sorted.
+  void reset_pool() {
+    tau_ = *std::max_element(pool_.begin(), pool_.end(), Less{});
+    pool_next_ = 0;
+    pool_sorted_ = 0;
+    pool_chunk_ = std::max<std::size_t>(512, pool_target() / 32);
+  }
+
+  /// Extends the sorted prefix of pool_ by the smallest pool_chunk_ unsorted entries (the chunk
+  /// doubling each time, so the total cost stays proportional to a full sort at worst).
+  void sort_more() {
+    const std::size_t rest = pool_.size() - pool_sorted_;
+    const std::size_t take = std::min(rest, pool_chunk_);
+    pool_chunk_ *= 2;
+    const auto first = pool_.begin() + static_cast<std::ptrdiff_t>(pool_sorted_);
+    if (take < rest)
+      std::nth_element(first, first + static_cast<std::ptrdiff_t>(take), pool_.end(), Less{});
+    sort_candidates(pool_.data() + pool_sorted_, take);
+    pool_sorted_ += take;
   }
 
   [[nodiscard]] bool current(const Candidate& c) const noexcept {
@@ -1204,6 +1229,7 @@ class KeyIndex {
     const bool has_pool = pool_next_ < pool_.size();
     const bool has_late = !late_.empty();
     if (!has_pool && !has_late) return false;
+    if (has_pool && pool_next_ == pool_sorted_) sort_more();
     if (has_pool && (!has_late || less(pool_[pool_next_], late_.front()))) {
       out = pool_[pool_next_++];
       return true;
@@ -1228,9 +1254,21 @@ class KeyIndex {
       std::vector<Candidate>().swap(late_);
       return;
     }
+    // The smallest `keep` remaining: the sorted ones, then the smallest of the unsorted rest.
+    const std::size_t end = pool_next_ + keep;
+    if (end > pool_sorted_) {  // the largest kept goes last
+      const auto first = pool_.begin() + static_cast<std::ptrdiff_t>(pool_sorted_);
+      const auto last = pool_.begin() + static_cast<std::ptrdiff_t>(end - 1);
+      if (end < pool_.size()) {
+        std::nth_element(first, last, pool_.end(), Less{});
+      } else {
+        std::iter_swap(std::max_element(first, pool_.end(), Less{}), last);
+      }
+    }
     std::vector<Candidate> kept(pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_),
-                                pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_ + keep));
+                                pool_.begin() + static_cast<std::ptrdiff_t>(end));
     tau_ = kept.back();
+    const std::size_t sorted = std::min(pool_sorted_, end) - pool_next_;
     std::vector<Candidate> late;
     for (const Candidate& c : late_)
       if (!less(tau_, c)) late.push_back(c);
@@ -1238,6 +1276,14 @@ class KeyIndex {
     pool_.swap(kept);
     late_.swap(late);
     pool_next_ = 0;
+    pool_sorted_ = sorted;
+    EMBER_ASSERT(within_tau());
+  }
+
+  /// True when no entry of pool_ left to pop is above tau_ (the candidates' invariant).
+  [[nodiscard]] bool within_tau() const noexcept {
+    return std::none_of(pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_), pool_.end(),
+                        [this](const Candidate& c) { return less(tau_, c); });
   }
 
   [[nodiscard]] std::size_t pool_target() const noexcept {
@@ -1249,7 +1295,7 @@ class KeyIndex {
   void choose_victims(Index need) {
     constexpr std::size_t kLead = 8;
     while (static_cast<Index>(victims_.size()) < need) {
-      if (pool_next_ + kLead < pool_.size()) prefetch_row(pool_[pool_next_ + kLead].row);
+      if (pool_next_ + kLead < pool_sorted_) prefetch_row(pool_[pool_next_ + kLead].row);
       Candidate c;
       if (!pool_valid_ || !pop_candidate(c)) {
         scan(need - static_cast<Index>(victims_.size()));
@@ -1313,32 +1359,30 @@ class KeyIndex {
       pool_.resize(target);
     }
     if (pool_.capacity() > pool_.size() + pool_.size() / 4 + 64) pool_.shrink_to_fit();
-    sort_pool();
-    tau_ = pool_.back();
-    pool_next_ = 0;
+    reset_pool();
     pool_valid_ = true;
   }
 
-  /// Sorts pool_ by less(): a least-significant-digit radix sort over the 20 bytes of (primary,
-  /// last, key), skipping the bytes all candidates share (under lru the primary is 0 and the
-  /// steps and keys' high bytes mostly agree), through a buffer freed on return. The candidates
-  /// are distinct rows, so the order is total and the result is std::sort's.
-  void sort_pool() {
-    const std::size_t n = pool_.size();
+  /// Sorts data[0, n) by less(): a least-significant-digit radix sort over the 20 bytes of
+  /// (primary, last, key), skipping the bytes all candidates share (under lru the primary is 0 and
+  /// the steps and keys' high bytes mostly agree), through a buffer freed on return. Candidates
+  /// that less() does not order are equal in every field but the row, and at most one of them is
+  /// current (a key has one row), so whichever comes first the same victims are chosen.
+  static void sort_candidates(Candidate* data, std::size_t n) {
     if (n < 1024) {
-      std::sort(pool_.begin(), pool_.end(), Less{});
+      std::sort(data, data + n, Less{});
       return;
     }
-    const Candidate& f = pool_.front();
+    const Candidate& f = data[0];
     std::uint64_t vary_key = 0, vary_primary = 0;
     std::uint32_t vary_last = 0;
-    for (const Candidate& c : pool_) {
+    for (const Candidate& c : std::span<const Candidate>(data, n)) {
       vary_key |= c.key ^ f.key;
       vary_last |= c.last ^ f.last;
       vary_primary |= c.primary ^ f.primary;
     }
     std::vector<Candidate> buffer(n);
-    Candidate* from = pool_.data();
+    Candidate* from = data;
     Candidate* to = buffer.data();
     std::size_t start[256];
     const auto pass = [&](auto field, std::uint64_t vary, int bytes) {
@@ -1356,7 +1400,7 @@ class KeyIndex {
     pass([](const Candidate& c) { return c.key; }, vary_key, 8);
     pass([](const Candidate& c) -> std::uint64_t { return c.last; }, vary_last, 4);
     pass([](const Candidate& c) { return c.primary; }, vary_primary, 8);
-    if (from != pool_.data()) std::copy(from, from + n, pool_.data());
+    if (from != data) std::copy(from, from + n, data);
   }
 
   // ---- resize and restore helpers -------------------------------------------------------------
@@ -1403,6 +1447,8 @@ class KeyIndex {
   // Eviction candidates.
   std::vector<Candidate> pool_;
   std::size_t pool_next_ = 0;
+  std::size_t pool_sorted_ = 0;
+  std::size_t pool_chunk_ = 0;
   std::vector<Candidate> late_;
   Candidate tau_;
   bool pool_valid_ = false;
