@@ -1174,12 +1174,14 @@ class KeyIndex {
   // ---- eviction candidates --------------------------------------------------------------------
   //
   // pool_ holds every evictable key whose order is <= tau_ (the largest entry of pool_, set by
-  // the last scan or trim); late_ (a min-heap) the keys that fell to or below tau_ since.
+  // the last scan, fold or trim); late_ (a min-heap) the keys that fell to or below tau_ since.
   // Every other resident key is above tau_, so the smallest valid candidate is the smallest
   // evictable key. An entry is stale once its key's order changed, its key left, or its row was
   // reused: popping skips it. pool_ is sorted lazily: [0, pool_sorted_) is sorted and holds the
   // smallest entries, the rest is in no order until popping reaches it (a batch consumes a few
-  // thousand candidates of about C/12); pool_next_ <= pool_sorted_ is the next to pop.
+  // thousand candidates of about C/12); pool_next_ <= pool_sorted_ is the next to pop. When late_
+  // outgrows its bound it is folded into pool_, which keeps the smallest pool_target() entries
+  // and lowers tau_ to the largest of them, instead of a scan of every row.
 
   void invalidate_pool() noexcept {
     pool_.clear();
@@ -1210,6 +1212,24 @@ class KeyIndex {
     pool_sorted_ += take;
   }
 
+  /// Moves late_ into pool_ (late_ outgrew its bound): the smallest pool_target() of the unpopped
+  /// pool entries and the late ones stay, unsorted, and tau_ drops to the largest of them. Every
+  /// evictable key at or below the new tau_ was in pool_ or late_, so it is in pool_ now.
+  void fold_late() {
+    const auto rest = pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_);
+    std::vector<Candidate> merged;
+    merged.reserve(static_cast<std::size_t>(pool_.end() - rest) + late_.size());
+    merged.insert(merged.end(), rest, pool_.end());
+    merged.insert(merged.end(), late_.begin(), late_.end());
+    const std::size_t keep = std::min(merged.size(), pool_target());
+    if (keep < merged.size())
+      std::nth_element(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(keep - 1),
+                       merged.end(), Less{});
+    pool_.assign(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(keep));
+    late_.clear();
+    reset_pool();
+  }
+
   [[nodiscard]] bool current(const Candidate& c) const noexcept {
     const auto u = static_cast<std::size_t>(c.row);
     return meta_[u].count != 0 && meta_[u].key == c.key && meta_[u].last == c.last &&
@@ -1221,7 +1241,7 @@ class KeyIndex {
     if (!less(tau_, c)) {
       late_.push_back(c);
       std::push_heap(late_.begin(), late_.end(), Greater{});
-      if (late_.size() > std::max<std::size_t>(1024, pool_target() / 4)) invalidate_pool();
+      if (late_.size() > std::max<std::size_t>(1024, pool_target() / 4)) fold_late();
     }
   }
 
