@@ -261,8 +261,9 @@ class KeyIndex {
   ///          (its resident keys plus the new admitted ones above key_capacity(), or with
   ///          EvictionPolicy::none above the free rows). Nothing changes when it throws.
   /// Complexity: O(n) expected for the lookups, plus for the e evictions O(e log C) amortized: the
-  ///          candidates are the smallest C/8 keys, found by one scan of the index every C/8
-  ///          evictions (lfu and score keys that fall below them go to a heap).
+  ///          candidates are the smallest C/12 keys, found by one scan of the index every C/12
+  ///          evictions or fewer and sorted as far as eviction reaches (lfu and score keys that
+  ///          fall below them go to a heap, folded into them when it fills).
   InsertResult find_or_insert(std::span<const std::uint64_t> keys, std::span<TokenId> rows,
                               std::int64_t step, std::span<const double> scores = {},
                               std::span<const std::int64_t> counts = {}) {
@@ -1191,12 +1192,19 @@ class KeyIndex {
     pool_valid_ = false;
   }
 
-  /// pool_ has just been filled (unsorted): tau_ = its largest entry, nothing popped or sorted.
+  /// pool_ has just been filled (unsorted): tau_ = its largest entry, nothing popped. Under lru
+  /// and lfu it is sorted whole now: their tuples share most bytes (a radix sort of a few passes)
+  /// and eviction mostly consumes them before the next scan; a score's 8 bytes all vary, and at a
+  /// high hit rate the heap's traffic refreshes the pool long before eviction reaches its end.
   void reset_pool() {
     tau_ = *std::max_element(pool_.begin(), pool_.end(), Less{});
     pool_next_ = 0;
     pool_sorted_ = 0;
     pool_chunk_ = std::max<std::size_t>(512, pool_target() / 32);
+    if (options_.policy != EvictionPolicy::score) {
+      sort_candidates(pool_.data(), pool_.size());
+      pool_sorted_ = pool_.size();
+    }
   }
 
   /// Extends the sorted prefix of pool_ by the smallest pool_chunk_ unsorted entries (the chunk
