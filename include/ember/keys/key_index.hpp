@@ -1178,11 +1178,12 @@ class KeyIndex {
   // the last scan, fold or trim); late_ (a min-heap) the keys that fell to or below tau_ since.
   // Every other resident key is above tau_, so the smallest valid candidate is the smallest
   // evictable key. An entry is stale once its key's order changed, its key left, or its row was
-  // reused: popping skips it. pool_ is sorted lazily: [0, pool_sorted_) is sorted and holds the
-  // smallest entries, the rest is in no order until popping reaches it (a batch consumes a few
-  // thousand candidates of about C/12); pool_next_ <= pool_sorted_ is the next to pop. When late_
-  // outgrows its bound it is folded into pool_, which keeps the smallest pool_target() entries
-  // and lowers tau_ to the largest of them, instead of a scan of every row.
+  // reused: popping skips it. Under score pool_ is sorted lazily (lru and lfu sort it whole, see
+  // reset_pool): [0, pool_sorted_) is sorted and holds the smallest entries, the rest is in no
+  // order until popping reaches it (a batch consumes a few hundred to a few thousand of about
+  // C/12); pool_next_ <= pool_sorted_ is the next to pop. When late_ outgrows its bound it is
+  // folded into pool_, which keeps the smallest pool_target() entries and lowers tau_ to the
+  // largest of them, instead of a scan of every row.
 
   void invalidate_pool() noexcept {
     pool_.clear();
