@@ -236,6 +236,20 @@ TEST_CASE("KeyIndex matches its reference where eviction scans a large index", "
   compare_stream(3000, {.policy = EvictionPolicy::score}, 15, 30, 9000, 800, false, false);
 }
 
+TEST_CASE(
+    "KeyIndex matches its reference where late candidates are folded into a lazily sorted pool",
+    "[key_index]") {
+  // Capacity 24000: a pool of 2000 candidates sorted in chunks as eviction reaches them, and
+  // batches that are mostly hits, so that many keys fall below the threshold and the late heap
+  // outgrows its bound (1024) and is folded into the pool between scans. Capacity 10000: a pool
+  // of 833, partly sorted when a trim keeps the smallest of it. lfu: the new keys fall below.
+  compare_stream(24000, {.policy = EvictionPolicy::score}, 16, 100, 24500, 8000, false, false);
+  compare_stream(10000, {.policy = EvictionPolicy::score}, 17, 60, 11000, 9900, false, false);
+  compare_stream(24000, {.policy = EvictionPolicy::lfu}, 18, 40, 40000, 8000, false, false);
+  compare_stream(24000, {.policy = EvictionPolicy::lfu, .lfu_half_life = 3}, 19, 40, 40000, 8000,
+                 false, false);
+}
+
 TEST_CASE("ties fall to the older step, then to the smaller key", "[key_index]") {
   KeyIndex lru(3, {.policy = EvictionPolicy::lru});
   std::vector<TokenId> rows(3);

@@ -261,8 +261,9 @@ class KeyIndex {
   ///          (its resident keys plus the new admitted ones above key_capacity(), or with
   ///          EvictionPolicy::none above the free rows). Nothing changes when it throws.
   /// Complexity: O(n) expected for the lookups, plus for the e evictions O(e log C) amortized: the
-  ///          candidates are the smallest C/8 keys, found by one scan of the index every C/8
-  ///          evictions (lfu and score keys that fall below them go to a heap).
+  ///          candidates are the smallest C/12 keys, found by one scan of the index every C/12
+  ///          evictions or fewer and sorted as far as eviction reaches (lfu and score keys that
+  ///          fall below them go to a heap, folded into them when it fills).
   InsertResult find_or_insert(std::span<const std::uint64_t> keys, std::span<TokenId> rows,
                               std::int64_t step, std::span<const double> scores = {},
                               std::span<const std::int64_t> counts = {}) {
@@ -740,8 +741,9 @@ class KeyIndex {
   /// key i is then settled by comparing its key with the candidate's, so a hit waits on no load
   /// that was not asked for ahead (tags that agree on another key, 1 in 2^(32 - row bits) a slot,
   /// fall back to the full probe).
+  /// With `also` set, also[r] is asked for with row r's record (the scores the lookup pass writes).
   template <class F>
-  void probe_all(std::span<const std::uint64_t> keys, F&& f) const {
+  void probe_all(std::span<const std::uint64_t> keys, F&& f, const double* also = nullptr) const {
     constexpr Index kSlotLead = 64, kRowLead = 32, kRing = 128;
     static_assert(kSlotLead < kRing && kRowLead < kSlotLead);
     const auto n = static_cast<Index>(keys.size());
@@ -755,7 +757,12 @@ class KeyIndex {
     const auto fetch_row = [&](Index i) {
       const Index r = slots_.candidate(h[i & (kRing - 1)]);
       cand[i & (kRing - 1)] = r;
-      if (r >= 0) prefetch_row(r);
+      if (r >= 0) {
+        prefetch_row(r);
+#if defined(__GNUC__) || defined(__clang__)
+        if (also != nullptr) __builtin_prefetch(also + r, 1, 3);
+#endif
+      }
     };
     for (Index i = 0; i < std::min(n, kSlotLead); ++i) hash(i);
     for (Index i = 0; i < std::min(n, kRowLead); ++i) fetch_row(i);
@@ -793,8 +800,9 @@ class KeyIndex {
   /// per-call scratch and marks change. Otherwise commit follows, and the lookup pass writes the
   /// hits' sightings and step while their records are in cache; when the batch could still be
   /// refused (or is held), saved_ keeps what they were (restored by MarkGuard or release_held),
-  /// and when it cannot (it has no more keys than the rows it can be given), the hits' rows go
-  /// straight to `rows` and nothing is saved.
+  /// and when it cannot (it has no more keys than the rows it can be given), the hits' rows and,
+  /// under EvictionPolicy::score, their scores go straight to `rows` and scores_, and nothing is
+  /// saved.
   Index prepare(const char* where, std::span<const std::uint64_t> keys, TokenId* rows,
                 std::int64_t step, std::span<const double> scores,
                 std::span<const std::int64_t> counts, bool admit, bool hold = false) {
@@ -829,9 +837,13 @@ class KeyIndex {
     low_.clear();
     touched_.reserve(static_cast<std::size_t>(n));
     Index misses = 0;
-    // touch_first_ serves the scores only; hashes_ the keys without a row only.
+    // touch_first_ serves the scores only; hashes_ the keys without a row only. A batch that
+    // cannot be refused writes its hits' scores here, while their lines are in cache (the first
+    // position's score, then the largest, as commit would).
     const bool scored = options_.policy == EvictionPolicy::score && !scores.empty();
-    probe_all(keys, [&](Index i, std::uint64_t h, Index r) {
+    scores_direct_ = scored && direct_;
+    const bool keep_first = scored && !scores_direct_;
+    const auto body = [&](Index i, std::uint64_t h, Index r) {
       work_[static_cast<std::size_t>(i)] = r;
       if (r < 0) {
         hashes_[static_cast<std::size_t>(i)] = h;
@@ -845,7 +857,7 @@ class KeyIndex {
       if (first) {
         mark(r);
         touched_.push_back(r);
-        if (scored) touch_first_.push_back(i);
+        if (keep_first) touch_first_.push_back(i);
         if (save) saved_.push_back(st);
         if (fused_) st.last = now;
       }
@@ -853,6 +865,11 @@ class KeyIndex {
         st.count = saturating_add(
             st.count,
             counts.empty() ? 1 : static_cast<std::uint64_t>(counts[static_cast<std::size_t>(i)]));
+      }
+      if (scores_direct_) {
+        double& sc = scores_[static_cast<std::size_t>(r)];
+        const double s = scores[static_cast<std::size_t>(i)];
+        sc = first ? s : std::max(sc, s);
       }
       if (first && sieved_) {
         const std::uint64_t p = by_score
@@ -862,7 +879,8 @@ class KeyIndex {
         if (!less(sieve_tau_, Candidate{p, st.last, static_cast<std::uint32_t>(r), st.key}))
           low_.push_back(r);
       }
-    });
+    };
+    probe_all(keys, body, scores_direct_ ? scores_.data() : nullptr);
     misses_ = misses;
     group_new_keys(keys, scores, counts);
     const int halvings = pending_halvings(step);
@@ -983,7 +1001,7 @@ class KeyIndex {
         if (has_decay) decay_[static_cast<std::size_t>(r)] += static_cast<float>(c) * weight;
       }
     }
-    if (options_.policy == EvictionPolicy::score && !scores.empty()) {
+    if (options_.policy == EvictionPolicy::score && !scores.empty() && !scores_direct_) {
       for (std::size_t t = 0; t < touched_.size(); ++t)
         scores_[static_cast<std::size_t>(touched_[t])] =
             scores[static_cast<std::size_t>(touch_first_[t])];
@@ -1156,16 +1174,69 @@ class KeyIndex {
 
   // ---- eviction candidates --------------------------------------------------------------------
   //
-  // pool_ holds, sorted, every evictable key whose order is <= tau_ (the threshold of the last
-  // scan); late_ (a min-heap) the keys that fell to or below tau_ since. Every other resident key
-  // is above tau_, so the smallest valid candidate is the smallest evictable key. An entry is
-  // stale once its key's order changed, its key left, or its row was reused: popping skips it.
+  // pool_ holds every evictable key whose order is <= tau_ (the largest entry of pool_, set by
+  // the last scan, fold or trim); late_ (a min-heap) the keys that fell to or below tau_ since.
+  // Every other resident key is above tau_, so the smallest valid candidate is the smallest
+  // evictable key. An entry is stale once its key's order changed, its key left, or its row was
+  // reused: popping skips it. Under score pool_ is sorted lazily (lru and lfu sort it whole, see
+  // reset_pool): [0, pool_sorted_) is sorted and holds the smallest entries, the rest is in no
+  // order until popping reaches it (a batch consumes a few hundred to a few thousand of about
+  // C/12); pool_next_ <= pool_sorted_ is the next to pop. When late_ outgrows its bound it is
+  // folded into pool_, which keeps the smallest pool_target() entries and lowers tau_ to the
+  // largest of them, instead of a scan of every row.
 
   void invalidate_pool() noexcept {
     pool_.clear();
     late_.clear();
     pool_next_ = 0;
+    pool_sorted_ = 0;
     pool_valid_ = false;
+  }
+
+  /// pool_ has just been filled (unsorted): tau_ = its largest entry, nothing popped. Under lru
+  /// and lfu it is sorted whole now: their tuples share most bytes (a radix sort of a few passes)
+  /// and eviction mostly consumes them before the next scan; a score's 8 bytes all vary, and at a
+  /// high hit rate the heap's traffic refreshes the pool long before eviction reaches its end.
+  void reset_pool() {
+    tau_ = *std::max_element(pool_.begin(), pool_.end(), Less{});
+    pool_next_ = 0;
+    pool_sorted_ = 0;
+    pool_chunk_ = std::max<std::size_t>(512, pool_target() / 32);
+    if (options_.policy != EvictionPolicy::score) {
+      sort_candidates(pool_.data(), pool_.size());
+      pool_sorted_ = pool_.size();
+    }
+  }
+
+  /// Extends the sorted prefix of pool_ by the smallest pool_chunk_ unsorted entries (the chunk
+  /// doubling each time, so the total cost stays proportional to a full sort at worst).
+  void sort_more() {
+    const std::size_t rest = pool_.size() - pool_sorted_;
+    const std::size_t take = std::min(rest, pool_chunk_);
+    pool_chunk_ *= 2;
+    const auto first = pool_.begin() + static_cast<std::ptrdiff_t>(pool_sorted_);
+    if (take < rest)
+      std::nth_element(first, first + static_cast<std::ptrdiff_t>(take), pool_.end(), Less{});
+    sort_candidates(pool_.data() + pool_sorted_, take);
+    pool_sorted_ += take;
+  }
+
+  /// Moves late_ into pool_ (late_ outgrew its bound): the smallest pool_target() of the unpopped
+  /// pool entries and the late ones stay, unsorted, and tau_ drops to the largest of them. Every
+  /// evictable key at or below the new tau_ was in pool_ or late_, so it is in pool_ now.
+  void fold_late() {
+    const auto rest = pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_);
+    std::vector<Candidate> merged;
+    merged.reserve(static_cast<std::size_t>(pool_.end() - rest) + late_.size());
+    merged.insert(merged.end(), rest, pool_.end());
+    merged.insert(merged.end(), late_.begin(), late_.end());
+    const std::size_t keep = std::min(merged.size(), pool_target());
+    if (keep < merged.size())
+      std::nth_element(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(keep - 1),
+                       merged.end(), Less{});
+    pool_.assign(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(keep));
+    late_.clear();
+    reset_pool();
   }
 
   [[nodiscard]] bool current(const Candidate& c) const noexcept {
@@ -1179,7 +1250,7 @@ class KeyIndex {
     if (!less(tau_, c)) {
       late_.push_back(c);
       std::push_heap(late_.begin(), late_.end(), Greater{});
-      if (late_.size() > std::max<std::size_t>(1024, pool_target() / 4)) invalidate_pool();
+      if (late_.size() > std::max<std::size_t>(1024, pool_target() / 4)) fold_late();
     }
   }
 
@@ -1187,6 +1258,7 @@ class KeyIndex {
     const bool has_pool = pool_next_ < pool_.size();
     const bool has_late = !late_.empty();
     if (!has_pool && !has_late) return false;
+    if (has_pool && pool_next_ == pool_sorted_) sort_more();
     if (has_pool && (!has_late || less(pool_[pool_next_], late_.front()))) {
       out = pool_[pool_next_++];
       return true;
@@ -1211,9 +1283,21 @@ class KeyIndex {
       std::vector<Candidate>().swap(late_);
       return;
     }
+    // The smallest `keep` remaining: the sorted ones, then the smallest of the unsorted rest.
+    const std::size_t end = pool_next_ + keep;
+    if (end > pool_sorted_) {  // the largest kept goes last
+      const auto first = pool_.begin() + static_cast<std::ptrdiff_t>(pool_sorted_);
+      const auto last = pool_.begin() + static_cast<std::ptrdiff_t>(end - 1);
+      if (end < pool_.size()) {
+        std::nth_element(first, last, pool_.end(), Less{});
+      } else {
+        std::iter_swap(std::max_element(first, pool_.end(), Less{}), last);
+      }
+    }
     std::vector<Candidate> kept(pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_),
-                                pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_ + keep));
+                                pool_.begin() + static_cast<std::ptrdiff_t>(end));
     tau_ = kept.back();
+    const std::size_t sorted = std::min(pool_sorted_, end) - pool_next_;
     std::vector<Candidate> late;
     for (const Candidate& c : late_)
       if (!less(tau_, c)) late.push_back(c);
@@ -1221,6 +1305,14 @@ class KeyIndex {
     pool_.swap(kept);
     late_.swap(late);
     pool_next_ = 0;
+    pool_sorted_ = sorted;
+    EMBER_ASSERT(within_tau());
+  }
+
+  /// True when no entry of pool_ left to pop is above tau_ (the candidates' invariant).
+  [[nodiscard]] bool within_tau() const noexcept {
+    return std::none_of(pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_), pool_.end(),
+                        [this](const Candidate& c) { return less(tau_, c); });
   }
 
   [[nodiscard]] std::size_t pool_target() const noexcept {
@@ -1232,7 +1324,7 @@ class KeyIndex {
   void choose_victims(Index need) {
     constexpr std::size_t kLead = 8;
     while (static_cast<Index>(victims_.size()) < need) {
-      if (pool_next_ + kLead < pool_.size()) prefetch_row(pool_[pool_next_ + kLead].row);
+      if (pool_next_ + kLead < pool_sorted_) prefetch_row(pool_[pool_next_ + kLead].row);
       Candidate c;
       if (!pool_valid_ || !pop_candidate(c)) {
         scan(need - static_cast<Index>(victims_.size()));
@@ -1296,32 +1388,30 @@ class KeyIndex {
       pool_.resize(target);
     }
     if (pool_.capacity() > pool_.size() + pool_.size() / 4 + 64) pool_.shrink_to_fit();
-    sort_pool();
-    tau_ = pool_.back();
-    pool_next_ = 0;
+    reset_pool();
     pool_valid_ = true;
   }
 
-  /// Sorts pool_ by less(): a least-significant-digit radix sort over the 20 bytes of (primary,
-  /// last, key), skipping the bytes all candidates share (under lru the primary is 0 and the
-  /// steps and keys' high bytes mostly agree), through a buffer freed on return. The candidates
-  /// are distinct rows, so the order is total and the result is std::sort's.
-  void sort_pool() {
-    const std::size_t n = pool_.size();
+  /// Sorts data[0, n) by less(): a least-significant-digit radix sort over the 20 bytes of
+  /// (primary, last, key), skipping the bytes all candidates share (under lru the primary is 0 and
+  /// the steps and keys' high bytes mostly agree), through a buffer freed on return. Candidates
+  /// that less() does not order are equal in every field but the row, and at most one of them is
+  /// current (a key has one row), so whichever comes first the same victims are chosen.
+  static void sort_candidates(Candidate* data, std::size_t n) {
     if (n < 1024) {
-      std::sort(pool_.begin(), pool_.end(), Less{});
+      std::sort(data, data + n, Less{});
       return;
     }
-    const Candidate& f = pool_.front();
+    const Candidate& f = data[0];
     std::uint64_t vary_key = 0, vary_primary = 0;
     std::uint32_t vary_last = 0;
-    for (const Candidate& c : pool_) {
+    for (const Candidate& c : std::span<const Candidate>(data, n)) {
       vary_key |= c.key ^ f.key;
       vary_last |= c.last ^ f.last;
       vary_primary |= c.primary ^ f.primary;
     }
     std::vector<Candidate> buffer(n);
-    Candidate* from = pool_.data();
+    Candidate* from = data;
     Candidate* to = buffer.data();
     std::size_t start[256];
     const auto pass = [&](auto field, std::uint64_t vary, int bytes) {
@@ -1339,7 +1429,7 @@ class KeyIndex {
     pass([](const Candidate& c) { return c.key; }, vary_key, 8);
     pass([](const Candidate& c) -> std::uint64_t { return c.last; }, vary_last, 4);
     pass([](const Candidate& c) { return c.primary; }, vary_primary, 8);
-    if (from != pool_.data()) std::copy(from, from + n, pool_.data());
+    if (from != data) std::copy(from, from + n, data);
   }
 
   // ---- resize and restore helpers -------------------------------------------------------------
@@ -1386,6 +1476,8 @@ class KeyIndex {
   // Eviction candidates.
   std::vector<Candidate> pool_;
   std::size_t pool_next_ = 0;
+  std::size_t pool_sorted_ = 0;
+  std::size_t pool_chunk_ = 0;
   std::vector<Candidate> late_;
   Candidate tau_;
   bool pool_valid_ = false;
@@ -1399,6 +1491,7 @@ class KeyIndex {
   bool fused_ = true;    // the lookup pass writes the hits' records
   bool direct_ = false;  // ... and their rows: the batch cannot be refused
   bool restore_ = false;
+  bool scores_direct_ = false;  // the lookup pass wrote the hits' scores (direct_ and scored)
   bool held_ = false;
   bool sieved_ = false;  // low_ holds the touched rows that may be at or below sieve_tau_
   Candidate sieve_tau_;  // tau_ when the lookup pass sieved
