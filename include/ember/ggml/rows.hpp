@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ember/config.hpp"
+#include "ember/detail/pass_rows.hpp"
 #include "ember/detail/prefetch.hpp"
 #include "ember/ggml/blocks.hpp"
 #include "ember/ggml/decode.hpp"
@@ -703,36 +704,10 @@ inline void dot_rows(GgmlType type, const std::uint8_t* rows, Index row_stride, 
     const float* hj = h + j0 * h_stride;
     float* oj = out + j0 * out_stride;
 #if EMBER_DETAIL_GGML_AVX2
-    const auto run = [&](auto n_rows) {
-      avx2::dot_rows_n<decltype(n_rows)::value>(type, rows, row_stride, count, d, hj, h_stride, oj,
-                                                out_stride);
-    };
-    switch (g) {
-      case 1:
-        run(std::integral_constant<std::size_t, 1>{});
-        break;
-      case 2:
-        run(std::integral_constant<std::size_t, 2>{});
-        break;
-      case 3:
-        run(std::integral_constant<std::size_t, 3>{});
-        break;
-      case 4:
-        run(std::integral_constant<std::size_t, 4>{});
-        break;
-      case 5:
-        run(std::integral_constant<std::size_t, 5>{});
-        break;
-      case 6:
-        run(std::integral_constant<std::size_t, 6>{});
-        break;
-      case 7:
-        run(std::integral_constant<std::size_t, 7>{});
-        break;
-      default:
-        run(std::integral_constant<std::size_t, 8>{});
-        break;
-    }
+    visit_pass_rows(g, [&](auto n_rows) {
+      constexpr auto N = static_cast<std::size_t>(decltype(n_rows)::value);
+      avx2::dot_rows_n<N>(type, rows, row_stride, count, d, hj, h_stride, oj, out_stride);
+    });
 #else
     for (Index r = 0; r < count; ++r) {
       for (Index j = 0; j < g; ++j) {
