@@ -101,23 +101,6 @@ inline QuantizedHidden quantize_hidden(GgmlType weight, const float* h, Index h_
 // ---- the portable kernels: one block type's units or super-blocks
 // --------------------------------
 
-/// The code offset of a block type in the integer kernels (its codes w stand for w - offset).
-template <class B>
-inline constexpr int code_offset = std::is_same_v<B, BlockQ4_0>   ? 8
-                                   : std::is_same_v<B, BlockQ5_0> ? 16
-                                   : std::is_same_v<B, BlockQ8_0> ? 128
-                                   : std::is_same_v<B, BlockQ3_K> ? 4
-                                   : std::is_same_v<B, BlockQ6_K> ? 32
-                                                                  : 0;
-/// True for the 32-element types with an offset m (Q4_1, Q5_1).
-template <class B>
-inline constexpr bool has_offset_term =
-    std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>;
-/// True for the super-block types with mins (Q2_K, Q4_K, Q5_K).
-template <class B>
-inline constexpr bool has_mins =
-    std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ4_K> || std::is_same_v<B, BlockQ5_K>;
-
 /// Unit u of a row of 32-element blocks: codes, scale and offset.
 template <class B>
 inline void weight_unit(const std::uint8_t* row, Index u, WeightUnit& wu) noexcept {
@@ -126,15 +109,9 @@ inline void weight_unit(const std::uint8_t* row, Index u, WeightUnit& wu) noexce
   wu.mw = 0.0f;
   if constexpr (std::is_same_v<B, BlockQ8_0>) {
     for (std::size_t e = 0; e < 32; ++e) wu.w[e] = b[offsetof(B, qs) + e] ^ 0x80u;
-  } else if constexpr (std::is_same_v<B, BlockQ4_0> || std::is_same_v<B, BlockQ4_1>) {
-    const std::uint8_t* qs = b + offsetof(B, qs);
-    for (std::size_t e = 0; e < 16; ++e) {
-      wu.w[e] = qs[e] & 0x0F;
-      wu.w[e + 16] = static_cast<std::uint8_t>(qs[e] >> 4);
-    }
   } else {
     int q[32];
-    q5_codes(b + offsetof(B, qs), load_u32(b + offsetof(B, qh)), q);
+    nibble_codes<B>(b, q);
     for (std::size_t e = 0; e < 32; ++e) wu.w[e] = static_cast<std::uint8_t>(q[e]);
   }
   if constexpr (has_offset_term<B>) wu.mw = load_half(b + offsetof(B, m));

@@ -120,48 +120,24 @@ EMBER_ALWAYS_INLINE void fifth_bits(std::uint32_t qh, __m128i& first, __m128i& s
   second = pick(spread1);
 }
 
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ4_0>, const std::uint8_t* b, Index c,
-                              Sink& sink) {
-  using B = BlockQ4_0;
-  const __m128i qs = load16(b + offsetof(B, qs));
+/// Q4_0 ... Q5_1: one scale d for the 32 columns, offset k = code_offset or (Q4_1, Q5_1) m added.
+template <class B, class Sink>
+requires is_nibble_block<B> EMBER_ALWAYS_INLINE void feed(std::type_identity<B>,
+                                                          const std::uint8_t* b, Index c,
+                                                          Sink& sink) {
   const float d = load_half_f16c(b + offsetof(B, d));
-  put_bytes<false, true>(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), 8, d, 0.0f, d, 0.0f);
-}
-
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ4_1>, const std::uint8_t* b, Index c,
-                              Sink& sink) {
-  using B = BlockQ4_1;
-  const float d = load_half_f16c(b + offsetof(B, d));
-  const float m = load_half_f16c(b + offsetof(B, m));
+  float m = 0.0f;
+  if constexpr (has_offset_term<B>) m = load_half_f16c(b + offsetof(B, m));
   const __m128i qs = load16(b + offsetof(B, qs));
-  put_bytes<true, true>(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), 0, d, m, d, m);
-}
-
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ5_0>, const std::uint8_t* b, Index c,
-                              Sink& sink) {
-  using B = BlockQ5_0;
-  __m128i h0, h1;
-  fifth_bits(load_u32(b + offsetof(B, qh)), h0, h1);
-  const __m128i qs = load16(b + offsetof(B, qs));
-  const float d = load_half_f16c(b + offsetof(B, d));
-  put_bytes<false, true>(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0),
-                         _mm_or_si128(bits(qs, 4, 0x0F), h1), 16, d, 0.0f, d, 0.0f);
-}
-
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ5_1>, const std::uint8_t* b, Index c,
-                              Sink& sink) {
-  using B = BlockQ5_1;
-  const float d = load_half_f16c(b + offsetof(B, d));
-  const float m = load_half_f16c(b + offsetof(B, m));
-  __m128i h0, h1;
-  fifth_bits(load_u32(b + offsetof(B, qh)), h0, h1);
-  const __m128i qs = load16(b + offsetof(B, qs));
-  put_bytes<true, true>(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0),
-                        _mm_or_si128(bits(qs, 4, 0x0F), h1), 0, d, m, d, m);
+  __m128i low = bits(qs, 0, 0x0F);
+  __m128i high = bits(qs, 4, 0x0F);
+  if constexpr (has_fifth_bit<B>) {
+    __m128i h0, h1;
+    fifth_bits(load_u32(b + offsetof(B, qh)), h0, h1);
+    low = _mm_or_si128(low, h0);
+    high = _mm_or_si128(high, h1);
+  }
+  put_bytes<has_offset_term<B>, true>(sink, c, low, high, code_offset<B>, d, m, d, m);
 }
 
 template <class Sink>
