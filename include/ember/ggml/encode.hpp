@@ -117,6 +117,28 @@ inline void encode_block(std::type_identity<BlockQ8_0>, const float* x, std::uin
   quantize_q8_block<false>(x, b);
 }
 
+/// The weighted sums of ggml's make_qx_quants and make_q3_quants over the codes l_i =
+/// nearest_int(iscale · x_i) clamped to [-nmax, nmax): sumlx = Σ w·x·l and suml2 = Σ w·l·l with
+/// w = x², each product rounded before its add. L (unless null) receives l_i + offset.
+inline void qx_sums(int n, int nmax, const float* x, float iscale, std::int8_t* L, int offset,
+                    float& sumlx, float& suml2) noexcept {
+  sumlx = 0;
+  suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    int l = nearest_int(iscale * x[i]);
+    l = std::max(-nmax, std::min(nmax - 1, l));
+    if (L != nullptr) L[i] = static_cast<std::int8_t>(l + offset);
+    const float w = x[i] * x[i];
+    const auto fl = static_cast<float>(l);
+    const float wx = w * x[i];
+    const float wxl = rounded(wx * fl);
+    sumlx += wxl;
+    const float wl = w * fl;
+    const float wll = rounded(wl * fl);
+    suml2 += wll;
+  }
+}
+
 /// ggml's make_qx_quants with rmse_type 1 and no importance weights (the Q6_K scale search).
 inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) noexcept {
   const auto [max, amax] = signed_absmax(x, n);
@@ -127,19 +149,7 @@ inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) noe
   float iscale = static_cast<float>(-nmax) / max;
   float sumlx = 0;
   float suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    int l = nearest_int(iscale * x[i]);
-    l = std::max(-nmax, std::min(nmax - 1, l));
-    L[i] = static_cast<std::int8_t>(l + nmax);
-    const float w = x[i] * x[i];
-    const auto fl = static_cast<float>(l);
-    const float wx = w * x[i];
-    const float wxl = rounded(wx * fl);
-    sumlx += wxl;
-    const float wl = w * fl;
-    const float wll = rounded(wl * fl);
-    suml2 += wll;
-  }
+  qx_sums(n, nmax, x, iscale, L, nmax, sumlx, suml2);
   float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
   float best = scale * sumlx;
   for (int is = -9; is <= 9; ++is) {
@@ -147,20 +157,7 @@ inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) noe
     const float step = rounded(0.1f * static_cast<float>(is));
     const float top = static_cast<float>(nmax) + step;
     iscale = -top / max;
-    sumlx = 0;
-    suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-      int l = nearest_int(iscale * x[i]);
-      l = std::max(-nmax, std::min(nmax - 1, l));
-      const float w = x[i] * x[i];
-      const auto fl = static_cast<float>(l);
-      const float wx = w * x[i];
-      const float wxl = rounded(wx * fl);
-      sumlx += wxl;
-      const float wl = w * fl;
-      const float wll = rounded(wl * fl);
-      suml2 += wll;
-    }
+    qx_sums(n, nmax, x, iscale, nullptr, 0, sumlx, suml2);
     const float lhs = sumlx * sumlx;
     const float rhs = best * suml2;
     if (suml2 > 0 && lhs > rhs) {
@@ -182,22 +179,9 @@ inline float make_q3_quants(int n, int nmax, const float* x, std::int8_t* L) noe
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
   }
-  const float iscale = static_cast<float>(-nmax) / max;
   float sumlx = 0;
   float suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    int l = nearest_int(iscale * x[i]);
-    l = std::max(-nmax, std::min(nmax - 1, l));
-    L[i] = static_cast<std::int8_t>(l);
-    const float w = x[i] * x[i];
-    const auto fl = static_cast<float>(l);
-    const float wx = w * x[i];
-    const float wxl = rounded(wx * fl);
-    sumlx += wxl;
-    const float wl = w * fl;
-    const float wll = rounded(wl * fl);
-    suml2 += wll;
-  }
+  qx_sums(n, nmax, x, static_cast<float>(-nmax) / max, L, 0, sumlx, suml2);
   for (int itry = 0; itry < 5; ++itry) {
     int n_changed = 0;
     for (int i = 0; i < n; ++i) {
