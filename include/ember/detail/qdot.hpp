@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "ember/config.hpp"
@@ -41,6 +42,20 @@ inline void put_unit_codes(std::int8_t* row_groups, Index u, const std::int8_t* 
   std::int8_t* g = row_groups + (u / qdot_lanes) * qdot_group;
   const Index lane = u % qdot_lanes;
   for (Index e = 0; e < qdot_unit; ++e) g[(e / 4) * 64 + lane * 4 + e % 4] = q[e];
+}
+
+/// Stores unit u of hidden row j of a units layout from its 32 codes at qs and its scale: the
+/// codes, their sum (also returned) and the scale.
+inline std::int32_t put_unit(QuantizedHidden& q, Index j, Index u, const std::uint8_t* qs,
+                             float scale) noexcept {
+  std::int8_t c[qdot_unit];
+  std::memcpy(c, qs, sizeof c);
+  put_unit_codes(q.group_codes(j, 0), u, c);
+  std::int32_t sum = 0;
+  for (const std::int8_t v : c) sum += v;
+  q.group_isum(j, u / qdot_lanes)[u % qdot_lanes] = sum;
+  q.group_scale(j, u / qdot_lanes)[u % qdot_lanes] = scale;
+  return sum;
 }
 
 /// Code e of unit u of a units-layout group.

@@ -77,21 +77,12 @@ inline QuantizedHidden quantize_hidden(GgmlType weight, const float* h, Index h_
   const Index units = d / qdot_unit;
   for (Index j = 0; j < n; ++j) {
     quantize_dot_type(dot, h + j * h_stride, d, blocks.data());
-    std::int8_t* codes = q.group_codes(j, 0);
     for (Index u = 0; u < units; ++u) {
       const std::uint8_t* b = blocks.data() + u * traits(dot).block_bytes;
       const std::uint8_t* qs = b + (with_sum ? offsetof(BlockQ8_1, qs) : offsetof(BlockQ8_0, qs));
-      std::int8_t c[qdot_unit];
-      std::memcpy(c, qs, sizeof c);
-      put_unit_codes(codes, u, c);
-      std::int32_t sum = 0;
-      for (const std::int8_t v : c) sum += v;
-      const Index g = u / qdot_lanes;
-      const Index lane = u % qdot_lanes;
-      q.group_isum(j, g)[lane] = sum;
-      q.group_scale(j, g)[lane] = load_half(b);
+      put_unit(q, j, u, qs, load_half(b));
       if (with_sum) {
-        q.group_extra(j, g)[lane] = load_half(b + offsetof(BlockQ8_1, s));
+        q.group_extra(j, u / qdot_lanes)[u % qdot_lanes] = load_half(b + offsetof(BlockQ8_1, s));
       }
     }
   }
