@@ -6,7 +6,6 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -37,15 +36,7 @@ inline constexpr int dots_lanes = 32;
 /// A stored row of IEEE half bits (little-endian) as floats.
 struct Fp16Element {
   [[nodiscard]] static float at(const std::uint8_t* row, Index c) noexcept {
-    const std::uint32_t w = static_cast<std::uint32_t>(row[2 * c] | (row[2 * c + 1] << 8)) << 16;
-    // Exact half -> float, as ggml's fp16_to_fp32 (every half is a float).
-    const std::uint32_t sign = w & 0x80000000u;
-    const std::uint32_t two_w = w + w;
-    const float normalized = std::bit_cast<float>((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
-    const float denormalized = std::bit_cast<float>((two_w >> 17) | (126u << 23)) - 0.5f;
-    return std::bit_cast<float>(sign |
-                                (two_w < (1u << 27) ? std::bit_cast<std::uint32_t>(denormalized)
-                                                    : std::bit_cast<std::uint32_t>(normalized)));
+    return ggml::load_half(row + 2 * c);  // exact: every half is a float
   }
   static constexpr Index bytes = 2;
 };
@@ -53,8 +44,7 @@ struct Fp16Element {
 /// A stored row of bfloat16 bits (little-endian) as floats.
 struct Bf16Element {
   [[nodiscard]] static float at(const std::uint8_t* row, Index c) noexcept {
-    return std::bit_cast<float>(static_cast<std::uint32_t>(row[2 * c] | (row[2 * c + 1] << 8))
-                                << 16);
+    return ggml::bf16_to_fp32(ggml::load_u16(row + 2 * c));
   }
   static constexpr Index bytes = 2;
 };

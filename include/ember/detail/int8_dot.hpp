@@ -37,17 +37,9 @@ namespace ember::inline EMBER_ISA::detail {
       std::copy_n(x + u * qdot_unit, len, block);
       std::uint8_t b[sizeof(ggml::BlockQ8_1)];
       ggml::quantize_q8_block<true>(block, b);
-      std::int8_t c[qdot_unit];
-      std::memcpy(c, b + offsetof(ggml::BlockQ8_1, qs), sizeof c);
-      put_unit_codes(q.group_codes(j, 0), u, c);
-      std::int32_t sum = 0;
-      for (const std::int8_t v : c) sum += v;
       const float scale = ggml::load_half(b + offsetof(ggml::BlockQ8_1, d));
-      const Index g = u / qdot_lanes;
-      const Index lane = u % qdot_lanes;
-      q.group_isum(j, g)[lane] = sum;
-      q.group_scale(j, g)[lane] = scale;
-      q.group_extra(j, g)[lane] = static_cast<float>(sum) * scale;
+      const std::int32_t sum = put_unit(q, j, u, b + offsetof(ggml::BlockQ8_1, qs), scale);
+      q.group_extra(j, u / qdot_lanes)[u % qdot_lanes] = static_cast<float>(sum) * scale;
     }
   }
   return q;

@@ -8,9 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "ember/config.hpp"
+#include "ember/detail/prefetch.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/types.hpp"
 
@@ -43,6 +45,20 @@ inline void put_unit_codes(std::int8_t* row_groups, Index u, const std::int8_t* 
   for (Index e = 0; e < qdot_unit; ++e) g[(e / 4) * 64 + lane * 4 + e % 4] = q[e];
 }
 
+/// Stores unit u of hidden row j of a units layout from its 32 codes at qs and its scale: the
+/// codes, their sum (also returned) and the scale.
+inline std::int32_t put_unit(QuantizedHidden& q, Index j, Index u, const std::uint8_t* qs,
+                             float scale) noexcept {
+  std::int8_t c[qdot_unit];
+  std::memcpy(c, qs, sizeof c);
+  put_unit_codes(q.group_codes(j, 0), u, c);
+  std::int32_t sum = 0;
+  for (const std::int8_t v : c) sum += v;
+  q.group_isum(j, u / qdot_lanes)[u % qdot_lanes] = sum;
+  q.group_scale(j, u / qdot_lanes)[u % qdot_lanes] = scale;
+  return sum;
+}
+
 /// Code e of unit u of a units-layout group.
 [[nodiscard]] inline int unit_code(const std::int8_t* group, Index lane, Index e) noexcept {
   return group[(e / 4) * 64 + lane * 4 + e % 4];
@@ -55,6 +71,26 @@ inline void put_unit_codes(std::int8_t* row_groups, Index u, const std::int8_t* 
   float t4[4];
   for (int i = 0; i < 4; ++i) t4[i] = t8[i] + t8[i + 4];
   return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+}
+
+/// The row loop of the vector kernels: for each of the `count` rows at `rows` (the row 2 ahead
+/// prefetched), N accumulators f and gx of type V zeroed, acc(row, f, gx), then
+/// out[j·out_stride + r] = Tree(f[j]) (+ Tree(gx[j]) with Extra), Tree the ISA's lane_tree.
+template <class V, auto Tree, bool Extra, Index N, class Acc>
+EMBER_ALWAYS_INLINE void each_row(const std::uint8_t* rows, Index row_stride, Index row_bytes,
+                                  Index count, float* out, Index out_stride, const Acc& acc) {
+  for (Index r = 0; r < count; ++r) {
+    const std::uint8_t* row = rows + r * row_stride;
+    if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
+    V f[static_cast<std::size_t>(N)] = {};
+    V gx[static_cast<std::size_t>(N)] = {};
+    acc(row, f, gx);
+    for (Index j = 0; j < N; ++j) {
+      float result = Tree(f[j]);
+      if constexpr (Extra) result += Tree(gx[j]);
+      out[j * out_stride + r] = result;
+    }
+  }
 }
 
 /// One unit of a weight row as the portable kernel reads it: 32 unsigned codes standing for

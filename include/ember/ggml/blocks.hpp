@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__F16C__) || defined(__AVX512VL__)
 #include <immintrin.h>
@@ -123,6 +124,30 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
                   sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292,
               "ggml's super-blocks (ggml-common.h)");
+
+/// True for Q5_0 and Q5_1, whose codes take their bit 4 from qh.
+template <class B>
+inline constexpr bool has_fifth_bit = std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1>;
+/// True for Q4_0 ... Q5_1: 32 codes whose low 4 bits are the nibbles of qs.
+template <class B>
+inline constexpr bool is_nibble_block =
+    std::is_same_v<B, BlockQ4_0> || std::is_same_v<B, BlockQ4_1> || has_fifth_bit<B>;
+/// The code offset of a block type in the integer kernels (its codes w stand for w - offset).
+template <class B>
+inline constexpr int code_offset = std::is_same_v<B, BlockQ4_0>   ? 8
+                                   : std::is_same_v<B, BlockQ5_0> ? 16
+                                   : std::is_same_v<B, BlockQ8_0> ? 128
+                                   : std::is_same_v<B, BlockQ3_K> ? 4
+                                   : std::is_same_v<B, BlockQ6_K> ? 32
+                                                                  : 0;
+/// True for the 32-element types with an offset m (Q4_1, Q5_1).
+template <class B>
+inline constexpr bool has_offset_term =
+    std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>;
+/// True for the super-block types with mins (Q2_K, Q4_K, Q5_K).
+template <class B>
+inline constexpr bool has_mins =
+    std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ4_K> || std::is_same_v<B, BlockQ5_K>;
 
 // ---- fields: little-endian loads and stores at any alignment ------------------------------------
 

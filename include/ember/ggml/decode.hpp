@@ -30,52 +30,33 @@ EMBER_ALWAYS_INLINE void store_plus(float (&p)[N], float offset, float* y) noexc
   for (std::size_t j = 0; j < N; ++j) y[j] = p[j] + offset;
 }
 
-inline void decode_block(std::type_identity<BlockQ4_0>, const std::uint8_t* b, float* y) noexcept {
-  using B = BlockQ4_0;
-  const float d = load_half(b + offsetof(B, d));
+/// The 32 codes of a Q4_0/Q4_1/Q5_0/Q5_1 block: element j the low nibble of qs[j], element j + 16
+/// its high nibble, with bit j of qh as bit 4 of element j (Q5_0, Q5_1).
+template <class B>
+inline void nibble_codes(const std::uint8_t* b, int* q) noexcept {
   const std::uint8_t* qs = b + offsetof(B, qs);
-  for (int j = 0; j < B::elements / 2; ++j) {
-    y[j] = static_cast<float>((qs[j] & 0x0F) - 8) * d;
-    y[j + B::elements / 2] = static_cast<float>((qs[j] >> 4) - 8) * d;
-  }
-}
-
-inline void decode_block(std::type_identity<BlockQ4_1>, const std::uint8_t* b, float* y) noexcept {
-  using B = BlockQ4_1;
-  const float d = load_half(b + offsetof(B, d));
-  const std::uint8_t* qs = b + offsetof(B, qs);
-  float p[B::elements];
-  for (int j = 0; j < B::elements / 2; ++j) {
-    p[j] = static_cast<float>(qs[j] & 0x0F) * d;
-    p[j + B::elements / 2] = static_cast<float>(qs[j] >> 4) * d;
-  }
-  store_plus(p, load_half(b + offsetof(B, m)), y);
-}
-
-/// The 32 codes of a Q5 block: the low nibbles of qs with the fifth bits of qh.
-inline void q5_codes(const std::uint8_t* qs, std::uint32_t qh, int* q) noexcept {
+  std::uint32_t qh = 0;
+  if constexpr (has_fifth_bit<B>) qh = load_u32(b + offsetof(B, qh));
   for (int j = 0; j < 16; ++j) {
     q[j] = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10u);
     q[j + 16] = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10u);
   }
 }
 
-inline void decode_block(std::type_identity<BlockQ5_0>, const std::uint8_t* b, float* y) noexcept {
-  using B = BlockQ5_0;
+/// Q4_0 ... Q5_1: x = (q - code_offset) · d, or q · d + m (Q4_1, Q5_1).
+template <class B>
+requires is_nibble_block<B>
+inline void decode_block(std::type_identity<B>, const std::uint8_t* b, float* y) noexcept {
   const float d = load_half(b + offsetof(B, d));
   int q[B::elements];
-  q5_codes(b + offsetof(B, qs), load_u32(b + offsetof(B, qh)), q);
-  for (int j = 0; j < B::elements; ++j) y[j] = static_cast<float>(q[j] - 16) * d;
-}
-
-inline void decode_block(std::type_identity<BlockQ5_1>, const std::uint8_t* b, float* y) noexcept {
-  using B = BlockQ5_1;
-  const float d = load_half(b + offsetof(B, d));
-  int q[B::elements];
-  q5_codes(b + offsetof(B, qs), load_u32(b + offsetof(B, qh)), q);
-  float p[B::elements];
-  for (int j = 0; j < B::elements; ++j) p[j] = static_cast<float>(q[j]) * d;
-  store_plus(p, load_half(b + offsetof(B, m)), y);
+  nibble_codes<B>(b, q);
+  if constexpr (has_offset_term<B>) {
+    float p[B::elements];
+    for (int j = 0; j < B::elements; ++j) p[j] = static_cast<float>(q[j]) * d;
+    store_plus(p, load_half(b + offsetof(B, m)), y);
+  } else {
+    for (int j = 0; j < B::elements; ++j) y[j] = static_cast<float>(q[j] - code_offset<B>) * d;
+  }
 }
 
 inline void decode_block(std::type_identity<BlockQ8_0>, const std::uint8_t* b, float* y) noexcept {

@@ -77,21 +77,12 @@ inline QuantizedHidden quantize_hidden(GgmlType weight, const float* h, Index h_
   const Index units = d / qdot_unit;
   for (Index j = 0; j < n; ++j) {
     quantize_dot_type(dot, h + j * h_stride, d, blocks.data());
-    std::int8_t* codes = q.group_codes(j, 0);
     for (Index u = 0; u < units; ++u) {
       const std::uint8_t* b = blocks.data() + u * traits(dot).block_bytes;
       const std::uint8_t* qs = b + (with_sum ? offsetof(BlockQ8_1, qs) : offsetof(BlockQ8_0, qs));
-      std::int8_t c[qdot_unit];
-      std::memcpy(c, qs, sizeof c);
-      put_unit_codes(codes, u, c);
-      std::int32_t sum = 0;
-      for (const std::int8_t v : c) sum += v;
-      const Index g = u / qdot_lanes;
-      const Index lane = u % qdot_lanes;
-      q.group_isum(j, g)[lane] = sum;
-      q.group_scale(j, g)[lane] = load_half(b);
+      put_unit(q, j, u, qs, load_half(b));
       if (with_sum) {
-        q.group_extra(j, g)[lane] = load_half(b + offsetof(BlockQ8_1, s));
+        q.group_extra(j, u / qdot_lanes)[u % qdot_lanes] = load_half(b + offsetof(BlockQ8_1, s));
       }
     }
   }
@@ -101,23 +92,6 @@ inline QuantizedHidden quantize_hidden(GgmlType weight, const float* h, Index h_
 // ---- the portable kernels: one block type's units or super-blocks
 // --------------------------------
 
-/// The code offset of a block type in the integer kernels (its codes w stand for w - offset).
-template <class B>
-inline constexpr int code_offset = std::is_same_v<B, BlockQ4_0>   ? 8
-                                   : std::is_same_v<B, BlockQ5_0> ? 16
-                                   : std::is_same_v<B, BlockQ8_0> ? 128
-                                   : std::is_same_v<B, BlockQ3_K> ? 4
-                                   : std::is_same_v<B, BlockQ6_K> ? 32
-                                                                  : 0;
-/// True for the 32-element types with an offset m (Q4_1, Q5_1).
-template <class B>
-inline constexpr bool has_offset_term =
-    std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>;
-/// True for the super-block types with mins (Q2_K, Q4_K, Q5_K).
-template <class B>
-inline constexpr bool has_mins =
-    std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ4_K> || std::is_same_v<B, BlockQ5_K>;
-
 /// Unit u of a row of 32-element blocks: codes, scale and offset.
 template <class B>
 inline void weight_unit(const std::uint8_t* row, Index u, WeightUnit& wu) noexcept {
@@ -126,15 +100,9 @@ inline void weight_unit(const std::uint8_t* row, Index u, WeightUnit& wu) noexce
   wu.mw = 0.0f;
   if constexpr (std::is_same_v<B, BlockQ8_0>) {
     for (std::size_t e = 0; e < 32; ++e) wu.w[e] = b[offsetof(B, qs) + e] ^ 0x80u;
-  } else if constexpr (std::is_same_v<B, BlockQ4_0> || std::is_same_v<B, BlockQ4_1>) {
-    const std::uint8_t* qs = b + offsetof(B, qs);
-    for (std::size_t e = 0; e < 16; ++e) {
-      wu.w[e] = qs[e] & 0x0F;
-      wu.w[e + 16] = static_cast<std::uint8_t>(qs[e] >> 4);
-    }
   } else {
     int q[32];
-    q5_codes(b + offsetof(B, qs), load_u32(b + offsetof(B, qh)), q);
+    nibble_codes<B>(b, q);
     for (std::size_t e = 0; e < 32; ++e) wu.w[e] = static_cast<std::uint8_t>(q[e]);
   }
   if constexpr (has_offset_term<B>) wu.mw = load_half(b + offsetof(B, m));

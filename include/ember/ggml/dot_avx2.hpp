@@ -15,7 +15,7 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/pass_rows.hpp"
-#include "ember/detail/prefetch.hpp"
+#include "ember/detail/qdot.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/ggml/blocks.hpp"
 #include "ember/ggml/k_scales.hpp"
@@ -111,9 +111,10 @@ EMBER_ALWAYS_INLINE __m256i offset_init(const std::int32_t* sums) noexcept {
   }
 }
 
-/// The sum of the 16 lanes lo (0..7) and hi (8..15) in the order of detail/qdot.hpp's lane_tree.
-EMBER_ALWAYS_INLINE float lane_tree(__m256 lo, __m256 hi) noexcept {
-  const __m256 t8 = _mm256_add_ps(lo, hi);
+/// The sum of the 16 lanes v[0] (0..7) and v[1] (8..15) in the order of detail/qdot.hpp's
+/// lane_tree.
+EMBER_ALWAYS_INLINE float lane_tree(const __m256 (&v)[2]) noexcept {
+  const __m256 t8 = _mm256_add_ps(v[0], v[1]);
   const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
   const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
   return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
@@ -154,29 +155,6 @@ EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* first, Index active, Uni
   }
 }
 
-/// For each of the `count` rows at `rows` (the row 2 ahead prefetched): N pairs of accumulators f
-/// and gx (lanes 0..7, 8..15) zeroed, acc(row, f, gx), then out[j·out_stride + r] = tree(f[j])
-/// (+ tree(gx[j]) with Extra).
-template <bool Extra, Index N, class Acc>
-EMBER_ALWAYS_INLINE void each_row(const std::uint8_t* rows, Index row_stride, Index row_bytes,
-                                  Index count, float* out, Index out_stride, const Acc& acc) {
-  for (Index r = 0; r < count; ++r) {
-    const std::uint8_t* row = rows + r * row_stride;
-    if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
-    constexpr auto n = static_cast<std::size_t>(N);
-    __m256 f[n][2];
-    __m256 gx[n][2];
-    for (Index j = 0; j < N; ++j)
-      for (int half = 0; half < 2; ++half) f[j][half] = gx[j][half] = _mm256_setzero_ps();
-    acc(row, f, gx);
-    for (Index j = 0; j < N; ++j) {
-      float result = lane_tree(f[j][0], f[j][1]);
-      if constexpr (Extra) result += lane_tree(gx[j][0], gx[j][1]);
-      out[j * out_stride + r] = result;
-    }
-  }
-}
-
 /// The units kernel for N hidden rows: see detail::qdot_units_portable. `load(row, first,
 /// active, Units&)` gives units first .. first + 7 of a row (`active` of them present); Signed:
 /// its codes are signed (the sign trick; Offset then corrects codes stored minus 128).
@@ -185,7 +163,8 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
                 Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
                 Index out_stride) {
   const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
-  each_row<Extra, N>(
+  // Accumulators in pairs: lanes 0..7, 8..15.
+  each_row<__m256[2], lane_tree, Extra, N>(
       rows, row_stride, row_bytes, count, out, out_stride,
       [&](const std::uint8_t* row, __m256(*f)[2], __m256(*gx)[2]) {
         for (Index g = 0; g < groups; ++g) {
@@ -327,7 +306,7 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
                 const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
   const Index supers = d / 256;
   const Index row_bytes = supers * Index{sizeof(B)};
-  each_row<Mins, N>(
+  each_row<__m256[2], lane_tree, Mins, N>(
       rows, row_stride, row_bytes, count, out, out_stride,
       [&](const std::uint8_t* row, __m256(*f)[2], __m256(*gx)[2]) {
         for (Index s = 0; s < supers; ++s) {

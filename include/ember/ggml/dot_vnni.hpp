@@ -18,7 +18,7 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/pass_rows.hpp"
-#include "ember/detail/prefetch.hpp"
+#include "ember/detail/qdot.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/ggml/blocks.hpp"
 #include "ember/ggml/k_scales.hpp"
@@ -240,30 +240,6 @@ EMBER_ALWAYS_INLINE __m512i offset_init(const std::int32_t* sums) noexcept {
   }
 }
 
-/// For each of the `count` rows at `rows` (the row 2 ahead prefetched): N accumulators f and gx
-/// zeroed, acc(row, f, gx), then out[j·out_stride + r] = tree(f[j]) (+ tree(gx[j]) with Extra).
-template <bool Extra, Index N, class Acc>
-EMBER_ALWAYS_INLINE void each_row(const std::uint8_t* rows, Index row_stride, Index row_bytes,
-                                  Index count, float* out, Index out_stride, const Acc& acc) {
-  for (Index r = 0; r < count; ++r) {
-    const std::uint8_t* row = rows + r * row_stride;
-    if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
-    constexpr auto n = static_cast<std::size_t>(N);
-    __m512 f[n];
-    __m512 gx[n];
-    for (Index j = 0; j < N; ++j) {
-      f[j] = _mm512_setzero_ps();
-      gx[j] = _mm512_setzero_ps();
-    }
-    acc(row, f, gx);
-    for (Index j = 0; j < N; ++j) {
-      float result = lane_tree(f[j]);
-      if constexpr (Extra) result += lane_tree(gx[j]);
-      out[j * out_stride + r] = result;
-    }
-  }
-}
-
 /// The units kernel for N hidden rows: see detail::qdot_units_portable. `load(row, g, active,
 /// Units&)` gives group g of a row.
 template <int Offset, bool Extra, Index N, class Load>
@@ -271,7 +247,7 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
                 Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
                 Index out_stride) {
   const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
-  each_row<Extra, N>(
+  each_row<__m512, lane_tree, Extra, N>(
       rows, row_stride, row_bytes, count, out, out_stride,
       [&](const std::uint8_t* row, __m512* f, __m512* gx) {
         for (Index g = 0; g < groups; ++g) {
@@ -418,7 +394,7 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
                 const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
   const Index supers = d / 256;
   const Index row_bytes = supers * Index{sizeof(B)};
-  each_row<Mins, N>(
+  each_row<__m512, lane_tree, Mins, N>(
       rows, row_stride, row_bytes, count, out, out_stride,
       [&](const std::uint8_t* row, __m512* f, __m512* gx) {
         for (Index s = 0; s < supers; ++s) {

@@ -117,6 +117,28 @@ inline void encode_block(std::type_identity<BlockQ8_0>, const float* x, std::uin
   quantize_q8_block<false>(x, b);
 }
 
+/// The weighted sums of ggml's make_qx_quants and make_q3_quants over the codes l_i =
+/// nearest_int(iscale · x_i) clamped to [-nmax, nmax): sumlx = Σ w·x·l and suml2 = Σ w·l·l with
+/// w = x², each product rounded before its add. L (unless null) receives l_i + offset.
+inline void qx_sums(int n, int nmax, const float* x, float iscale, std::int8_t* L, int offset,
+                    float& sumlx, float& suml2) noexcept {
+  sumlx = 0;
+  suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    int l = nearest_int(iscale * x[i]);
+    l = std::max(-nmax, std::min(nmax - 1, l));
+    if (L != nullptr) L[i] = static_cast<std::int8_t>(l + offset);
+    const float w = x[i] * x[i];
+    const auto fl = static_cast<float>(l);
+    const float wx = w * x[i];
+    const float wxl = rounded(wx * fl);
+    sumlx += wxl;
+    const float wl = w * fl;
+    const float wll = rounded(wl * fl);
+    suml2 += wll;
+  }
+}
+
 /// ggml's make_qx_quants with rmse_type 1 and no importance weights (the Q6_K scale search).
 inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) noexcept {
   const auto [max, amax] = signed_absmax(x, n);
@@ -127,19 +149,7 @@ inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) noe
   float iscale = static_cast<float>(-nmax) / max;
   float sumlx = 0;
   float suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    int l = nearest_int(iscale * x[i]);
-    l = std::max(-nmax, std::min(nmax - 1, l));
-    L[i] = static_cast<std::int8_t>(l + nmax);
-    const float w = x[i] * x[i];
-    const auto fl = static_cast<float>(l);
-    const float wx = w * x[i];
-    const float wxl = rounded(wx * fl);
-    sumlx += wxl;
-    const float wl = w * fl;
-    const float wll = rounded(wl * fl);
-    suml2 += wll;
-  }
+  qx_sums(n, nmax, x, iscale, L, nmax, sumlx, suml2);
   float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
   float best = scale * sumlx;
   for (int is = -9; is <= 9; ++is) {
@@ -147,20 +157,7 @@ inline float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L) noe
     const float step = rounded(0.1f * static_cast<float>(is));
     const float top = static_cast<float>(nmax) + step;
     iscale = -top / max;
-    sumlx = 0;
-    suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-      int l = nearest_int(iscale * x[i]);
-      l = std::max(-nmax, std::min(nmax - 1, l));
-      const float w = x[i] * x[i];
-      const auto fl = static_cast<float>(l);
-      const float wx = w * x[i];
-      const float wxl = rounded(wx * fl);
-      sumlx += wxl;
-      const float wl = w * fl;
-      const float wll = rounded(wl * fl);
-      suml2 += wll;
-    }
+    qx_sums(n, nmax, x, iscale, nullptr, 0, sumlx, suml2);
     const float lhs = sumlx * sumlx;
     const float rhs = best * suml2;
     if (suml2 > 0 && lhs > rhs) {
@@ -182,22 +179,9 @@ inline float make_q3_quants(int n, int nmax, const float* x, std::int8_t* L) noe
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
   }
-  const float iscale = static_cast<float>(-nmax) / max;
   float sumlx = 0;
   float suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    int l = nearest_int(iscale * x[i]);
-    l = std::max(-nmax, std::min(nmax - 1, l));
-    L[i] = static_cast<std::int8_t>(l);
-    const float w = x[i] * x[i];
-    const auto fl = static_cast<float>(l);
-    const float wx = w * x[i];
-    const float wxl = rounded(wx * fl);
-    sumlx += wxl;
-    const float wl = w * fl;
-    const float wll = rounded(wl * fl);
-    suml2 += wll;
-  }
+  qx_sums(n, nmax, x, static_cast<float>(-nmax) / max, L, 0, sumlx, suml2);
   for (int itry = 0; itry < 5; ++itry) {
     int n_changed = 0;
     for (int i = 0; i < n; ++i) {
@@ -337,6 +321,18 @@ inline float make_qkx2_quants(int n, int nmax, const float* x, const float* weig
   return scale;
 }
 
+/// L[i] = clamp(nearest_int((x[i] (+ dm when Min)) / d), lo, hi) - lo for i < n: a group of codes
+/// re-quantized with its stored scale d (and min dm), left alone when d is 0, as ggml does.
+template <bool Min, class L8>
+inline void requantize(const float* x, int n, float d, float dm, int lo, int hi, L8* L) noexcept {
+  if (d == 0.0f) return;
+  for (int i = 0; i < n; ++i) {
+    const float num = Min ? x[i] + dm : x[i];
+    const int l = nearest_int(num / d);
+    L[i] = static_cast<L8>(std::max(lo, std::min(hi, l)) - lo);
+  }
+}
+
 /// Packs 2-bit values L[0, 256) as ggml's Q2_K/Q3_K do: byte j/4 + l of each 128-value half holds
 /// L[j+l], L[j+l+32], L[j+l+64], L[j+l+96] from the low bits up.
 template <class L8>
@@ -394,15 +390,8 @@ inline void encode_block(std::type_identity<BlockQ2_K>, const float* x, std::uin
   const float dall = fp16_to_fp32(d16);
   const float dmall = fp16_to_fp32(dmin16);
   for (int j = 0; j < B::elements / 16; ++j) {
-    const float d = dall * static_cast<float>(scales[j] & 0xF);
-    if (d == 0.0f) continue;
-    const float dm = rounded(dmall * static_cast<float>(scales[j] >> 4));
-    for (int ii = 0; ii < 16; ++ii) {
-      const float num = x[16 * j + ii] + dm;
-      int l = nearest_int(num / d);
-      l = std::max(0, std::min(3, l));
-      L[16 * j + ii] = static_cast<std::uint8_t>(l);
-    }
+    requantize<true>(x + 16 * j, 16, dall * static_cast<float>(scales[j] & 0xF),
+                     rounded(dmall * static_cast<float>(scales[j] >> 4)), 0, 3, L + 16 * j);
   }
   pack_2bit(L, b + offsetof(B, qs));
 }
@@ -448,13 +437,8 @@ inline void encode_block(std::type_identity<BlockQ3_K>, const float* x, std::uin
   int s6[16];
   q3_k_scales(scales, s6);
   for (int j = 0; j < B::elements / 16; ++j) {
-    const float d = dall * static_cast<float>(s6[j] - 32);
-    if (d == 0.0f) continue;
-    for (int ii = 0; ii < 16; ++ii) {
-      int l = nearest_int(x[16 * j + ii] / d);
-      l = std::max(-4, std::min(3, l));
-      L[16 * j + ii] = static_cast<std::int8_t>(l + 4);
-    }
+    requantize<false>(x + 16 * j, 16, dall * static_cast<float>(s6[j] - 32), 0.0f, -4, 3,
+                      L + 16 * j);
   }
   std::memset(hmask, 0, B::elements / 8);
   int m = 0;
@@ -530,15 +514,8 @@ inline void k4_requantize(const float* x, const std::uint8_t* b, int nmax,
     int sc = 0;
     int m = 0;
     scale_min_k4(j, b + offsetof(B, scales), sc, m);
-    const float d = dall * static_cast<float>(sc);
-    if (d == 0.0f) continue;
-    const float dm = rounded(dmall * static_cast<float>(m));
-    for (int ii = 0; ii < 32; ++ii) {
-      const float num = x[32 * j + ii] + dm;
-      int l = nearest_int(num / d);
-      l = std::max(0, std::min(nmax, l));
-      L[32 * j + ii] = static_cast<std::uint8_t>(l);
-    }
+    requantize<true>(x + 32 * j, 32, dall * static_cast<float>(sc),
+                     rounded(dmall * static_cast<float>(m)), 0, nmax, L + 32 * j);
   }
 }
 
@@ -623,13 +600,7 @@ inline void encode_block(std::type_identity<BlockQ6_K>, const float* x, std::uin
     sc[ib] = static_cast<std::int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
   const float dall = fp16_to_fp32(d16);
   for (int j = 0; j < B::elements / 16; ++j) {
-    const float d = dall * static_cast<float>(sc[j]);
-    if (d == 0.0f) continue;
-    for (int ii = 0; ii < 16; ++ii) {
-      int l = nearest_int(x[16 * j + ii] / d);
-      l = std::max(-32, std::min(31, l));
-      L[16 * j + ii] = static_cast<std::int8_t>(l + 32);
-    }
+    requantize<false>(x + 16 * j, 16, dall * static_cast<float>(sc[j]), 0.0f, -32, 31, L + 16 * j);
   }
   std::uint8_t* ql = b + offsetof(B, ql);
   std::uint8_t* qh = b + offsetof(B, qh);

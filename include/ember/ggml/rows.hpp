@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ember/config.hpp"
+#include "ember/detail/pass_rows.hpp"
 #include "ember/detail/prefetch.hpp"
 #include "ember/ggml/blocks.hpp"
 #include "ember/ggml/decode.hpp"
@@ -119,48 +120,24 @@ EMBER_ALWAYS_INLINE void fifth_bits(std::uint32_t qh, __m128i& first, __m128i& s
   second = pick(spread1);
 }
 
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ4_0>, const std::uint8_t* b, Index c,
-                              Sink& sink) {
-  using B = BlockQ4_0;
-  const __m128i qs = load16(b + offsetof(B, qs));
+/// Q4_0 ... Q5_1: one scale d for the 32 columns, offset k = code_offset or (Q4_1, Q5_1) m added.
+template <class B, class Sink>
+requires is_nibble_block<B> EMBER_ALWAYS_INLINE void feed(std::type_identity<B>,
+                                                          const std::uint8_t* b, Index c,
+                                                          Sink& sink) {
   const float d = load_half_f16c(b + offsetof(B, d));
-  put_bytes<false, true>(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), 8, d, 0.0f, d, 0.0f);
-}
-
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ4_1>, const std::uint8_t* b, Index c,
-                              Sink& sink) {
-  using B = BlockQ4_1;
-  const float d = load_half_f16c(b + offsetof(B, d));
-  const float m = load_half_f16c(b + offsetof(B, m));
+  float m = 0.0f;
+  if constexpr (has_offset_term<B>) m = load_half_f16c(b + offsetof(B, m));
   const __m128i qs = load16(b + offsetof(B, qs));
-  put_bytes<true, true>(sink, c, bits(qs, 0, 0x0F), bits(qs, 4, 0x0F), 0, d, m, d, m);
-}
-
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ5_0>, const std::uint8_t* b, Index c,
-                              Sink& sink) {
-  using B = BlockQ5_0;
-  __m128i h0, h1;
-  fifth_bits(load_u32(b + offsetof(B, qh)), h0, h1);
-  const __m128i qs = load16(b + offsetof(B, qs));
-  const float d = load_half_f16c(b + offsetof(B, d));
-  put_bytes<false, true>(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0),
-                         _mm_or_si128(bits(qs, 4, 0x0F), h1), 16, d, 0.0f, d, 0.0f);
-}
-
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ5_1>, const std::uint8_t* b, Index c,
-                              Sink& sink) {
-  using B = BlockQ5_1;
-  const float d = load_half_f16c(b + offsetof(B, d));
-  const float m = load_half_f16c(b + offsetof(B, m));
-  __m128i h0, h1;
-  fifth_bits(load_u32(b + offsetof(B, qh)), h0, h1);
-  const __m128i qs = load16(b + offsetof(B, qs));
-  put_bytes<true, true>(sink, c, _mm_or_si128(bits(qs, 0, 0x0F), h0),
-                        _mm_or_si128(bits(qs, 4, 0x0F), h1), 0, d, m, d, m);
+  __m128i low = bits(qs, 0, 0x0F);
+  __m128i high = bits(qs, 4, 0x0F);
+  if constexpr (has_fifth_bit<B>) {
+    __m128i h0, h1;
+    fifth_bits(load_u32(b + offsetof(B, qh)), h0, h1);
+    low = _mm_or_si128(low, h0);
+    high = _mm_or_si128(high, h1);
+  }
+  put_bytes<has_offset_term<B>, true>(sink, c, low, high, code_offset<B>, d, m, d, m);
 }
 
 template <class Sink>
@@ -172,58 +149,46 @@ EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ8_0>, const std::uint8_t*
   sink.codes(c, Codes32<false, true, true>{{load16(qs), load16(qs + 16)}, 0, d, 0.0f, d, 0.0f});
 }
 
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ2_K>, const std::uint8_t* b, Index c,
-                              Sink& sink) {
-  using B = BlockQ2_K;
-  const std::uint8_t* scales = b + offsetof(B, scales);
+/// Q2_K, Q3_K: 16 sub-blocks of 16 with 2-bit codes, 32 columns (sub-blocks is, is + 1) at a time;
+/// Q2_K's scales and mins the nibbles of scales[is], Q3_K's codes with bit 4n + j of hmask.
+template <class B, class Sink>
+requires std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K> EMBER_ALWAYS_INLINE void feed(
+    std::type_identity<B>, const std::uint8_t* b, Index c, Sink& sink) {
+  constexpr bool q3 = std::is_same_v<B, BlockQ3_K>;
   const float d = load_half_f16c(b + offsetof(B, d));
-  const float min = load_half_f16c(b + offsetof(B, dmin));
-  int is = 0;
-  for (int n = 0; n < 2; ++n) {
-    const std::uint8_t* q = b + offsetof(B, qs) + 32 * n;
-    const __m128i q0 = load16(q);
-    const __m128i q1 = load16(q + 16);
-    for (int j = 0; j < 4; ++j) {
-      const std::uint8_t s0 = scales[is];
-      const std::uint8_t s1 = scales[is + 1];
-      is += 2;
-      const float dl0 = d * static_cast<float>(s0 & 0xF);
-      const float ml0 = min * static_cast<float>(s0 >> 4);
-      const float dl1 = d * static_cast<float>(s1 & 0xF);
-      const float ml1 = min * static_cast<float>(s1 >> 4);
-      put_bytes<true, false>(sink, c, bits(q0, 2 * j, 3), bits(q1, 2 * j, 3), 0, dl0, -ml0, dl1,
-                             -ml1);
-      c += 32;
-    }
-  }
-}
-
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ3_K>, const std::uint8_t* b, Index c,
-                              Sink& sink) {
-  using B = BlockQ3_K;
-  const float d_all = load_half_f16c(b + offsetof(B, d));
+  float min = 0.0f;
   int sc[16];
-  q3_k_scales(b + offsetof(B, scales), sc);
-  const __m128i h0 = load16(b + offsetof(B, hmask));
-  const __m128i h1 = load16(b + offsetof(B, hmask) + 16);
-  int is = 0;
-  int bit = 0;
+  __m128i h0 = _mm_setzero_si128();
+  __m128i h1 = h0;
+  if constexpr (q3) {
+    q3_k_scales(b + offsetof(B, scales), sc);
+    h0 = load16(b + offsetof(B, hmask));
+    h1 = load16(b + offsetof(B, hmask) + 16);
+  } else {
+    min = load_half_f16c(b + offsetof(B, dmin));
+  }
   for (int n = 0; n < 2; ++n) {
     const std::uint8_t* q = b + offsetof(B, qs) + 32 * n;
     const __m128i q0 = load16(q);
     const __m128i q1 = load16(q + 16);
     for (int j = 0; j < 4; ++j) {
-      const float dl0 = d_all * static_cast<float>(sc[is] - 32);
-      const float dl1 = d_all * static_cast<float>(sc[is + 1] - 32);
-      is += 2;
-      // q - (high bit ? 0 : 4) as (q | high bit << 2) - 4.
-      const __m128i v0 = _mm_or_si128(bits(q0, 2 * j, 3), _mm_slli_epi16(bits(h0, bit, 1), 2));
-      const __m128i v1 = _mm_or_si128(bits(q1, 2 * j, 3), _mm_slli_epi16(bits(h1, bit, 1), 2));
-      put_bytes<false, false>(sink, c, v0, v1, 4, dl0, 0.0f, dl1, 0.0f);
+      const int is = 8 * n + 2 * j;
+      __m128i v0 = bits(q0, 2 * j, 3);
+      __m128i v1 = bits(q1, 2 * j, 3);
+      if constexpr (q3) {
+        // q - (high bit ? 0 : 4) as (q | high bit << 2) - 4.
+        v0 = _mm_or_si128(v0, _mm_slli_epi16(bits(h0, 4 * n + j, 1), 2));
+        v1 = _mm_or_si128(v1, _mm_slli_epi16(bits(h1, 4 * n + j, 1), 2));
+        put_bytes<false, false>(sink, c, v0, v1, 4, d * static_cast<float>(sc[is] - 32), 0.0f,
+                                d * static_cast<float>(sc[is + 1] - 32), 0.0f);
+      } else {
+        const std::uint8_t* s = b + offsetof(B, scales) + is;
+        const float ml0 = min * static_cast<float>(s[0] >> 4);
+        const float ml1 = min * static_cast<float>(s[1] >> 4);
+        put_bytes<true, false>(sink, c, v0, v1, 0, d * static_cast<float>(s[0] & 0xF), -ml0,
+                               d * static_cast<float>(s[1] & 0xF), -ml1);
+      }
       c += 32;
-      ++bit;
     }
   }
 }
@@ -242,47 +207,38 @@ EMBER_ALWAYS_INLINE void k4_pair(const std::uint8_t* scales, float d, float min,
   m2 = min * static_cast<float>(m);
 }
 
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ4_K>, const std::uint8_t* b, Index c,
-                              Sink& sink) {
-  using B = BlockQ4_K;
+/// Q4_K, Q5_K: sub-blocks 2j and 2j + 1 the low and high nibbles of 32 bytes of qs (Q5_K: with
+/// bits 2j and 2j + 1 of qh as bit 4).
+template <class B, class Sink>
+requires std::is_same_v<B, BlockQ4_K> || std::is_same_v<B, BlockQ5_K> EMBER_ALWAYS_INLINE void feed(
+    std::type_identity<B>, const std::uint8_t* b, Index c, Sink& sink) {
+  __m128i h0 = _mm_setzero_si128();
+  __m128i h1 = h0;
+  if constexpr (std::is_same_v<B, BlockQ5_K>) {
+    h0 = load16(b + offsetof(B, qh));
+    h1 = load16(b + offsetof(B, qh) + 16);
+  }
+  const std::uint8_t* q = b + offsetof(B, qs);
   const float d = load_half_f16c(b + offsetof(B, d));
   const float min = load_half_f16c(b + offsetof(B, dmin));
-  const std::uint8_t* q = b + offsetof(B, qs);
   for (int j = 0; j < 4; ++j) {
     float d1, m1, d2, m2;
     k4_pair(b + offsetof(B, scales), d, min, j, d1, m1, d2, m2);
     const __m128i r0 = load16(q);
     const __m128i r1 = load16(q + 16);
-    put_bytes<true, true>(sink, c, bits(r0, 0, 0x0F), bits(r1, 0, 0x0F), 0, d1, -m1, d1, -m1);
-    put_bytes<true, true>(sink, c + 32, bits(r0, 4, 0x0F), bits(r1, 4, 0x0F), 0, d2, -m2, d2, -m2);
-    q += 32;
-    c += 64;
-  }
-}
-
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ5_K>, const std::uint8_t* b, Index c,
-                              Sink& sink) {
-  using B = BlockQ5_K;
-  const __m128i h0 = load16(b + offsetof(B, qh));
-  const __m128i h1 = load16(b + offsetof(B, qh) + 16);
-  const std::uint8_t* ql = b + offsetof(B, qs);
-  const float d = load_half_f16c(b + offsetof(B, d));
-  const float min = load_half_f16c(b + offsetof(B, dmin));
-  for (int j = 0; j < 4; ++j) {
-    float d1, m1, d2, m2;
-    k4_pair(b + offsetof(B, scales), d, min, j, d1, m1, d2, m2);
-    const __m128i r0 = load16(ql);
-    const __m128i r1 = load16(ql + 16);
-    const int b1 = 2 * j;
-    const __m128i lo0 = _mm_or_si128(bits(r0, 0, 0x0F), _mm_slli_epi16(bits(h0, b1, 1), 4));
-    const __m128i lo1 = _mm_or_si128(bits(r1, 0, 0x0F), _mm_slli_epi16(bits(h1, b1, 1), 4));
-    const __m128i hi0 = _mm_or_si128(bits(r0, 4, 0x0F), _mm_slli_epi16(bits(h0, b1 + 1, 1), 4));
-    const __m128i hi1 = _mm_or_si128(bits(r1, 4, 0x0F), _mm_slli_epi16(bits(h1, b1 + 1, 1), 4));
+    __m128i lo0 = bits(r0, 0, 0x0F);
+    __m128i lo1 = bits(r1, 0, 0x0F);
+    __m128i hi0 = bits(r0, 4, 0x0F);
+    __m128i hi1 = bits(r1, 4, 0x0F);
+    if constexpr (std::is_same_v<B, BlockQ5_K>) {
+      lo0 = _mm_or_si128(lo0, _mm_slli_epi16(bits(h0, 2 * j, 1), 4));
+      lo1 = _mm_or_si128(lo1, _mm_slli_epi16(bits(h1, 2 * j, 1), 4));
+      hi0 = _mm_or_si128(hi0, _mm_slli_epi16(bits(h0, 2 * j + 1, 1), 4));
+      hi1 = _mm_or_si128(hi1, _mm_slli_epi16(bits(h1, 2 * j + 1, 1), 4));
+    }
     put_bytes<true, true>(sink, c, lo0, lo1, 0, d1, -m1, d1, -m1);
     put_bytes<true, true>(sink, c + 32, hi0, hi1, 0, d2, -m2, d2, -m2);
-    ql += 32;
+    q += 32;
     c += 64;
   }
 }
@@ -703,36 +659,10 @@ inline void dot_rows(GgmlType type, const std::uint8_t* rows, Index row_stride, 
     const float* hj = h + j0 * h_stride;
     float* oj = out + j0 * out_stride;
 #if EMBER_DETAIL_GGML_AVX2
-    const auto run = [&](auto n_rows) {
-      avx2::dot_rows_n<decltype(n_rows)::value>(type, rows, row_stride, count, d, hj, h_stride, oj,
-                                                out_stride);
-    };
-    switch (g) {
-      case 1:
-        run(std::integral_constant<std::size_t, 1>{});
-        break;
-      case 2:
-        run(std::integral_constant<std::size_t, 2>{});
-        break;
-      case 3:
-        run(std::integral_constant<std::size_t, 3>{});
-        break;
-      case 4:
-        run(std::integral_constant<std::size_t, 4>{});
-        break;
-      case 5:
-        run(std::integral_constant<std::size_t, 5>{});
-        break;
-      case 6:
-        run(std::integral_constant<std::size_t, 6>{});
-        break;
-      case 7:
-        run(std::integral_constant<std::size_t, 7>{});
-        break;
-      default:
-        run(std::integral_constant<std::size_t, 8>{});
-        break;
-    }
+    visit_pass_rows(g, [&](auto n_rows) {
+      constexpr auto N = static_cast<std::size_t>(decltype(n_rows)::value);
+      avx2::dot_rows_n<N>(type, rows, row_stride, count, d, hj, h_stride, oj, out_stride);
+    });
 #else
     for (Index r = 0; r < count; ++r) {
       for (Index j = 0; j < g; ++j) {
