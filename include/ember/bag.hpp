@@ -81,77 +81,85 @@ inline void check_argmax_ids(const BagArgmax& argmax, Index bags, Index d, Index
   }
 }
 
-/// Bag boundaries [B + 1] of n ids from PyTorch's offsets (include_last_offset: offsets[B] is the
-/// end of the last bag, the CSR layout), with PyTorch's checks and wording, the one check of
-/// offsets of every bag call: ValueError for an unsigned offset above INT64_MAX; ShapeError if
-/// include_last_offset and there is no offset; ValueError if offsets[0] != 0, offsets decrease, or
-/// ids lie after the last offset; IndexError if an offset exceeds n.
-template <class Off>
-[[nodiscard]] std::vector<Index> bag_bounds(std::span<const Off> off, Index n,
+/// Bag boundaries [B + 1] of the n ids of `ids` from PyTorch's offsets (any range of integers;
+/// include_last_offset: offsets[B] is the end of the last bag, the CSR layout), with PyTorch's
+/// checks and wording, the one check of offsets of every bag call: ValueError for an unsigned
+/// offset above INT64_MAX; ShapeError if include_last_offset and there is no offset; ValueError if
+/// offsets[0] != 0, offsets decrease, or ids lie after the last offset; IndexError if an offset
+/// exceeds n.
+template <class R, class O>
+[[nodiscard]] std::vector<Index> bag_bounds(const R& ids, const O& offsets,
                                             bool include_last_offset, Where where) {
-  check_int64_range(off, where, "offsets");
-  const auto m = static_cast<Index>(off.size());
-  std::vector<Index> bounds;
-  bounds.reserve(static_cast<std::size_t>(m) + 1);
-  if (include_last_offset && m == 0) {
-    throw ShapeError(message(where, "include_last_offset: number of offsets should be at least 1"),
-                     0, 1, 0);
-  }
-  if (m > 0 && off[0] != 0) {
-    throw ValueError(message(where,
-                             "offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
-                             "has to start from position 0. However, got ",
-                             static_cast<std::int64_t>(off[0])),
-                     static_cast<double>(off[0]));
-  }
-  for (Index b = 0; b < m; ++b) {
-    const auto v = static_cast<std::int64_t>(off[static_cast<std::size_t>(b)]);
-    if (b > 0 && v < bounds.back()) {
-      throw ValueError(message(where, "offsets must be non-decreasing, but offsets[", b, "] = ", v,
-                               " < offsets[", b - 1, "] = ", bounds.back()),
-                       static_cast<double>(v));
+  const auto n = static_cast<Index>(std::size(ids));
+  return with_ids(offsets, [&](auto off) {
+    check_int64_range(off, where, "offsets");
+    const auto m = static_cast<Index>(off.size());
+    std::vector<Index> bounds;
+    bounds.reserve(static_cast<std::size_t>(m) + 1);
+    if (include_last_offset && m == 0) {
+      throw ShapeError(
+          message(where, "include_last_offset: number of offsets should be at least 1"), 0, 1, 0);
     }
-    if (v > n) {
-      throw IndexError(message(where, "offsets[", b, "] = ", v,
-                               " can not be greater than input's length (", n, ")"),
-                       b, v, n + 1);
+    if (m > 0 && off[0] != 0) {
+      throw ValueError(message(where,
+                               "offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
+                               "has to start from position 0. However, got ",
+                               static_cast<std::int64_t>(off[0])),
+                       static_cast<double>(off[0]));
     }
-    bounds.push_back(static_cast<Index>(v));
-  }
-  if (!include_last_offset) bounds.push_back(n);
-  if (bounds.empty() ? n > 0 : bounds.back() != n) {
-    const Index last = bounds.empty() ? 0 : bounds.back();
-    throw ValueError(message(where, "ids [", last, ", ", n,
-                             ") lie after the last offset and would belong to no bag"),
-                     static_cast<double>(last));
-  }
-  if (bounds.empty()) bounds.push_back(0);
-  return bounds;
+    for (Index b = 0; b < m; ++b) {
+      const auto v = static_cast<std::int64_t>(off[static_cast<std::size_t>(b)]);
+      if (b > 0 && v < bounds.back()) {
+        throw ValueError(message(where, "offsets must be non-decreasing, but offsets[", b,
+                                 "] = ", v, " < offsets[", b - 1, "] = ", bounds.back()),
+                         static_cast<double>(v));
+      }
+      if (v > n) {
+        throw IndexError(message(where, "offsets[", b, "] = ", v,
+                                 " can not be greater than input's length (", n, ")"),
+                         b, v, n + 1);
+      }
+      bounds.push_back(static_cast<Index>(v));
+    }
+    if (!include_last_offset) bounds.push_back(n);
+    if (bounds.empty() ? n > 0 : bounds.back() != n) {
+      const Index last = bounds.empty() ? 0 : bounds.back();
+      throw ValueError(message(where, "ids [", last, ", ", n,
+                               ") lie after the last offset and would belong to no bag"),
+                       static_cast<double>(last));
+    }
+    if (bounds.empty()) bounds.push_back(0);
+    return bounds;
+  });
 }
 
-/// Bag boundaries [B + 1] of n ids from Caffe2/FBGEMM lengths (bag b has lengths[b] ids), the one
-/// check of lengths of every bag call: ValueError for an unsigned length above INT64_MAX or a
-/// negative length, ShapeError if the lengths do not sum to n.
-template <class Len>
-[[nodiscard]] std::vector<Index> bag_bounds_from_lengths(std::span<const Len> len, Index n,
+/// Bag boundaries [B + 1] of the n ids of `ids` from Caffe2/FBGEMM lengths (any range of
+/// integers; bag b has lengths[b] ids), the one check of lengths of every bag call: ValueError for
+/// an unsigned length above INT64_MAX or a negative length, ShapeError if the lengths do not sum
+/// to n.
+template <class R, class L>
+[[nodiscard]] std::vector<Index> bag_bounds_from_lengths(const R& ids, const L& lengths,
                                                          Where where) {
-  check_int64_range(len, where, "lengths");
-  std::vector<Index> bounds{0};
-  bounds.reserve(len.size() + 1);
-  for (std::size_t b = 0; b < len.size(); ++b) {
-    const auto v = static_cast<std::int64_t>(len[b]);
-    if (v < 0) {
-      throw ValueError(message(where, "lengths[", b, "] = ", v, " is negative"),
-                       static_cast<double>(v));
+  const auto n = static_cast<Index>(std::size(ids));
+  return with_ids(lengths, [&](auto len) {
+    check_int64_range(len, where, "lengths");
+    std::vector<Index> bounds{0};
+    bounds.reserve(len.size() + 1);
+    for (std::size_t b = 0; b < len.size(); ++b) {
+      const auto v = static_cast<std::int64_t>(len[b]);
+      if (v < 0) {
+        throw ValueError(message(where, "lengths[", b, "] = ", v, " is negative"),
+                         static_cast<double>(v));
+      }
+      bounds.push_back(bounds.back() + static_cast<Index>(v));
     }
-    bounds.push_back(bounds.back() + static_cast<Index>(v));
-  }
-  if (bounds.back() != n) {
-    throw ShapeError(
-        message(where, "lengths sum to ", bounds.back(), ", expected the number of ids = ", n), 0,
-        n, bounds.back());
-  }
-  return bounds;
+    if (bounds.back() != n) {
+      throw ShapeError(
+          message(where, "lengths sum to ", bounds.back(), ", expected the number of ids = ", n), 0,
+          n, bounds.back());
+    }
+    return bounds;
+  });
 }
 
 }  // namespace detail
@@ -248,7 +256,7 @@ class EmbeddingBag {
                                      const BagOptions<T>& options = {}) const {
     constexpr detail::Where where{"EmbeddingBag", "forward"};
     const std::vector<Index> bounds =
-        bounds_from_offsets(ids, offsets, options.include_last_offset, where);
+        detail::bag_bounds(ids, offsets, options.include_last_offset, where);
     RowMatrix<T> out(static_cast<Index>(bounds.size()) - 1, d_model());
     forward_impl(ids, bounds, out, options, nullptr, where);
     return out;
@@ -262,7 +270,7 @@ class EmbeddingBag {
                const BagOptions<T>& options = {}, BagArgmax* argmax = nullptr) const {
     constexpr detail::Where where{"EmbeddingBag", "forward"};
     const std::vector<Index> bounds =
-        bounds_from_offsets(ids, offsets, options.include_last_offset, where);
+        detail::bag_bounds(ids, offsets, options.include_last_offset, where);
     forward_impl(ids, bounds, out, options, argmax, where);
   }
 
@@ -317,7 +325,7 @@ class EmbeddingBag {
                 std::span<T> grad_per_sample_weights = {}) const {
     constexpr detail::Where where{"EmbeddingBag", "backward"};
     const std::vector<Index> bounds =
-        bounds_from_offsets(ids, offsets, options.include_last_offset, where);
+        detail::bag_bounds(ids, offsets, options.include_last_offset, where);
     backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
                   accumulate_into(grad, where));
   }
@@ -354,7 +362,7 @@ class EmbeddingBag {
                      std::span<T> grad_per_sample_weights = {}) {
     constexpr detail::Where where{"EmbeddingBag", "backward_step"};
     const std::vector<Index> bounds =
-        bounds_from_offsets(ids, offsets, options.include_last_offset, where);
+        detail::bag_bounds(ids, offsets, options.include_last_offset, where);
     backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
                   step_with(opt, grad_out, fused, where));
   }
@@ -375,15 +383,6 @@ class EmbeddingBag {
   }
 
  private:
-  /// Bag boundaries [B + 1] from PyTorch offsets (detail::bag_bounds).
-  template <class R, class O>
-  static std::vector<Index> bounds_from_offsets(const R& ids, const O& offsets,
-                                                bool include_last_offset, detail::Where where) {
-    const auto n = static_cast<Index>(std::size(ids));
-    return detail::with_ids(
-        offsets, [&](auto off) { return detail::bag_bounds(off, n, include_last_offset, where); });
-  }
-
   /// Bag boundaries [B + 1] from Caffe2/FBGEMM lengths (detail::bag_bounds_from_lengths).
   template <class R, class L>
   static std::vector<Index> bounds_from_lengths(const R& ids, const L& lengths,
@@ -392,9 +391,7 @@ class EmbeddingBag {
       throw ValueError(
           detail::message(where, "include_last_offset applies to offsets, not lengths"), 1.0);
     }
-    const auto n = static_cast<Index>(std::size(ids));
-    return detail::with_ids(
-        lengths, [&](auto len) { return detail::bag_bounds_from_lengths(len, n, where); });
+    return detail::bag_bounds_from_lengths(ids, lengths, where);
   }
 
   /// Checks the per-sample weights against the mode and n.

@@ -346,24 +346,14 @@ class TableBatchedBags {
 
   template <class R, class O>
   Layout from_offsets(const R& indices, const O& offsets, detail::Where where) const {
-    const auto n = static_cast<Index>(std::size(indices));
-    return detail::with_ids(offsets, [&](auto off) {
-      Layout layout;
-      layout.batch = batch_of(static_cast<Index>(off.size()), 1, "offsets", where);
-      layout.bounds = detail::bag_bounds(off, n, /*include_last_offset=*/true, where);
-      return layout;
-    });
+    return {batch_of(static_cast<Index>(std::ranges::size(offsets)), 1, "offsets", where),
+            detail::bag_bounds(indices, offsets, /*include_last_offset=*/true, where)};
   }
 
   template <class R, class L>
   Layout from_lengths(const R& indices, const L& lengths, detail::Where where) const {
-    const auto n = static_cast<Index>(std::size(indices));
-    return detail::with_ids(lengths, [&](auto len) {
-      Layout layout;
-      layout.batch = batch_of(static_cast<Index>(len.size()), 0, "lengths", where);
-      layout.bounds = detail::bag_bounds_from_lengths(len, n, where);
-      return layout;
-    });
+    return {batch_of(static_cast<Index>(std::ranges::size(lengths)), 0, "lengths", where),
+            detail::bag_bounds_from_lengths(indices, lengths, where)};
   }
 
   /// Positions [begin, end) of feature f in the flat indices.
