@@ -486,19 +486,15 @@ class SubwordIndex {
                          static_cast<double>(id));
       }
       const std::uint32_t h = hash(s);
-      for (std::size_t slot = slot_of(h);; slot = (slot + 1) & (size - 1)) {
-        const std::int32_t other = slots_[slot];
-        if (other < 0) {
-          slots_[slot] = id;
-          break;
-        }
-        if (hashes_[static_cast<std::size_t>(other)] == h && entry(other) == s) {
-          throw ValueError("SubwordIndex: the " + std::string(kind) + " '" + std::string(s) +
-                               "' at position " + std::to_string(pos) + " repeats id " +
-                               std::to_string(other),
-                           static_cast<double>(id));
-        }
+      if (const auto other = find(s, h)) {
+        throw ValueError("SubwordIndex: the " + std::string(kind) + " '" + std::string(s) +
+                             "' at position " + std::to_string(pos) + " repeats id " +
+                             std::to_string(*other),
+                         static_cast<double>(id));
       }
+      std::size_t slot = slot_of(h);  // the first free slot of h's probe
+      while (slots_[slot] >= 0) slot = (slot + 1) & (size - 1);
+      slots_[slot] = id;
       chars_ += s;
       ends_.push_back(chars_.size());
       hashes_.push_back(h);
