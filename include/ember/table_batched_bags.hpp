@@ -565,23 +565,21 @@ class TableBatchedBags {
   /// table's rows split across threads.
   template <class Run>
   void run_tables(const std::vector<TableRows>& all, const Run& run) const {
+    const auto work_of = [&](Index t) {  // positions x width: the elements table t reads
+      return static_cast<Index>(all[static_cast<std::size_t>(t)].ids.size()) *
+             table_at(t).d_model();
+    };
     Index work = 0;
     std::vector<Index> order(tables_.size());
     std::iota(order.begin(), order.end(), Index{0});
-    for (Index t = 0; t < num_tables(); ++t)
-      work +=
-          static_cast<Index>(all[static_cast<std::size_t>(t)].ids.size()) * table_at(t).d_model();
+    for (Index t = 0; t < num_tables(); ++t) work += work_of(t);
     const int threads = detail::kernel_threads(work);
     if (threads == 1 || num_tables() < 2 * threads) {
       for (const Index t : order) run(t);
       return;
     }
-    std::stable_sort(order.begin(), order.end(), [&](Index a, Index b) {
-      return all[static_cast<std::size_t>(a)].ids.size() *
-                 static_cast<std::size_t>(table_at(a).d_model()) >
-             all[static_cast<std::size_t>(b)].ids.size() *
-                 static_cast<std::size_t>(table_at(b).d_model());
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](Index a, Index b) { return work_of(a) > work_of(b); });
     std::exception_ptr error;
     detail::parallel_rows(num_tables(), work, [&](Index begin, Index end, int) {
       for (Index k = begin; k < end; ++k) {
