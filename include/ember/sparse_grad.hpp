@@ -68,8 +68,7 @@ class SparseRowGrad {
   /// An empty gradient for a vocab_size x d_model table.
   /// Throws: ShapeError if either size is not positive.
   SparseRowGrad(Index vocab_size, Index d_model) : vocab_size_(vocab_size), d_model_(d_model) {
-    detail::check_positive_size("SparseRowGrad", "vocab_size", vocab_size);
-    detail::check_positive_size("SparseRowGrad", "d_model", d_model);
+    detail::check_sizes("SparseRowGrad", vocab_size, d_model);
     values_.resize(0, d_model);
   }
 
@@ -231,8 +230,7 @@ class SparseRowGrad {
   // = 6" (`table` names the table, "table" with `index` >= 0: "table 2 has ...").
   void check_shape(detail::Where where, Index vocab_size, Index d_model,
                    const char* table = "the table", Index index = -1) const {
-    detail::check_positive_size(where, "vocab_size", vocab_size);
-    detail::check_positive_size(where, "d_model", d_model);
+    detail::check_sizes(where, vocab_size, d_model);
     if (vocab_size_ == 0) return;
     if (vocab_size != vocab_size_ || d_model != d_model_) [[unlikely]] {
       const std::string name = index < 0 ? std::string(table) : detail::text(table, " ", index);
