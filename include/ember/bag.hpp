@@ -64,14 +64,27 @@ template <class Tab>
   }
 }
 
-/// Checks the argmax of a max-mode bag backward: bags x d (`bags_what`, `d_what` name the
-/// expected sizes in messages) and every id in [-1, vocab). `feature` >= 0 names the feature in
-/// the message of a bad id (TableBatchedBags).
-inline void check_argmax_ids(const BagArgmax& argmax, Index bags, Index d, Index vocab, Where where,
-                             const char* bags_what, const char* d_what, Index feature = -1) {
-  check_dims(where, "argmax", argmax, bags, bags_what, d, d_what);
-  for (Index k = 0; k < argmax.size(); ++k) {
-    const TokenId a = argmax.data()[k];
+/// Checks what a max-mode bag backward over one table needs: the argmax its forward recorded
+/// (StateError if null), a table that does not scale gradients by frequency (StateError), an
+/// argmax of bags x d (`bags_what`, `d_what` name the expected sizes in messages) and every id in
+/// [-1, vocab). `feature` >= 0 names the feature of a TableBatchedBags in the messages.
+inline void check_max_backward(const BagArgmax* argmax, bool scale_grad_by_freq, Index bags,
+                               Index d, Index vocab, Where where, const char* bags_what,
+                               const char* d_what, Index feature = -1) {
+  const auto who = [&](const char* then) {
+    return text("feature ", feature, " pools with max", then);
+  };
+  if (argmax == nullptr) {
+    throw StateError(message(where, feature >= 0 ? who(" and") : std::string("mode='max'"),
+                             " needs the argmax recorded by forward(..., &argmax)"));
+  }
+  if (scale_grad_by_freq) {
+    throw StateError(message(where, feature >= 0 ? who(", which") : std::string("max mode"),
+                             " does not support scaling the gradient by the frequency"));
+  }
+  check_dims(where, "argmax", *argmax, bags, bags_what, d, d_what);
+  for (Index k = 0; k < argmax->size(); ++k) {
+    const TokenId a = argmax->data()[k];
     if (a < -1 || a >= vocab) [[unlikely]] {
       const std::string of = feature >= 0 ? text(" of feature ", feature) : std::string();
       throw IndexError(
@@ -462,21 +475,6 @@ class EmbeddingBag {
     };
   }
 
-  /// The argmax a max-mode backward needs: recorded, in range, B x d; and no frequency scaling.
-  void check_argmax(const BagArgmax* argmax, Index bags, detail::Where where) const {
-    const Index d = d_model();
-    if (argmax == nullptr) {
-      throw StateError(
-          detail::message(where, "mode='max' needs the argmax recorded by forward(..., &argmax)"));
-    }
-    if (table_options().scale_grad_by_freq) {
-      throw StateError(detail::message(
-          where, "max mode does not support scaling the gradient by the frequency"));
-    }
-    detail::check_argmax_ids(*argmax, bags, d, vocab_size(), where, "the number of bags",
-                             "d_model");
-  }
-
   template <class R, class Sink>
   void backward_impl(const R& ids, const std::vector<Index>& bounds,
                      const Eigen::Ref<const RowMatrix<T>>& grad_out, const BagOptions<T>& options,
@@ -493,7 +491,10 @@ class EmbeddingBag {
         detail::check_entries(where, "grad_per_sample_weights", n,
                               static_cast<Index>(grad_weights.size()), "the number of ids");
       }
-      if (mode_ == BagMode::max) check_argmax(argmax, bags, where);
+      if (mode_ == BagMode::max) {
+        detail::check_max_backward(argmax, table_options().scale_grad_by_freq, bags, d,
+                                   vocab_size(), where, "the number of bags", "d_model");
+      }
       // dL/dw from the rows as the forward saw them: before a fused step moves them, and kept
       // aside until the sink (which may throw) has run.
       std::vector<T> weight_grads;

@@ -431,18 +431,11 @@ class TableBatchedBags {
     for (Index f = 0; f < num_features(); ++f) {
       if (feature_at(f).mode != BagMode::max) continue;
       const Table& tab = table_at(feature_at(f).table);
-      if (argmax == nullptr || static_cast<Index>(argmax->size()) != num_features()) {
-        throw StateError(detail::message(
-            where, "feature ", f,
-            " pools with max and needs the argmax recorded by forward(..., &argmax)"));
-      }
-      if (tab.scale_grad_by_freq()) {
-        throw StateError(detail::message(
-            where, "feature ", f,
-            " pools with max, which does not support scaling the gradient by the frequency"));
-      }
-      detail::check_argmax_ids((*argmax)[static_cast<std::size_t>(f)], batch, tab.d_model(),
-                               tab.vocab_size(), where, "the batch size", "the table's d_model", f);
+      const bool recorded =
+          argmax != nullptr && static_cast<Index>(argmax->size()) == num_features();
+      detail::check_max_backward(recorded ? &(*argmax)[static_cast<std::size_t>(f)] : nullptr,
+                                 tab.scale_grad_by_freq(), batch, tab.d_model(), tab.vocab_size(),
+                                 where, "the batch size", "the table's d_model", f);
     }
   }
 
