@@ -407,16 +407,18 @@ class EmbeddingBag {
     return detail::bag_bounds_from_lengths(ids, lengths, where);
   }
 
+  /// Throws ValueError "<what> (got mode='<mode>')" unless the bag pools in `mode`.
+  void check_mode(BagMode mode, const char* what, detail::Where where) const {
+    if (mode_ != mode) {
+      throw ValueError(detail::message(where, what, " (got mode='", to_string(mode_), "')"),
+                       static_cast<double>(static_cast<int>(mode_)));
+    }
+  }
+
   /// Checks the per-sample weights against the mode and n.
   void check_weights(const BagOptions<T>& options, Index n, detail::Where where) const {
     if (options.per_sample_weights.empty()) return;
-    if (mode_ != BagMode::sum) {
-      throw ValueError(detail::message(where,
-                                       "per_sample_weights is only supported for mode='sum' (got "
-                                       "mode='",
-                                       to_string(mode_), "')"),
-                       static_cast<double>(static_cast<int>(mode_)));
-    }
+    check_mode(BagMode::sum, "per_sample_weights is only supported for mode='sum'", where);
     detail::check_entries(where, "per_sample_weights", n,
                           static_cast<Index>(options.per_sample_weights.size()),
                           "the number of ids");
@@ -438,11 +440,8 @@ class EmbeddingBag {
       const auto bags = static_cast<Index>(bounds.size()) - 1;
       check_weights(options, n, where);
       detail::check_dims(where, "out", out, bags, "the number of bags", d_model(), "d_model");
-      if (argmax != nullptr && mode_ != BagMode::max) {
-        throw ValueError(detail::message(where, "argmax is recorded in mode='max' only (got mode='",
-                                         to_string(mode_), "')"),
-                         static_cast<double>(static_cast<int>(mode_)));
-      }
+      if (argmax != nullptr)
+        check_mode(BagMode::max, "argmax is recorded in mode='max' only", where);
       detail::check_ids(span, vocab_size(), where);
       if (argmax != nullptr) argmax->resize(bags, d_model());
       detail::bag_pool(detail::rows_of(emb_), span, std::span<const Index>(bounds), pool(),
