@@ -437,13 +437,10 @@ class SubwordIndex {
     auto fail = [](const std::string& what, double value) {
       throw ValueError("SubwordIndex: " + what, value);
     };
-    if (options_.minn < 0)
-      fail("minn " + std::to_string(options_.minn) + " is negative", options_.minn);
-    if (options_.maxn < 0)
-      fail("maxn " + std::to_string(options_.maxn) + " is negative", options_.maxn);
-    if (options_.word_ngrams < 0) {
-      fail("word_ngrams " + std::to_string(options_.word_ngrams) + " is negative",
-           options_.word_ngrams);
+    for (const auto& [name, value] : {std::pair{"minn", options_.minn},
+                                      {"maxn", options_.maxn},
+                                      {"word_ngrams", options_.word_ngrams}}) {
+      if (value < 0) fail(name + (" " + std::to_string(value)) + " is negative", value);
     }
     const std::int64_t b = options_.bucket;
     if (b < 0 || b > std::numeric_limits<std::int32_t>::max()) {
