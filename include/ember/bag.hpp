@@ -424,8 +424,7 @@ class EmbeddingBag {
                           "the number of ids");
   }
 
-  /// The training options of the table: an Embedding's padding row and frequency scaling, none
-  /// for other tables.
+  /// detail::bag_table_options of the table.
   [[nodiscard]] AccumulateOptions table_options() const noexcept {
     return detail::bag_table_options(emb_);
   }

@@ -270,9 +270,7 @@ struct SparseRowGradAccess {
     grad.accumulate_checked(ids, grad_rows, scale, vocab_size, options, where);
   }
 
-  /// Throws ShapeError unless `grad` may accumulate rows of a vocab_size x d table (unbound, or
-  /// bound to that shape); `table` and `index` name the table as in "table 2 has 7 rows, expected
-  /// the gradient's bound vocab_size = 8". Changes nothing.
+  /// SparseRowGrad::check_shape: ShapeError unless `grad` may take rows of a vocab_size x d table.
   template <class T>
   static void check_shape(const SparseRowGrad<T>& grad, Where where, Index vocab_size, Index d,
                           const char* table = "the table", Index index = -1) {

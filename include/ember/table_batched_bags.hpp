@@ -425,8 +425,7 @@ class TableBatchedBags {
     });
   }
 
-  /// Checks the argmax of every max feature (recorded, B x d, ids in [-1, V)) and that its table
-  /// does not scale gradients by frequency.
+  /// detail::check_max_backward of every max feature, over its table.
   void check_argmax(const std::vector<BagArgmax>* argmax, Index batch, detail::Where where) const {
     for (Index f = 0; f < num_features(); ++f) {
       if (feature_at(f).mode != BagMode::max) continue;
