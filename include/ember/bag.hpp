@@ -64,14 +64,27 @@ template <class Tab>
   }
 }
 
-/// Checks the argmax of a max-mode bag backward: bags x d (`bags_what`, `d_what` name the
-/// expected sizes in messages) and every id in [-1, vocab). `feature` >= 0 names the feature in
-/// the message of a bad id (TableBatchedBags).
-inline void check_argmax_ids(const BagArgmax& argmax, Index bags, Index d, Index vocab, Where where,
-                             const char* bags_what, const char* d_what, Index feature = -1) {
-  check_dims(where, "argmax", argmax, bags, bags_what, d, d_what);
-  for (Index k = 0; k < argmax.size(); ++k) {
-    const TokenId a = argmax.data()[k];
+/// Checks what a max-mode bag backward over one table needs: the argmax its forward recorded
+/// (StateError if null), a table that does not scale gradients by frequency (StateError), an
+/// argmax of bags x d (`bags_what`, `d_what` name the expected sizes in messages) and every id in
+/// [-1, vocab). `feature` >= 0 names the feature of a TableBatchedBags in the messages.
+inline void check_max_backward(const BagArgmax* argmax, bool scale_grad_by_freq, Index bags,
+                               Index d, Index vocab, Where where, const char* bags_what,
+                               const char* d_what, Index feature = -1) {
+  const auto who = [&](const char* then) {
+    return text("feature ", feature, " pools with max", then);
+  };
+  if (argmax == nullptr) {
+    throw StateError(message(where, feature >= 0 ? who(" and") : std::string("mode='max'"),
+                             " needs the argmax recorded by forward(..., &argmax)"));
+  }
+  if (scale_grad_by_freq) {
+    throw StateError(message(where, feature >= 0 ? who(", which") : std::string("max mode"),
+                             " does not support scaling the gradient by the frequency"));
+  }
+  check_dims(where, "argmax", *argmax, bags, bags_what, d, d_what);
+  for (Index k = 0; k < argmax->size(); ++k) {
+    const TokenId a = argmax->data()[k];
     if (a < -1 || a >= vocab) [[unlikely]] {
       const std::string of = feature >= 0 ? text(" of feature ", feature) : std::string();
       throw IndexError(
@@ -81,77 +94,85 @@ inline void check_argmax_ids(const BagArgmax& argmax, Index bags, Index d, Index
   }
 }
 
-/// Bag boundaries [B + 1] of n ids from PyTorch's offsets (include_last_offset: offsets[B] is the
-/// end of the last bag, the CSR layout), with PyTorch's checks and wording, the one check of
-/// offsets of every bag call: ValueError for an unsigned offset above INT64_MAX; ShapeError if
-/// include_last_offset and there is no offset; ValueError if offsets[0] != 0, offsets decrease, or
-/// ids lie after the last offset; IndexError if an offset exceeds n.
-template <class Off>
-[[nodiscard]] std::vector<Index> bag_bounds(std::span<const Off> off, Index n,
+/// Bag boundaries [B + 1] of the n ids of `ids` from PyTorch's offsets (any range of integers;
+/// include_last_offset: offsets[B] is the end of the last bag, the CSR layout), with PyTorch's
+/// checks and wording, the one check of offsets of every bag call: ValueError for an unsigned
+/// offset above INT64_MAX; ShapeError if include_last_offset and there is no offset; ValueError if
+/// offsets[0] != 0, offsets decrease, or ids lie after the last offset; IndexError if an offset
+/// exceeds n.
+template <class R, class O>
+[[nodiscard]] std::vector<Index> bag_bounds(const R& ids, const O& offsets,
                                             bool include_last_offset, Where where) {
-  check_int64_range(off, where, "offsets");
-  const auto m = static_cast<Index>(off.size());
-  std::vector<Index> bounds;
-  bounds.reserve(static_cast<std::size_t>(m) + 1);
-  if (include_last_offset && m == 0) {
-    throw ShapeError(message(where, "include_last_offset: number of offsets should be at least 1"),
-                     0, 1, 0);
-  }
-  if (m > 0 && off[0] != 0) {
-    throw ValueError(message(where,
-                             "offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
-                             "has to start from position 0. However, got ",
-                             static_cast<std::int64_t>(off[0])),
-                     static_cast<double>(off[0]));
-  }
-  for (Index b = 0; b < m; ++b) {
-    const auto v = static_cast<std::int64_t>(off[static_cast<std::size_t>(b)]);
-    if (b > 0 && v < bounds.back()) {
-      throw ValueError(message(where, "offsets must be non-decreasing, but offsets[", b, "] = ", v,
-                               " < offsets[", b - 1, "] = ", bounds.back()),
-                       static_cast<double>(v));
+  const auto n = static_cast<Index>(std::size(ids));
+  return with_ids(offsets, [&](auto off) {
+    check_int64_range(off, where, "offsets");
+    const auto m = static_cast<Index>(off.size());
+    std::vector<Index> bounds;
+    bounds.reserve(static_cast<std::size_t>(m) + 1);
+    if (include_last_offset && m == 0) {
+      throw ShapeError(
+          message(where, "include_last_offset: number of offsets should be at least 1"), 0, 1, 0);
     }
-    if (v > n) {
-      throw IndexError(message(where, "offsets[", b, "] = ", v,
-                               " can not be greater than input's length (", n, ")"),
-                       b, v, n + 1);
+    if (m > 0 && off[0] != 0) {
+      throw ValueError(message(where,
+                               "offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
+                               "has to start from position 0. However, got ",
+                               static_cast<std::int64_t>(off[0])),
+                       static_cast<double>(off[0]));
     }
-    bounds.push_back(static_cast<Index>(v));
-  }
-  if (!include_last_offset) bounds.push_back(n);
-  if (bounds.empty() ? n > 0 : bounds.back() != n) {
-    const Index last = bounds.empty() ? 0 : bounds.back();
-    throw ValueError(message(where, "ids [", last, ", ", n,
-                             ") lie after the last offset and would belong to no bag"),
-                     static_cast<double>(last));
-  }
-  if (bounds.empty()) bounds.push_back(0);
-  return bounds;
+    for (Index b = 0; b < m; ++b) {
+      const auto v = static_cast<std::int64_t>(off[static_cast<std::size_t>(b)]);
+      if (b > 0 && v < bounds.back()) {
+        throw ValueError(message(where, "offsets must be non-decreasing, but offsets[", b,
+                                 "] = ", v, " < offsets[", b - 1, "] = ", bounds.back()),
+                         static_cast<double>(v));
+      }
+      if (v > n) {
+        throw IndexError(message(where, "offsets[", b, "] = ", v,
+                                 " can not be greater than input's length (", n, ")"),
+                         b, v, n + 1);
+      }
+      bounds.push_back(static_cast<Index>(v));
+    }
+    if (!include_last_offset) bounds.push_back(n);
+    if (bounds.empty() ? n > 0 : bounds.back() != n) {
+      const Index last = bounds.empty() ? 0 : bounds.back();
+      throw ValueError(message(where, "ids [", last, ", ", n,
+                               ") lie after the last offset and would belong to no bag"),
+                       static_cast<double>(last));
+    }
+    if (bounds.empty()) bounds.push_back(0);
+    return bounds;
+  });
 }
 
-/// Bag boundaries [B + 1] of n ids from Caffe2/FBGEMM lengths (bag b has lengths[b] ids), the one
-/// check of lengths of every bag call: ValueError for an unsigned length above INT64_MAX or a
-/// negative length, ShapeError if the lengths do not sum to n.
-template <class Len>
-[[nodiscard]] std::vector<Index> bag_bounds_from_lengths(std::span<const Len> len, Index n,
+/// Bag boundaries [B + 1] of the n ids of `ids` from Caffe2/FBGEMM lengths (any range of
+/// integers; bag b has lengths[b] ids), the one check of lengths of every bag call: ValueError for
+/// an unsigned length above INT64_MAX or a negative length, ShapeError if the lengths do not sum
+/// to n.
+template <class R, class L>
+[[nodiscard]] std::vector<Index> bag_bounds_from_lengths(const R& ids, const L& lengths,
                                                          Where where) {
-  check_int64_range(len, where, "lengths");
-  std::vector<Index> bounds{0};
-  bounds.reserve(len.size() + 1);
-  for (std::size_t b = 0; b < len.size(); ++b) {
-    const auto v = static_cast<std::int64_t>(len[b]);
-    if (v < 0) {
-      throw ValueError(message(where, "lengths[", b, "] = ", v, " is negative"),
-                       static_cast<double>(v));
+  const auto n = static_cast<Index>(std::size(ids));
+  return with_ids(lengths, [&](auto len) {
+    check_int64_range(len, where, "lengths");
+    std::vector<Index> bounds{0};
+    bounds.reserve(len.size() + 1);
+    for (std::size_t b = 0; b < len.size(); ++b) {
+      const auto v = static_cast<std::int64_t>(len[b]);
+      if (v < 0) {
+        throw ValueError(message(where, "lengths[", b, "] = ", v, " is negative"),
+                         static_cast<double>(v));
+      }
+      bounds.push_back(bounds.back() + static_cast<Index>(v));
     }
-    bounds.push_back(bounds.back() + static_cast<Index>(v));
-  }
-  if (bounds.back() != n) {
-    throw ShapeError(
-        message(where, "lengths sum to ", bounds.back(), ", expected the number of ids = ", n), 0,
-        n, bounds.back());
-  }
-  return bounds;
+    if (bounds.back() != n) {
+      throw ShapeError(
+          message(where, "lengths sum to ", bounds.back(), ", expected the number of ids = ", n), 0,
+          n, bounds.back());
+    }
+    return bounds;
+  });
 }
 
 }  // namespace detail
@@ -248,7 +269,7 @@ class EmbeddingBag {
                                      const BagOptions<T>& options = {}) const {
     constexpr detail::Where where{"EmbeddingBag", "forward"};
     const std::vector<Index> bounds =
-        bounds_from_offsets(ids, offsets, options.include_last_offset, where);
+        detail::bag_bounds(ids, offsets, options.include_last_offset, where);
     RowMatrix<T> out(static_cast<Index>(bounds.size()) - 1, d_model());
     forward_impl(ids, bounds, out, options, nullptr, where);
     return out;
@@ -262,7 +283,7 @@ class EmbeddingBag {
                const BagOptions<T>& options = {}, BagArgmax* argmax = nullptr) const {
     constexpr detail::Where where{"EmbeddingBag", "forward"};
     const std::vector<Index> bounds =
-        bounds_from_offsets(ids, offsets, options.include_last_offset, where);
+        detail::bag_bounds(ids, offsets, options.include_last_offset, where);
     forward_impl(ids, bounds, out, options, argmax, where);
   }
 
@@ -317,7 +338,7 @@ class EmbeddingBag {
                 std::span<T> grad_per_sample_weights = {}) const {
     constexpr detail::Where where{"EmbeddingBag", "backward"};
     const std::vector<Index> bounds =
-        bounds_from_offsets(ids, offsets, options.include_last_offset, where);
+        detail::bag_bounds(ids, offsets, options.include_last_offset, where);
     backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
                   accumulate_into(grad, where));
   }
@@ -354,7 +375,7 @@ class EmbeddingBag {
                      std::span<T> grad_per_sample_weights = {}) {
     constexpr detail::Where where{"EmbeddingBag", "backward_step"};
     const std::vector<Index> bounds =
-        bounds_from_offsets(ids, offsets, options.include_last_offset, where);
+        detail::bag_bounds(ids, offsets, options.include_last_offset, where);
     backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
                   step_with(opt, grad_out, fused, where));
   }
@@ -375,15 +396,6 @@ class EmbeddingBag {
   }
 
  private:
-  /// Bag boundaries [B + 1] from PyTorch offsets (detail::bag_bounds).
-  template <class R, class O>
-  static std::vector<Index> bounds_from_offsets(const R& ids, const O& offsets,
-                                                bool include_last_offset, detail::Where where) {
-    const auto n = static_cast<Index>(std::size(ids));
-    return detail::with_ids(
-        offsets, [&](auto off) { return detail::bag_bounds(off, n, include_last_offset, where); });
-  }
-
   /// Bag boundaries [B + 1] from Caffe2/FBGEMM lengths (detail::bag_bounds_from_lengths).
   template <class R, class L>
   static std::vector<Index> bounds_from_lengths(const R& ids, const L& lengths,
@@ -392,28 +404,27 @@ class EmbeddingBag {
       throw ValueError(
           detail::message(where, "include_last_offset applies to offsets, not lengths"), 1.0);
     }
-    const auto n = static_cast<Index>(std::size(ids));
-    return detail::with_ids(
-        lengths, [&](auto len) { return detail::bag_bounds_from_lengths(len, n, where); });
+    return detail::bag_bounds_from_lengths(ids, lengths, where);
+  }
+
+  /// Throws ValueError "<what> (got mode='<mode>')" unless the bag pools in `mode`.
+  void check_mode(BagMode mode, const char* what, detail::Where where) const {
+    if (mode_ != mode) {
+      throw ValueError(detail::message(where, what, " (got mode='", to_string(mode_), "')"),
+                       static_cast<double>(static_cast<int>(mode_)));
+    }
   }
 
   /// Checks the per-sample weights against the mode and n.
   void check_weights(const BagOptions<T>& options, Index n, detail::Where where) const {
     if (options.per_sample_weights.empty()) return;
-    if (mode_ != BagMode::sum) {
-      throw ValueError(detail::message(where,
-                                       "per_sample_weights is only supported for mode='sum' (got "
-                                       "mode='",
-                                       to_string(mode_), "')"),
-                       static_cast<double>(static_cast<int>(mode_)));
-    }
+    check_mode(BagMode::sum, "per_sample_weights is only supported for mode='sum'", where);
     detail::check_entries(where, "per_sample_weights", n,
                           static_cast<Index>(options.per_sample_weights.size()),
                           "the number of ids");
   }
 
-  /// The training options of the table: an Embedding's padding row and frequency scaling, none
-  /// for other tables.
+  /// detail::bag_table_options of the table.
   [[nodiscard]] AccumulateOptions table_options() const noexcept {
     return detail::bag_table_options(emb_);
   }
@@ -428,11 +439,8 @@ class EmbeddingBag {
       const auto bags = static_cast<Index>(bounds.size()) - 1;
       check_weights(options, n, where);
       detail::check_dims(where, "out", out, bags, "the number of bags", d_model(), "d_model");
-      if (argmax != nullptr && mode_ != BagMode::max) {
-        throw ValueError(detail::message(where, "argmax is recorded in mode='max' only (got mode='",
-                                         to_string(mode_), "')"),
-                         static_cast<double>(static_cast<int>(mode_)));
-      }
+      if (argmax != nullptr)
+        check_mode(BagMode::max, "argmax is recorded in mode='max' only", where);
       detail::check_ids(span, vocab_size(), where);
       if (argmax != nullptr) argmax->resize(bags, d_model());
       detail::bag_pool(detail::rows_of(emb_), span, std::span<const Index>(bounds), pool(),
@@ -465,21 +473,6 @@ class EmbeddingBag {
     };
   }
 
-  /// The argmax a max-mode backward needs: recorded, in range, B x d; and no frequency scaling.
-  void check_argmax(const BagArgmax* argmax, Index bags, detail::Where where) const {
-    const Index d = d_model();
-    if (argmax == nullptr) {
-      throw StateError(
-          detail::message(where, "mode='max' needs the argmax recorded by forward(..., &argmax)"));
-    }
-    if (table_options().scale_grad_by_freq) {
-      throw StateError(detail::message(
-          where, "max mode does not support scaling the gradient by the frequency"));
-    }
-    detail::check_argmax_ids(*argmax, bags, d, vocab_size(), where, "the number of bags",
-                             "d_model");
-  }
-
   template <class R, class Sink>
   void backward_impl(const R& ids, const std::vector<Index>& bounds,
                      const Eigen::Ref<const RowMatrix<T>>& grad_out, const BagOptions<T>& options,
@@ -496,7 +489,10 @@ class EmbeddingBag {
         detail::check_entries(where, "grad_per_sample_weights", n,
                               static_cast<Index>(grad_weights.size()), "the number of ids");
       }
-      if (mode_ == BagMode::max) check_argmax(argmax, bags, where);
+      if (mode_ == BagMode::max) {
+        detail::check_max_backward(argmax, table_options().scale_grad_by_freq, bags, d,
+                                   vocab_size(), where, "the number of bags", "d_model");
+      }
       // dL/dw from the rows as the forward saw them: before a fused step moves them, and kept
       // aside until the sink (which may throw) has run.
       std::vector<T> weight_grads;

@@ -32,8 +32,7 @@ class SinusoidalEncoding {
   /// Complexity: O(max_len · d_model) sin/cos evaluations, once.
   SinusoidalEncoding(Index max_len, Index d_model, T base = T(10000)) : base_(base) {
     constexpr const char* where = "SinusoidalEncoding";
-    detail::check_positive_size(where, "max_len", max_len);
-    detail::check_positive_size(where, "d_model", d_model);
+    detail::check_sizes(where, max_len, d_model, "max_len");
     detail::check_positive_finite(where, "base", static_cast<double>(base));
     table_.resize(max_len, d_model);
     const auto d = static_cast<double>(d_model);

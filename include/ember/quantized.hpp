@@ -109,7 +109,7 @@ class QuantizedEmbedding : public Table<codec::Int8Rowwise, Owned>,
                                                           LookupScale scale = {}) {
     using C = codec::Int8Rowwise;
     const detail::Where w = where("from_fused_rows");
-    check_sizes(w, vocab_size, d_model);
+    detail::check_sizes(w, vocab_size, d_model);
     const Index row = C::units_per_row(d_model);
     const Index expected = vocab_size * row;
     if (static_cast<Index>(bytes.size()) != expected) {

@@ -68,8 +68,7 @@ class SparseRowGrad {
   /// An empty gradient for a vocab_size x d_model table.
   /// Throws: ShapeError if either size is not positive.
   SparseRowGrad(Index vocab_size, Index d_model) : vocab_size_(vocab_size), d_model_(d_model) {
-    detail::check_positive_size("SparseRowGrad", "vocab_size", vocab_size);
-    detail::check_positive_size("SparseRowGrad", "d_model", d_model);
+    detail::check_sizes("SparseRowGrad", vocab_size, d_model);
     values_.resize(0, d_model);
   }
 
@@ -231,8 +230,7 @@ class SparseRowGrad {
   // = 6" (`table` names the table, "table" with `index` >= 0: "table 2 has ...").
   void check_shape(detail::Where where, Index vocab_size, Index d_model,
                    const char* table = "the table", Index index = -1) const {
-    detail::check_positive_size(where, "vocab_size", vocab_size);
-    detail::check_positive_size(where, "d_model", d_model);
+    detail::check_sizes(where, vocab_size, d_model);
     if (vocab_size_ == 0) return;
     if (vocab_size != vocab_size_ || d_model != d_model_) [[unlikely]] {
       const std::string name = index < 0 ? std::string(table) : detail::text(table, " ", index);
@@ -272,9 +270,7 @@ struct SparseRowGradAccess {
     grad.accumulate_checked(ids, grad_rows, scale, vocab_size, options, where);
   }
 
-  /// Throws ShapeError unless `grad` may accumulate rows of a vocab_size x d table (unbound, or
-  /// bound to that shape); `table` and `index` name the table as in "table 2 has 7 rows, expected
-  /// the gradient's bound vocab_size = 8". Changes nothing.
+  /// SparseRowGrad::check_shape: ShapeError unless `grad` may take rows of a vocab_size x d table.
   template <class T>
   static void check_shape(const SparseRowGrad<T>& grad, Where where, Index vocab_size, Index d,
                           const char* table = "the table", Index index = -1) {

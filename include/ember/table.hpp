@@ -520,20 +520,14 @@ class Table : public H<C> {
         scale_(scale.template resolve<Value>(e.d)),
         master_(std::move(e.master)) {}
 
-  static void check_sizes(detail::Where w, Index v, Index d, const char* v_name = "vocab_size",
-                          const char* d_name = "d_model") {
-    detail::check_positive_size(w, v_name, v);
-    detail::check_positive_size(w, d_name, d);
-  }
-
   /// Checks a float/double table for values the codec can hold and encodes it row by row: a
   /// codec with its own range (codec::ChecksEncodable) checks the original values, every other
   /// codec has the floats checked for NaN and infinity.
   template <class Derived>
   static Encoded encoded(const Eigen::MatrixBase<Derived>& table, bool keep_float_master,
                          detail::Where w) requires(codec::EncodingCodec<C>) {
-    check_sizes(w, table.rows(), table.cols(), "vocab_size (table rows)",
-                "d_model (table columns)");
+    detail::check_sizes(w, table.rows(), table.cols(), "vocab_size (table rows)",
+                        "d_model (table columns)");
     const Index v = table.rows();
     const Index d = table.cols();
     if constexpr (codec::ChecksEncodable<C>) C::check_encodable(table, w);
@@ -576,15 +570,15 @@ class Table : public H<C> {
   }
 
   static Encoded adopted(RowMatrix<Unit> table) {
-    check_sizes({Base::name, nullptr}, table.rows(), table.cols(), "vocab_size (table rows)",
-                "d_model (table columns)");
+    detail::check_sizes({Base::name, nullptr}, table.rows(), table.cols(),
+                        "vocab_size (table rows)", "d_model (table columns)");
     const Index d = table.cols();
     return {std::move(table), d, nullptr};
   }
 
   static RowMatrix<Unit> initial(Index vocab_size, Index d_model, const Init& init,
                                  std::uint64_t seed) {
-    check_sizes({Base::name, nullptr}, vocab_size, d_model);
+    detail::check_sizes({Base::name, nullptr}, vocab_size, d_model);
     RowMatrix<Value> t(vocab_size, d_model);  // filled in float for a 16-bit table, then rounded
     init.fill(t, seed);
     if constexpr (C::is_plain) {

@@ -346,24 +346,14 @@ class TableBatchedBags {
 
   template <class R, class O>
   Layout from_offsets(const R& indices, const O& offsets, detail::Where where) const {
-    const auto n = static_cast<Index>(std::size(indices));
-    return detail::with_ids(offsets, [&](auto off) {
-      Layout layout;
-      layout.batch = batch_of(static_cast<Index>(off.size()), 1, "offsets", where);
-      layout.bounds = detail::bag_bounds(off, n, /*include_last_offset=*/true, where);
-      return layout;
-    });
+    return {batch_of(static_cast<Index>(std::ranges::size(offsets)), 1, "offsets", where),
+            detail::bag_bounds(indices, offsets, /*include_last_offset=*/true, where)};
   }
 
   template <class R, class L>
   Layout from_lengths(const R& indices, const L& lengths, detail::Where where) const {
-    const auto n = static_cast<Index>(std::size(indices));
-    return detail::with_ids(lengths, [&](auto len) {
-      Layout layout;
-      layout.batch = batch_of(static_cast<Index>(len.size()), 0, "lengths", where);
-      layout.bounds = detail::bag_bounds_from_lengths(len, n, where);
-      return layout;
-    });
+    return {batch_of(static_cast<Index>(std::ranges::size(lengths)), 0, "lengths", where),
+            detail::bag_bounds_from_lengths(indices, lengths, where)};
   }
 
   /// Positions [begin, end) of feature f in the flat indices.
@@ -435,24 +425,16 @@ class TableBatchedBags {
     });
   }
 
-  /// Checks the argmax of every max feature (recorded, B x d, ids in [-1, V)) and that its table
-  /// does not scale gradients by frequency.
+  /// detail::check_max_backward of every max feature, over its table.
   void check_argmax(const std::vector<BagArgmax>* argmax, Index batch, detail::Where where) const {
     for (Index f = 0; f < num_features(); ++f) {
       if (feature_at(f).mode != BagMode::max) continue;
       const Table& tab = table_at(feature_at(f).table);
-      if (argmax == nullptr || static_cast<Index>(argmax->size()) != num_features()) {
-        throw StateError(detail::message(
-            where, "feature ", f,
-            " pools with max and needs the argmax recorded by forward(..., &argmax)"));
-      }
-      if (tab.scale_grad_by_freq()) {
-        throw StateError(detail::message(
-            where, "feature ", f,
-            " pools with max, which does not support scaling the gradient by the frequency"));
-      }
-      detail::check_argmax_ids((*argmax)[static_cast<std::size_t>(f)], batch, tab.d_model(),
-                               tab.vocab_size(), where, "the batch size", "the table's d_model", f);
+      const bool recorded =
+          argmax != nullptr && static_cast<Index>(argmax->size()) == num_features();
+      detail::check_max_backward(recorded ? &(*argmax)[static_cast<std::size_t>(f)] : nullptr,
+                                 tab.scale_grad_by_freq(), batch, tab.d_model(), tab.vocab_size(),
+                                 where, "the batch size", "the table's d_model", f);
     }
   }
 
@@ -575,23 +557,21 @@ class TableBatchedBags {
   /// table's rows split across threads.
   template <class Run>
   void run_tables(const std::vector<TableRows>& all, const Run& run) const {
+    const auto work_of = [&](Index t) {  // positions x width: the elements table t reads
+      return static_cast<Index>(all[static_cast<std::size_t>(t)].ids.size()) *
+             table_at(t).d_model();
+    };
     Index work = 0;
     std::vector<Index> order(tables_.size());
     std::iota(order.begin(), order.end(), Index{0});
-    for (Index t = 0; t < num_tables(); ++t)
-      work +=
-          static_cast<Index>(all[static_cast<std::size_t>(t)].ids.size()) * table_at(t).d_model();
+    for (Index t = 0; t < num_tables(); ++t) work += work_of(t);
     const int threads = detail::kernel_threads(work);
     if (threads == 1 || num_tables() < 2 * threads) {
       for (const Index t : order) run(t);
       return;
     }
-    std::stable_sort(order.begin(), order.end(), [&](Index a, Index b) {
-      return all[static_cast<std::size_t>(a)].ids.size() *
-                 static_cast<std::size_t>(table_at(a).d_model()) >
-             all[static_cast<std::size_t>(b)].ids.size() *
-                 static_cast<std::size_t>(table_at(b).d_model());
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](Index a, Index b) { return work_of(a) > work_of(b); });
     std::exception_ptr error;
     detail::parallel_rows(num_tables(), work, [&](Index begin, Index end, int) {
       for (Index k = begin; k < end; ++k) {

@@ -147,51 +147,40 @@ void bag_pool(const CodecRows<Codec>& table, std::span<const Id> ids, std::span<
   parallel_rows(bags, n * d, [&](Index b_begin, Index b_end, int /*worker*/) {
     RowVector<T> decoded;
     if constexpr (!Codec::is_plain) decoded.resize(d);
+    // The row of position i: the stored row of a plain table, else decoded (scale 1). Rows are
+    // random: ask for the row `ahead` positions on (across bag ends).
+    const auto row_of = [&](Index i, TokenId id) -> const T* {
+      if (i + ahead < n) {
+        prefetch_row(table.row(static_cast<Index>(ids[static_cast<std::size_t>(i + ahead)])),
+                     row_bytes);
+      }
+      EMBER_ASSERT(id >= 0 && id < table.rows);
+      if constexpr (Codec::is_plain) {
+        return table.row(static_cast<Index>(id));
+      } else {
+        table.decode(static_cast<Index>(id), T(1), decoded.data());
+        return decoded.data();
+      }
+    };
     for (Index b = b_begin; b < b_end; ++b) {
       const Index begin = bounds[static_cast<std::size_t>(b)];
       const Index end = bounds[static_cast<std::size_t>(b + 1)];
       Eigen::Map<RowVector<T>> o(out.row(b), d);
+      if (pool == Pool::max) {
+        bag_max<T>(ids, begin, end, d, skip_row, row_of, out.row(b),
+                   argmax != nullptr ? argmax + b * d : nullptr);
+        continue;
+      }
+      Index count = 0;
       if constexpr (Codec::is_plain) {
         const ConstTableRef<T> plain{table.data, table.rows, d, table.stride};
-        if (pool != Pool::max) {
-          const Index count = bag_sum(plain, ids, begin, end, weights, skip_row, ahead, out.row(b));
-          if (pool == Pool::mean && count > 0) o /= static_cast<T>(count);
-          continue;
-        }
-        bag_max<T>(
-            ids, begin, end, d, skip_row,
-            [&](Index i, TokenId id) {
-              // Rows are random: ask for the row `ahead` positions on (across bag ends).
-              if (i + ahead < n) {
-                prefetch_row(
-                    plain.row(static_cast<Index>(ids[static_cast<std::size_t>(i + ahead)])),
-                    row_bytes);
-              }
-              EMBER_ASSERT(id >= 0 && id < table.rows);
-              return plain.row(static_cast<Index>(id));
-            },
-            out.row(b), argmax != nullptr ? argmax + b * d : nullptr);
+        count = bag_sum(plain, ids, begin, end, weights, skip_row, ahead, out.row(b));
       } else {
-        const auto decode = [&](Index i, TokenId id) {
-          if (i + ahead < n) {
-            prefetch_row(table.row(static_cast<Index>(ids[static_cast<std::size_t>(i + ahead)])),
-                         row_bytes);
-          }
-          EMBER_ASSERT(id >= 0 && id < table.rows);
-          table.decode(static_cast<Index>(id), T(1), decoded.data());
-          return decoded.data();
-        };
-        if (pool == Pool::max) {
-          bag_max<T>(ids, begin, end, d, skip_row, decode, out.row(b),
-                     argmax != nullptr ? argmax + b * d : nullptr);
-          continue;
-        }
         o.setZero();
-        Index count = 0;
         for (Index i = begin; i < end; ++i) {
           const auto id = static_cast<TokenId>(ids[static_cast<std::size_t>(i)]);
           if (id == skip_row) continue;
-          const Eigen::Map<const RowVector<T>> row(decode(i, id), d);
+          const Eigen::Map<const RowVector<T>> row(row_of(i, id), d);
           if (weights != nullptr) {
             decoded *= weights[i];  // the product in a pass of its own, then summed
             o += decoded;
@@ -200,8 +189,8 @@ void bag_pool(const CodecRows<Codec>& table, std::span<const Id> ids, std::span<
           }
           ++count;
         }
-        if (pool == Pool::mean && count > 0) o /= static_cast<T>(count);
       }
+      if (pool == Pool::mean && count > 0) o /= static_cast<T>(count);
     }
   });
 }

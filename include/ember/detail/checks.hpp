@@ -299,6 +299,14 @@ inline void check_positive_size(const Where& where, const char* name, Index valu
   }
 }
 
+/// Throws ShapeError unless a table's sizes are positive: check_positive_size of v (`v_name`),
+/// then of d (`d_name`).
+inline void check_sizes(const Where& where, Index v, Index d, const char* v_name = "vocab_size",
+                        const char* d_name = "d_model") {
+  check_positive_size(where, v_name, v);
+  check_positive_size(where, d_name, d);
+}
+
 /// Throws ShapeError unless the size argument `value` is >= 0 (`zero_means` says what 0 asks for).
 inline void check_non_negative_size(const Where& where, const char* name, Index value,
                                     const char* zero_means) {
@@ -412,8 +420,7 @@ inline void check_unit_interval(const Where& where, const char* name, double val
 template <class Unit>
 [[nodiscard]] Index checked_view_stride(const Where& where, const Unit* data, Index vocab_size,
                                         Index d_model, Index packed, Index row_stride) {
-  check_positive_size(where, "vocab_size", vocab_size);
-  check_positive_size(where, "d_model", d_model);
+  check_sizes(where, vocab_size, d_model);
   const Index stride = row_stride == -1 ? packed : row_stride;
   const char* packed_name = packed == d_model ? "d_model" : "the bytes of a row";
   if (stride < 0) {

@@ -437,13 +437,10 @@ class SubwordIndex {
     auto fail = [](const std::string& what, double value) {
       throw ValueError("SubwordIndex: " + what, value);
     };
-    if (options_.minn < 0)
-      fail("minn " + std::to_string(options_.minn) + " is negative", options_.minn);
-    if (options_.maxn < 0)
-      fail("maxn " + std::to_string(options_.maxn) + " is negative", options_.maxn);
-    if (options_.word_ngrams < 0) {
-      fail("word_ngrams " + std::to_string(options_.word_ngrams) + " is negative",
-           options_.word_ngrams);
+    for (const auto& [name, value] : {std::pair{"minn", options_.minn},
+                                      {"maxn", options_.maxn},
+                                      {"word_ngrams", options_.word_ngrams}}) {
+      if (value < 0) fail(name + (" " + std::to_string(value)) + " is negative", value);
     }
     const std::int64_t b = options_.bucket;
     if (b < 0 || b > std::numeric_limits<std::int32_t>::max()) {
@@ -486,19 +483,15 @@ class SubwordIndex {
                          static_cast<double>(id));
       }
       const std::uint32_t h = hash(s);
-      for (std::size_t slot = slot_of(h);; slot = (slot + 1) & (size - 1)) {
-        const std::int32_t other = slots_[slot];
-        if (other < 0) {
-          slots_[slot] = id;
-          break;
-        }
-        if (hashes_[static_cast<std::size_t>(other)] == h && entry(other) == s) {
-          throw ValueError("SubwordIndex: the " + std::string(kind) + " '" + std::string(s) +
-                               "' at position " + std::to_string(pos) + " repeats id " +
-                               std::to_string(other),
-                           static_cast<double>(id));
-        }
+      if (const auto other = find(s, h)) {
+        throw ValueError("SubwordIndex: the " + std::string(kind) + " '" + std::string(s) +
+                             "' at position " + std::to_string(pos) + " repeats id " +
+                             std::to_string(*other),
+                         static_cast<double>(id));
       }
+      std::size_t slot = slot_of(h);  // the first free slot of h's probe
+      while (slots_[slot] >= 0) slot = (slot + 1) & (size - 1);
+      slots_[slot] = id;
       chars_ += s;
       ends_.push_back(chars_.size());
       hashes_.push_back(h);

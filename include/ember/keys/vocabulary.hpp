@@ -41,29 +41,13 @@ class Vocabulary {
 
   /// The vocabulary with token i at id i.
   /// Throws: ValueError if a token occurs twice (message names both positions).
-  explicit Vocabulary(std::vector<std::string> tokens) {
-    index_.reserve(tokens.size());
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const auto [it, inserted] = index_.try_emplace(tokens[i], static_cast<TokenId>(i));
-      if (!inserted) {
-        throw ValueError(detail::message("Vocabulary", "token ", detail::quoted(tokens[i]),
-                                         " at position ", i, " duplicates position ", it->second),
-                         static_cast<double>(i));
-      }
-    }
-    tokens_ = std::move(tokens);
-  }
+  explicit Vocabulary(std::vector<std::string> tokens) : Vocabulary(std::move(tokens), false) {}
 
   /// The vocabulary with token i at id i, repeats allowed: token(i) is tokens[i] for every i, and
   /// id()/find() of a repeated string give its first id.
   /// Complexity: O(V) hash insertions.
   [[nodiscard]] static Vocabulary with_repeats(std::vector<std::string> tokens) {
-    Vocabulary v;
-    v.index_.reserve(tokens.size());
-    for (std::size_t i = 0; i < tokens.size(); ++i)
-      v.index_.try_emplace(tokens[i], static_cast<TokenId>(i));
-    v.tokens_ = std::move(tokens);
-    return v;
+    return Vocabulary(std::move(tokens), true);
   }
 
   /// Number of tokens V.
@@ -149,6 +133,20 @@ class Vocabulary {
   }
 
  private:
+  // Token i at id i; a repeat keeps its first id or, unless `repeats`, throws ValueError.
+  Vocabulary(std::vector<std::string> tokens, bool repeats) {
+    index_.reserve(tokens.size());
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      const auto [it, inserted] = index_.try_emplace(tokens[i], static_cast<TokenId>(i));
+      if (!inserted && !repeats) {
+        throw ValueError(detail::message("Vocabulary", "token ", detail::quoted(tokens[i]),
+                                         " at position ", i, " duplicates position ", it->second),
+                         static_cast<double>(i));
+      }
+    }
+    tokens_ = std::move(tokens);
+  }
+
   struct Hash {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const noexcept {
