@@ -321,11 +321,16 @@ inline float make_qkx2_quants(int n, int nmax, const float* x, const float* weig
   return scale;
 }
 
-/// L[i] = clamp(nearest_int((x[i] (+ dm when Min)) / d), lo, hi) - lo for i < n: a group of codes
-/// re-quantized with its stored scale d (and min dm), left alone when d is 0, as ggml does.
+/// L[i] = clamp(nearest_int((x[i] (+ dm when Min)) / d), lo, hi) - lo for i in group j of n values
+/// ([j·n, j·n + n) of the block's x and L): a group of codes re-quantized with its stored scale d
+/// (and min dm), left alone when d is 0, as ggml does.
 template <bool Min, class L8>
-inline void requantize(const float* x, int n, float d, float dm, int lo, int hi, L8* L) noexcept {
+inline void requantize(const float* x, int n, int j, float d, float dm, int lo, int hi,
+                       L8* L) noexcept {
   if (d == 0.0f) return;
+  const std::ptrdiff_t first = static_cast<std::ptrdiff_t>(n) * j;
+  x += first;
+  L += first;
   for (int i = 0; i < n; ++i) {
     const float num = Min ? x[i] + dm : x[i];
     const int l = nearest_int(num / d);
@@ -390,8 +395,8 @@ inline void encode_block(std::type_identity<BlockQ2_K>, const float* x, std::uin
   const float dall = fp16_to_fp32(d16);
   const float dmall = fp16_to_fp32(dmin16);
   for (int j = 0; j < B::elements / 16; ++j) {
-    requantize<true>(x + 16 * j, 16, dall * static_cast<float>(scales[j] & 0xF),
-                     rounded(dmall * static_cast<float>(scales[j] >> 4)), 0, 3, L + 16 * j);
+    requantize<true>(x, 16, j, dall * static_cast<float>(scales[j] & 0xF),
+                     rounded(dmall * static_cast<float>(scales[j] >> 4)), 0, 3, L);
   }
   pack_2bit(L, b + offsetof(B, qs));
 }
@@ -437,8 +442,7 @@ inline void encode_block(std::type_identity<BlockQ3_K>, const float* x, std::uin
   int s6[16];
   q3_k_scales(scales, s6);
   for (int j = 0; j < B::elements / 16; ++j) {
-    requantize<false>(x + 16 * j, 16, dall * static_cast<float>(s6[j] - 32), 0.0f, -4, 3,
-                      L + 16 * j);
+    requantize<false>(x, 16, j, dall * static_cast<float>(s6[j] - 32), 0.0f, -4, 3, L);
   }
   std::memset(hmask, 0, B::elements / 8);
   int m = 0;
@@ -514,8 +518,8 @@ inline void k4_requantize(const float* x, const std::uint8_t* b, int nmax,
     int sc = 0;
     int m = 0;
     scale_min_k4(j, b + offsetof(B, scales), sc, m);
-    requantize<true>(x + 32 * j, 32, dall * static_cast<float>(sc),
-                     rounded(dmall * static_cast<float>(m)), 0, nmax, L + 32 * j);
+    requantize<true>(x, 32, j, dall * static_cast<float>(sc),
+                     rounded(dmall * static_cast<float>(m)), 0, nmax, L);
   }
 }
 
@@ -600,7 +604,7 @@ inline void encode_block(std::type_identity<BlockQ6_K>, const float* x, std::uin
     sc[ib] = static_cast<std::int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
   const float dall = fp16_to_fp32(d16);
   for (int j = 0; j < B::elements / 16; ++j) {
-    requantize<false>(x + 16 * j, 16, dall * static_cast<float>(sc[j]), 0.0f, -32, 31, L + 16 * j);
+    requantize<false>(x, 16, j, dall * static_cast<float>(sc[j]), 0.0f, -32, 31, L);
   }
   std::uint8_t* ql = b + offsetof(B, ql);
   std::uint8_t* qh = b + offsetof(B, qh);
