@@ -841,8 +841,8 @@ class KeyIndex {
     // cannot be refused writes its hits' scores here, while their lines are in cache (the first
     // position's score, then the largest, as commit would).
     const bool scored = options_.policy == EvictionPolicy::score && !scores.empty();
-    scores_direct_ = scored && direct_;
-    const bool keep_first = scored && !scores_direct_;
+    const bool scores_direct = scored && direct_;
+    const bool keep_first = scored && !direct_;
     const auto body = [&](Index i, std::uint64_t h, Index r) {
       work_[static_cast<std::size_t>(i)] = r;
       if (r < 0) {
@@ -866,7 +866,7 @@ class KeyIndex {
             st.count,
             counts.empty() ? 1 : static_cast<std::uint64_t>(counts[static_cast<std::size_t>(i)]));
       }
-      if (scores_direct_) {
+      if (scores_direct) {
         double& sc = scores_[static_cast<std::size_t>(r)];
         const double s = scores[static_cast<std::size_t>(i)];
         sc = first ? s : std::max(sc, s);
@@ -880,7 +880,7 @@ class KeyIndex {
           low_.push_back(r);
       }
     };
-    probe_all(keys, body, scores_direct_ ? scores_.data() : nullptr);
+    probe_all(keys, body, scores_direct ? scores_.data() : nullptr);
     misses_ = misses;
     group_new_keys(keys, scores, counts);
     const int halvings = pending_halvings(step);
@@ -1001,7 +1001,8 @@ class KeyIndex {
         if (has_decay) decay_[static_cast<std::size_t>(r)] += static_cast<float>(c) * weight;
       }
     }
-    if (options_.policy == EvictionPolicy::score && !scores.empty() && !scores_direct_) {
+    // A batch that cannot be refused (direct_) had its hits' scores written by the lookup pass.
+    if (options_.policy == EvictionPolicy::score && !scores.empty() && !direct_) {
       for (std::size_t t = 0; t < touched_.size(); ++t)
         scores_[static_cast<std::size_t>(touched_[t])] =
             scores[static_cast<std::size_t>(touch_first_[t])];
@@ -1225,17 +1226,15 @@ class KeyIndex {
   /// pool entries and the late ones stay, unsorted, and tau_ drops to the largest of them. Every
   /// evictable key at or below the new tau_ was in pool_ or late_, so it is in pool_ now.
   void fold_late() {
-    const auto rest = pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_);
-    std::vector<Candidate> merged;
-    merged.reserve(static_cast<std::size_t>(pool_.end() - rest) + late_.size());
-    merged.insert(merged.end(), rest, pool_.end());
-    merged.insert(merged.end(), late_.begin(), late_.end());
-    const std::size_t keep = std::min(merged.size(), pool_target());
-    if (keep < merged.size())
-      std::nth_element(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(keep - 1),
-                       merged.end(), Less{});
-    pool_.assign(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(keep));
+    pool_.erase(pool_.begin(), pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_));
+    pool_.insert(pool_.end(), late_.begin(), late_.end());
     late_.clear();
+    const std::size_t keep = std::min(pool_.size(), pool_target());
+    if (keep < pool_.size()) {
+      std::nth_element(pool_.begin(), pool_.begin() + static_cast<std::ptrdiff_t>(keep),
+                       pool_.end(), Less{});
+      pool_.resize(keep);
+    }
     reset_pool();
   }
 
@@ -1285,18 +1284,13 @@ class KeyIndex {
     }
     // The smallest `keep` remaining: the sorted ones, then the smallest of the unsorted rest.
     const std::size_t end = pool_next_ + keep;
-    if (end > pool_sorted_) {  // the largest kept goes last
-      const auto first = pool_.begin() + static_cast<std::ptrdiff_t>(pool_sorted_);
-      const auto last = pool_.begin() + static_cast<std::ptrdiff_t>(end - 1);
-      if (end < pool_.size()) {
-        std::nth_element(first, last, pool_.end(), Less{});
-      } else {
-        std::iter_swap(std::max_element(first, pool_.end(), Less{}), last);
-      }
+    if (end > pool_sorted_ && end < pool_.size()) {
+      std::nth_element(pool_.begin() + static_cast<std::ptrdiff_t>(pool_sorted_),
+                       pool_.begin() + static_cast<std::ptrdiff_t>(end), pool_.end(), Less{});
     }
     std::vector<Candidate> kept(pool_.begin() + static_cast<std::ptrdiff_t>(pool_next_),
                                 pool_.begin() + static_cast<std::ptrdiff_t>(end));
-    tau_ = kept.back();
+    tau_ = *std::max_element(kept.begin(), kept.end(), Less{});
     const std::size_t sorted = std::min(pool_sorted_, end) - pool_next_;
     std::vector<Candidate> late;
     for (const Candidate& c : late_)
@@ -1491,7 +1485,6 @@ class KeyIndex {
   bool fused_ = true;    // the lookup pass writes the hits' records
   bool direct_ = false;  // ... and their rows: the batch cannot be refused
   bool restore_ = false;
-  bool scores_direct_ = false;  // the lookup pass wrote the hits' scores (direct_ and scored)
   bool held_ = false;
   bool sieved_ = false;  // low_ holds the touched rows that may be at or below sieve_tau_
   Candidate sieve_tau_;  // tau_ when the lookup pass sieved
