@@ -101,10 +101,8 @@ EMBER_ALWAYS_INLINE void dots_n(E e, const std::uint8_t* rows, Index row_stride,
                                 Index d, const float* v, Index v_stride, float* out,
                                 Index out_stride) {
   const Index whole = d - d % dots_lanes;
-  const Index row_bytes = d * E::bytes;
   for (Index r = 0; r < count; ++r) {
     const std::uint8_t* row = rows + r * row_stride;
-    if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
     constexpr auto n = static_cast<std::size_t>(N);
     __m256 acc[n][4];
     for (Index j = 0; j < N; ++j)
@@ -168,18 +166,19 @@ EMBER_ALWAYS_INLINE void dots_n(E e, const std::uint8_t* rows, Index row_stride,
   constexpr Index tile = tile_columns<N>;
   constexpr auto n = static_cast<std::size_t>(N);
   alignas(64) float saved[chunk_rows][n][dots_lanes];
+  const bool tiled = whole > tile;
   for (Index r0 = 0; r0 < count; r0 += chunk_rows) {
     const Index len = std::min(chunk_rows, count - r0);
     for (Index c0 = 0; c0 < whole; c0 += tile) {
       const Index c1 = std::min(whole, c0 + tile);
       for (Index r = 0; r < len; ++r) {
         const std::uint8_t* row = rows + (r0 + r) * row_stride;
-        if (r + 1 < len) {
-          prefetch_row(row + row_stride + c0 * E::bytes, (c1 - c0) * E::bytes,
-                       (c1 - c0) * E::bytes);
-        } else if (r0 + chunk_rows < count) {
-          prefetch_row(rows + (r0 + chunk_rows) * row_stride + c0 * E::bytes, (c1 - c0) * E::bytes,
-                       (c1 - c0) * E::bytes);
+        // Rows read whole are read in order, which the hardware's sequential prefetchers
+        // follow; across tiles the next tile of the next row is asked for by its head.
+        if (tiled) {
+          const Index next = r + 1 < len ? r0 + r + 1 : r0 + chunk_rows;
+          if (next < count)
+            prefetch_row(rows + next * row_stride + c0 * E::bytes, (c1 - c0) * E::bytes);
         }
         __m512 acc[n][2];
         for (std::size_t j = 0; j < n; ++j) {

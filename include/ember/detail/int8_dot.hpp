@@ -59,7 +59,6 @@ inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index cou
                            Index out_stride) {
   EMBER_ASSERT(nj >= 1 && nj <= 8 && j0 + nj <= q.rows);
   const Index units = (d + qdot_unit - 1) / qdot_unit;
-  const Index row_bytes = d + 2 * Index{sizeof(float)};
   const auto run = [&](auto rows_in_pass) {
     constexpr Index N = decltype(rows_in_pass)::value;
     static_cast<void>(N);
@@ -75,7 +74,7 @@ inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index cou
           t.mw = _mm512_set1_ps(bias);
           static_cast<void>(active);
         },
-        rows, row_stride, row_bytes, count, units, q, j0, out, out_stride);
+        rows, row_stride, count, units, q, j0, out, out_stride);
 #elif EMBER_DETAIL_QDOT_AVX2
     // Codes minus 128 through the sign trick, corrected by +128 · Σ hidden codes.
     ggml::qdot_avx2::units_rows<-128, true, true, N>(
@@ -90,7 +89,7 @@ inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index cou
           t.mw = _mm256_set1_ps(bias);
           static_cast<void>(active);
         },
-        rows, row_stride, row_bytes, count, units, q, j0, out, out_stride);
+        rows, row_stride, count, units, q, j0, out, out_stride);
 #else
     qdot_units_portable<0, true>(
         [d](const std::uint8_t* row, Index u, WeightUnit& wu) {
@@ -99,7 +98,6 @@ inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index cou
           int8_row_params(row, d, wu.dw, wu.mw);
         },
         rows, row_stride, count, units, q, j0, nj, out, out_stride);
-    static_cast<void>(row_bytes);
 #endif
   };
 #if EMBER_DETAIL_QDOT_VNNI || EMBER_DETAIL_QDOT_AVX2

@@ -159,13 +159,12 @@ EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* first, Index active, Uni
 /// active, Units&)` gives units first .. first + 7 of a row (`active` of them present); Signed:
 /// its codes are signed (the sign trick; Offset then corrects codes stored minus 128).
 template <int Offset, bool Signed, bool Extra, Index N, class Load>
-void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index row_bytes,
-                Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
-                Index out_stride) {
+void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index count,
+                Index units, const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
   const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
   // Accumulators in pairs: lanes 0..7, 8..15.
   each_row<__m256[2], lane_tree, Extra, N>(
-      rows, row_stride, row_bytes, count, out, out_stride,
+      rows, row_stride, count, out, out_stride,
       [&](const std::uint8_t* row, __m256(*f)[2], __m256(*gx)[2]) {
         for (Index g = 0; g < groups; ++g) {
           for (int half = 0; half < 2; ++half) {
@@ -305,9 +304,8 @@ template <class B, int Offset, bool Mins, Index N>
 void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Index count, Index d,
                 const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
   const Index supers = d / 256;
-  const Index row_bytes = supers * Index{sizeof(B)};
   each_row<__m256[2], lane_tree, Mins, N>(
-      rows, row_stride, row_bytes, count, out, out_stride,
+      rows, row_stride, count, out, out_stride,
       [&](const std::uint8_t* row, __m256(*f)[2], __m256(*gx)[2]) {
         for (Index s = 0; s < supers; ++s) {
           Super t;
@@ -354,7 +352,7 @@ void block_units_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_strid
       [](const std::uint8_t* row, Index first, Index active, Units& t) {
         load_units<B>(row + first * Index{sizeof(B)}, active, t);
       },
-      rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride);
+      rows, row_stride, count, d / 32, h, j0, out, out_stride);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail::ggml::qdot_avx2

@@ -243,12 +243,11 @@ EMBER_ALWAYS_INLINE __m512i offset_init(const std::int32_t* sums) noexcept {
 /// The units kernel for N hidden rows: see detail::qdot_units_portable. `load(row, g, active,
 /// Units&)` gives group g of a row.
 template <int Offset, bool Extra, Index N, class Load>
-void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index row_bytes,
-                Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
-                Index out_stride) {
+void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index count,
+                Index units, const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
   const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
   each_row<__m512, lane_tree, Extra, N>(
-      rows, row_stride, row_bytes, count, out, out_stride,
+      rows, row_stride, count, out, out_stride,
       [&](const std::uint8_t* row, __m512* f, __m512* gx) {
         for (Index g = 0; g < groups; ++g) {
           Units t;
@@ -393,9 +392,8 @@ template <class B, int Offset, bool Mins, Index N>
 void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Index count, Index d,
                 const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
   const Index supers = d / 256;
-  const Index row_bytes = supers * Index{sizeof(B)};
   each_row<__m512, lane_tree, Mins, N>(
-      rows, row_stride, row_bytes, count, out, out_stride,
+      rows, row_stride, count, out, out_stride,
       [&](const std::uint8_t* row, __m512* f, __m512* gx) {
         for (Index s = 0; s < supers; ++s) {
           Super t;
@@ -433,7 +431,7 @@ void block_units_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_strid
       [](const std::uint8_t* row, Index g, Index active, Units& t) {
         load_units<B>(row + g * 16 * Index{sizeof(B)}, active, t);
       },
-      rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride);
+      rows, row_stride, count, d / 32, h, j0, out, out_stride);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail::ggml::qdot_vnni

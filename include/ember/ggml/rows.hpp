@@ -569,12 +569,11 @@ void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index
       hsum[j * static_cast<std::size_t>(groups) + static_cast<std::size_t>(g)] = s;
     }
   }
-  const Index row_bytes = detail::ggml::row_bytes(type, d);
   const Index tile = dot_tile_columns(N, d);
   if (tile >= d) {
+    // Whole rows in order: the hardware's sequential prefetchers follow them.
     Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
     for (Index r = 0; r < count; ++r) {
-      if (r + 2 < count) prefetch_row(rows + (r + 2) * row_stride, row_bytes, row_bytes);
       dots.reset();
       feed_row(type, rows + r * row_stride, d, dots);
       for (std::size_t j = 0; j < N; ++j) {
@@ -598,12 +597,13 @@ void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index
     for (Index r = 0; r < len; ++r) state[static_cast<std::size_t>(r)].reset();
     for (Index c0 = 0; c0 < d; c0 += tile) {
       const Index c1 = std::min(d, c0 + tile);
+      const Index row_bytes = detail::ggml::row_bytes(type, d);
       const Index bytes0 = row_bytes * c0 / d;
       const Index span = row_bytes * c1 / d - bytes0;
       for (Index r = 0; r < len; ++r) {
         const std::uint8_t* row = rows + (r0 + r) * row_stride;
         const Index next = r + 1 < len ? r0 + r + 1 : r0 + chunk;
-        if (next < count) prefetch_row(rows + next * row_stride + bytes0, span, span);
+        if (next < count) prefetch_row(rows + next * row_stride + bytes0, span);
         Dots<N> dots = state[static_cast<std::size_t>(r)];
         feed_range(type, row, d, c0, c1, dots);
         state[static_cast<std::size_t>(r)] = dots;
@@ -641,7 +641,7 @@ void decode_row_scaled(GgmlType type, const std::uint8_t* row, Index d, float s,
 
 /// out[j·out_stride + r] = Σ_c decoded(row r)[c] · h[j·h_stride + c] for the `count` encoded rows
 /// starting at `rows` (row_stride bytes apart) and the n vectors of h, each row decoded once per
-/// group of dot_group vectors and never stored whole, the rows two ahead prefetched. The kernel of
+/// group of dot_group vectors and never stored whole, in order. The kernel of
 /// tied logits for a few hidden rows (exact mode).
 ///
 /// The decoded values are decode_row's exactly; their products with h are summed in float in an
