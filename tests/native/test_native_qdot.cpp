@@ -161,8 +161,9 @@ TEST_CASE("the plain float kernel of this build sums each lane in column order, 
           "[ggml_dot][kernels][native]") {
   // float_row_dots over float rows (the exact logits of Embedding<float> for up to 8 hidden rows):
   // lane c mod 32 accumulates fma(w, h) in increasing c, then tree32, for every pass size, odd
-  // row counts and widths of several tiles with a tail.
-  for (const Index d : {Index{40}, Index{544}, Index{2080}}) {
+  // row counts (whole and partial groups of rows read side by side) and widths of one tile and
+  // of several, with a tail (8224: one and two hidden rows in tiles too).
+  for (const Index d : {Index{40}, Index{544}, Index{2080}, Index{8224}}) {
     for (const Index rows : {Index{1}, Index{7}, Index{18}}) {
       const std::vector<float> w = qdot_normal(rows * d, 8);
       const std::vector<float> h = qdot_normal(9 * d, 9);
