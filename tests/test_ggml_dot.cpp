@@ -164,23 +164,26 @@ TEST_CASE(
 TEST_CASE("ggml dot: the exact kernels' passes of 8 keep the order of their passes of 4",
           "[ggml_dot]") {
   // dot_rows always summed a vector of a pass of 1 or 2 into two alternating accumulators and one
-  // of a pass of 3 or 4 into one: one pass of up to 8 keeps each quarter's order.
-  const Index d = 512;
+  // of a pass of 3 or 4 into one: one pass of up to 8 keeps each quarter's order. At d = 2304
+  // passes of 3 to 8 take columns in tiles of different widths (512 to 1280, the last one short),
+  // which must not change the order either.
   const Index rows = 7;
-  for (const GgmlType t : gg::codec_types) {
-    const auto q = encoded_rows(t, rows, d, 9);
-    const Index rb = ember::ggml_row_size(t, d);
-    const std::vector<float> h = normal_values(11 * d, 72);
-    for (Index n = 1; n <= 11; ++n) {
-      INFO(to_string(t) << " n = " << n);
-      std::vector<float> once(static_cast<std::size_t>(n * rows));
-      gg::dot_rows(t, q.data(), rb, rows, d, h.data(), d, n, once.data(), rows);
-      std::vector<float> fours(static_cast<std::size_t>(n * rows));
-      for (Index j0 = 0; j0 < n; j0 += 4) {
-        gg::dot_rows(t, q.data(), rb, rows, d, h.data() + j0 * d, d, std::min<Index>(4, n - j0),
-                     fours.data() + j0 * rows, rows);
+  for (const Index d : {Index{512}, Index{2304}}) {
+    for (const GgmlType t : gg::codec_types) {
+      const auto q = encoded_rows(t, rows, d, 9);
+      const Index rb = ember::ggml_row_size(t, d);
+      const std::vector<float> h = normal_values(11 * d, 72);
+      for (Index n = 1; n <= 11; ++n) {
+        INFO(to_string(t) << " d = " << d << " n = " << n);
+        std::vector<float> once(static_cast<std::size_t>(n * rows));
+        gg::dot_rows(t, q.data(), rb, rows, d, h.data(), d, n, once.data(), rows);
+        std::vector<float> fours(static_cast<std::size_t>(n * rows));
+        for (Index j0 = 0; j0 < n; j0 += 4) {
+          gg::dot_rows(t, q.data(), rb, rows, d, h.data() + j0 * d, d, std::min<Index>(4, n - j0),
+                       fours.data() + j0 * rows, rows);
+        }
+        CHECK(std::memcmp(once.data(), fours.data(), once.size() * sizeof(float)) == 0);
       }
-      CHECK(std::memcmp(once.data(), fours.data(), once.size() * sizeof(float)) == 0);
     }
   }
 }
