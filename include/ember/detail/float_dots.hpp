@@ -147,18 +147,18 @@ EMBER_ALWAYS_INLINE __m512 load16(F32Element, const std::uint8_t* row, Index c) 
   return _mm512_loadu_ps(reinterpret_cast<const float*>(row + 4 * c));
 }
 
-/// Columns of one tile: the tile of N hidden rows (16 KB, half of a 32 KB L1) stays in L1 while
-/// a chunk of table rows passes over it and takes the rest (32 KB tiles measured 1.15-1.3x
-/// slower at N = 4 and at N = 8 on half and bfloat16 rows, cold).
-template <Index N>
-inline constexpr Index tile_columns = std::max<Index>(dots_lanes,
-                                                      Index{4096} / N / dots_lanes * dots_lanes);
+/// Columns of one tile: 64 columns (256 bytes of a float row) of N hidden rows and of a chunk of
+/// table rows, the chunk's rows read in turn, so that 4 rows are being read at once. Measured on
+/// float rows, cold, V = 32000, d = 4096, against tiles of 16 KB of hidden rows: 1.15-1.5x
+/// faster at N = 3 to 8 (docs/lm_head.md).
+inline constexpr Index tile_columns = 64;
 
 /// Hidden values (32 KB) up to which lockstep_dots reads its 1 or 2 hidden rows whole.
 inline constexpr Index lockstep_values = 8192;
 
-/// Table rows per chunk: their accumulators live in memory between tiles.
-inline constexpr Index chunk_rows = 8;
+/// Table rows per chunk: their accumulators live in memory between tiles (8 and 4 measured
+/// alike, 16 and 32 up to 1.25x slower).
+inline constexpr Index chunk_rows = 4;
 
 /// Table rows lockstep_dots reads side by side for N hidden rows: 8 accumulator pairs in all, so
 /// the multiply-adds of different rows overlap where one row's wait on each other.
@@ -237,7 +237,7 @@ EMBER_ALWAYS_INLINE void dots_n(E e, const std::uint8_t* rows, Index row_stride,
                                 Index d, const float* v, Index v_stride, float* out,
                                 Index out_stride) {
   const Index whole = d - d % dots_lanes;
-  constexpr Index tile = tile_columns<N>;
+  constexpr Index tile = tile_columns;
   if constexpr (N <= 2) {
     if (whole * N <= lockstep_values) {
       lockstep_dots<N>(e, rows, row_stride, count, d, v, v_stride, out, out_stride);
