@@ -148,9 +148,9 @@ EMBER_ALWAYS_INLINE __m512 load16(F32Element, const std::uint8_t* row, Index c) 
 }
 
 /// Columns of one tile: 64 columns (256 bytes of a float row) of N hidden rows and of a chunk of
-/// table rows, the chunk's rows read in turn, so that 4 rows are being read at once. Measured on
-/// float rows, cold, V = 32000, d = 4096, against tiles of 16 KB of hidden rows: 1.15-1.5x
-/// faster at N = 3 to 8 (docs/lm_head.md).
+/// table rows, the chunk's rows read in turn, so that chunk_rows rows are being read at once.
+/// Measured on float rows, cold, V = 32000, d = 4096, against tiles of 16 KB of hidden
+/// rows: 1.15-1.5x faster at N = 3 to 8 (docs/lm_head.md).
 inline constexpr Index tile_columns = 64;
 
 /// Hidden values (32 KB) up to which lockstep_dots reads its 1 or 2 hidden rows whole.

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "ember/config.hpp"
+#include "ember/detail/pass_rows.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/types.hpp"
 
@@ -72,38 +73,26 @@ inline std::int32_t put_unit(QuantizedHidden& q, Index j, Index u, const std::ui
   return (t4[0] + t4[2]) + (t4[1] + t4[3]);
 }
 
-/// Contiguous parts of its rows that each_row reads in turn, a row of each, so that several
-/// rows are being read at once (measured against 1 part on an Intel Xeon, cold, V = 32000,
-/// d = 4096: q2_K 1.45x, q4_K 1.16x at N = 1, q4_0 1.16x at N = 8, the other block types within
-/// noise; 8 parts no faster than 4).
-inline constexpr Index each_row_parts = 4;
-
-/// The row loop of the vector kernels: the `count` rows at `rows` split into each_row_parts
-/// contiguous parts, a row of each in turn, each part in order (the hardware's sequential
-/// prefetchers follow them; asking for every line of the rows ahead as well measured up to 1.7x
-/// slower, cold, on AMD EPYC). For each row, N accumulators f and gx of type V zeroed,
+/// The row loop of the vector kernels: the `count` rows at `rows` in for_rows_in_parts's order
+/// (asking for every line of the rows ahead as well measured up to 1.7x slower, cold, on AMD
+/// EPYC). For each row, N accumulators f and gx of type V zeroed,
 /// acc(row, f, gx), then
 /// out[j·out_stride + r] = Tree(f[j]) (+ Tree(gx[j]) with Extra), Tree the ISA's lane_tree: each
 /// row's result does not depend on the order the rows are taken in.
 template <class V, auto Tree, bool Extra, Index N, class Acc>
 EMBER_ALWAYS_INLINE void each_row(const std::uint8_t* rows, Index row_stride, Index count,
                                   float* out, Index out_stride, const Acc& acc) {
-  const Index part = (count + each_row_parts - 1) / each_row_parts;
-  for (Index i = 0; i < part; ++i) {
-    for (Index p = 0; p < each_row_parts; ++p) {
-      const Index r = p * part + i;
-      if (r >= count) break;  // part p is done, and so are the parts after it
-      const std::uint8_t* row = rows + r * row_stride;
-      V f[static_cast<std::size_t>(N)] = {};
-      V gx[static_cast<std::size_t>(N)] = {};
-      acc(row, f, gx);
-      for (Index j = 0; j < N; ++j) {
-        float result = Tree(f[j]);
-        if constexpr (Extra) result += Tree(gx[j]);
-        out[j * out_stride + r] = result;
-      }
+  for_rows_in_parts(count, [&](Index r) EMBER_INLINE_LAMBDA {
+    const std::uint8_t* row = rows + r * row_stride;
+    V f[static_cast<std::size_t>(N)] = {};
+    V gx[static_cast<std::size_t>(N)] = {};
+    acc(row, f, gx);
+    for (Index j = 0; j < N; ++j) {
+      float result = Tree(f[j]);
+      if constexpr (Extra) result += Tree(gx[j]);
+      out[j * out_stride + r] = result;
     }
-  }
+  });
 }
 
 /// One unit of a weight row as the portable kernel reads it: 32 unsigned codes standing for

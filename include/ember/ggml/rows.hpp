@@ -547,15 +547,15 @@ struct Dots {
   }
 };
 
-/// Columns per tile of dot_rows_n for N hidden rows of d, blocks of `block` columns taking
-/// `block_bytes` bytes: the whole row for N <= 2; 512 bytes of each table row for the plain types
-/// (F32, F16, BF16: measured 1.1-1.6x faster than 16 KB of hidden rows at N = 4 and 8, cold);
-/// about 16 KB of hidden rows in whole blocks of 256 for the block types, whose decoding costs
-/// more than a tile's bookkeeping (128-column tiles measured 1.05-1.2x slower on them).
-[[nodiscard]] inline Index dot_tile_columns(std::size_t n, Index d, Index block,
-                                            Index block_bytes) noexcept {
+/// Columns per tile of dot_rows_n for N hidden rows of d of `type`: the whole row for N <= 2; 512
+/// bytes of each table row for the plain types (F32, F16, BF16: measured 1.1-1.6x faster than 16 KB
+/// of hidden rows at N = 4 and 8, cold); about 16 KB of hidden rows in whole blocks of 256 for the
+/// block types, whose decoding costs more than a tile's bookkeeping (128-column tiles
+/// measured 1.05-1.2x slower on them).
+[[nodiscard]] inline Index dot_tile_columns(std::size_t n, Index d, GgmlType type) noexcept {
   if (n <= 2) return d;
-  if (block == 1) return Index{512} / block_bytes;
+  const Traits t = traits(type);
+  if (t.block_size == 1) return Index{512} / t.block_bytes;
   return std::max<Index>(256, Index{4096} / static_cast<Index>(n) / 256 * 256);
 }
 
@@ -574,7 +574,7 @@ void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index
       hsum[j * static_cast<std::size_t>(groups) + static_cast<std::size_t>(g)] = s;
     }
   }
-  const Index tile = dot_tile_columns(N, d, traits(type).block_size, traits(type).block_bytes);
+  const Index tile = dot_tile_columns(N, d, type);
   if (tile >= d) {
     // Whole rows in order: the hardware's sequential prefetchers follow them.
     Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
