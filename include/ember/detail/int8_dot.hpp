@@ -74,7 +74,7 @@ inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index cou
           t.mw = _mm512_set1_ps(bias);
           static_cast<void>(active);
         },
-        rows, row_stride, count, units, q, j0, out, out_stride);
+        rows, row_stride, d + 2 * Index{sizeof(float)}, count, units, q, j0, out, out_stride);
 #elif EMBER_DETAIL_QDOT_AVX2
     // Codes minus 128 through the sign trick, corrected by +128 · Σ hidden codes.
     ggml::qdot_avx2::units_rows<-128, true, true, N>(
@@ -89,7 +89,7 @@ inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index cou
           t.mw = _mm256_set1_ps(bias);
           static_cast<void>(active);
         },
-        rows, row_stride, count, units, q, j0, out, out_stride);
+        rows, row_stride, d + 2 * Index{sizeof(float)}, count, units, q, j0, out, out_stride);
 #else
     qdot_units_portable<0, true>(
         [d](const std::uint8_t* row, Index u, WeightUnit& wu) {

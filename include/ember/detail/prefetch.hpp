@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 
 #include <Eigen/Core>
 
@@ -38,6 +39,31 @@ EMBER_ALWAYS_INLINE void prefetch_row(const void* row, Eigen::Index bytes,
   static_cast<void>(row);
   static_cast<void>(bytes);
   static_cast<void>(head);
+#endif
+}
+
+/// The locality of the requests of kernels that read whole rows in order (the tied logits): the
+/// outer cache levels only. On an Intel Xeon (cold, V = 32000, d = 4096, one thread), requests
+/// into the first level were as fast or slower, and requests without locality (NTA) 2x slower.
+inline constexpr int kStreamPrefetchLocality = 1;
+
+/// Asks for the cache lines of bytes [begin, end) of the row at `row` into the outer cache levels.
+/// Kernels that read rows whole in order call it for the row they will read next, a slice per
+/// block they decode of the current row: memory is then read while they compute, not only when a
+/// load misses (docs/lm_head.md). A hint only, as prefetch_row.
+EMBER_ALWAYS_INLINE void prefetch_slice(const void* row, Eigen::Index begin,
+                                        Eigen::Index end) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  const auto base = reinterpret_cast<std::uintptr_t>(row);
+  const auto last = base + static_cast<std::uintptr_t>(end);
+  for (auto a = (base + static_cast<std::uintptr_t>(begin)) & ~std::uintptr_t{63}; a < last;
+       a += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, kStreamPrefetchLocality);
+  }
+#else
+  static_cast<void>(row);
+  static_cast<void>(begin);
+  static_cast<void>(end);
 #endif
 }
 

@@ -13,6 +13,7 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/pass_rows.hpp"
+#include "ember/detail/prefetch.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/types.hpp"
 
@@ -73,12 +74,13 @@ inline std::int32_t put_unit(QuantizedHidden& q, Index j, Index u, const std::ui
   return (t4[0] + t4[2]) + (t4[1] + t4[3]);
 }
 
-/// The row loop of the vector kernels: the `count` rows at `rows` in for_rows_in_parts's order
-/// (asking for every line of the rows ahead as well measured up to 1.7x slower, cold, on AMD
-/// EPYC). For each row, N accumulators f and gx of type V zeroed,
-/// acc(row, f, gx), then
+/// The row loop of the vector kernels: the `count` rows at `rows` in for_rows_in_parts's order.
+/// For each row, N accumulators f and gx of type V zeroed, acc(row, ahead, f, gx), then
 /// out[j·out_stride + r] = Tree(f[j]) (+ Tree(gx[j]) with Extra), Tree the ISA's lane_tree: each
-/// row's result does not depend on the order the rows are taken in.
+/// row's result does not depend on the order the rows are taken in. `ahead` is the row its part
+/// reads next (the row itself at the end), which acc asks for a slice per block it decodes
+/// (prefetch_slice; asking for whole rows at once, into the first level, measured up to 1.7x
+/// slower, cold, on AMD EPYC).
 template <class V, auto Tree, bool Extra, Index N, class Acc>
 EMBER_ALWAYS_INLINE void each_row(const std::uint8_t* rows, Index row_stride, Index count,
                                   float* out, Index out_stride, const Acc& acc) {
@@ -86,7 +88,7 @@ EMBER_ALWAYS_INLINE void each_row(const std::uint8_t* rows, Index row_stride, In
     const std::uint8_t* row = rows + r * row_stride;
     V f[static_cast<std::size_t>(N)] = {};
     V gx[static_cast<std::size_t>(N)] = {};
-    acc(row, f, gx);
+    acc(row, r + 1 < count ? row + row_stride : row, f, gx);
     for (Index j = 0; j < N; ++j) {
       float result = Tree(f[j]);
       if constexpr (Extra) result += Tree(gx[j]);

@@ -15,6 +15,7 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/pass_rows.hpp"
+#include "ember/detail/prefetch.hpp"
 #include "ember/detail/qdot.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/ggml/blocks.hpp"
@@ -157,16 +158,19 @@ EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* first, Index active, Uni
 
 /// The units kernel for N hidden rows: see detail::qdot_units_portable. `load(row, first,
 /// active, Units&)` gives units first .. first + 7 of a row (`active` of them present); Signed:
-/// its codes are signed (the sign trick; Offset then corrects codes stored minus 128).
+/// its codes are signed (the sign trick; Offset then corrects codes stored minus 128);
+/// row_bytes: the bytes of a row it reads.
 template <int Offset, bool Signed, bool Extra, Index N, class Load>
-void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index count,
-                Index units, const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
+void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index row_bytes,
+                Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
+                Index out_stride) {
   const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
   // Accumulators in pairs: lanes 0..7, 8..15.
   each_row<__m256[2], lane_tree, Extra, N>(
       rows, row_stride, count, out, out_stride,
-      [&](const std::uint8_t* row, __m256(*f)[2], __m256(*gx)[2]) {
+      [&](const std::uint8_t* row, const std::uint8_t* ahead, __m256(*f)[2], __m256(*gx)[2]) {
         for (Index g = 0; g < groups; ++g) {
+          prefetch_slice(ahead, row_bytes * g / groups, row_bytes * (g + 1) / groups);
           for (int half = 0; half < 2; ++half) {
             const Index first = g * qdot_lanes + 8 * half;
             const Index active = std::clamp<Index>(units - first, 0, 8);
@@ -306,8 +310,9 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
   const Index supers = d / 256;
   each_row<__m256[2], lane_tree, Mins, N>(
       rows, row_stride, count, out, out_stride,
-      [&](const std::uint8_t* row, __m256(*f)[2], __m256(*gx)[2]) {
+      [&](const std::uint8_t* row, const std::uint8_t* ahead, __m256(*f)[2], __m256(*gx)[2]) {
         for (Index s = 0; s < supers; ++s) {
+          prefetch_slice(ahead, s * Index{sizeof(B)}, (s + 1) * Index{sizeof(B)});
           Super t;
           load_super<B>(row + s * Index{sizeof(B)}, t);
           for (Index j = 0; j < N; ++j) {
@@ -352,7 +357,7 @@ void block_units_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_strid
       [](const std::uint8_t* row, Index first, Index active, Units& t) {
         load_units<B>(row + first * Index{sizeof(B)}, active, t);
       },
-      rows, row_stride, count, d / 32, h, j0, out, out_stride);
+      rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail::ggml::qdot_avx2

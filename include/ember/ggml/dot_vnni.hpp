@@ -18,6 +18,7 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/pass_rows.hpp"
+#include "ember/detail/prefetch.hpp"
 #include "ember/detail/qdot.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/ggml/blocks.hpp"
@@ -241,15 +242,17 @@ EMBER_ALWAYS_INLINE __m512i offset_init(const std::int32_t* sums) noexcept {
 }
 
 /// The units kernel for N hidden rows: see detail::qdot_units_portable. `load(row, g, active,
-/// Units&)` gives group g of a row.
+/// Units&)` gives group g of a row; row_bytes: the bytes of a row it reads.
 template <int Offset, bool Extra, Index N, class Load>
-void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index count,
-                Index units, const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
+void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index row_bytes,
+                Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
+                Index out_stride) {
   const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
   each_row<__m512, lane_tree, Extra, N>(
       rows, row_stride, count, out, out_stride,
-      [&](const std::uint8_t* row, __m512* f, __m512* gx) {
+      [&](const std::uint8_t* row, const std::uint8_t* ahead, __m512* f, __m512* gx) {
         for (Index g = 0; g < groups; ++g) {
+          prefetch_slice(ahead, row_bytes * g / groups, row_bytes * (g + 1) / groups);
           Units t;
           load(row, g, std::min<Index>(qdot_lanes, units - g * qdot_lanes), t);
           for (Index j = 0; j < N; ++j) {
@@ -394,8 +397,9 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
   const Index supers = d / 256;
   each_row<__m512, lane_tree, Mins, N>(
       rows, row_stride, count, out, out_stride,
-      [&](const std::uint8_t* row, __m512* f, __m512* gx) {
+      [&](const std::uint8_t* row, const std::uint8_t* ahead, __m512* f, __m512* gx) {
         for (Index s = 0; s < supers; ++s) {
+          prefetch_slice(ahead, s * Index{sizeof(B)}, (s + 1) * Index{sizeof(B)});
           Super t;
           load_super<B, Offset>(row + s * Index{sizeof(B)}, t);
           for (Index j = 0; j < N; ++j) {
@@ -431,7 +435,7 @@ void block_units_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_strid
       [](const std::uint8_t* row, Index g, Index active, Units& t) {
         load_units<B>(row + g * 16 * Index{sizeof(B)}, active, t);
       },
-      rows, row_stride, count, d / 32, h, j0, out, out_stride);
+      rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail::ggml::qdot_vnni
