@@ -559,6 +559,38 @@ struct Dots {
   return std::max<Index>(256, Index{4096} / static_cast<Index>(n) / 256 * 256);
 }
 
+/// Columns of a row fed at a time by the whole-row path of dot_rows_n, each with one prefetch of
+/// the same columns of the next row: a multiple of every block size (32, 256). Measured cold,
+/// V = 32000, d = 4096, N = 1 against whole rows: 1.1-3x faster on an Intel Xeon (q4_0 40.0 ->
+/// 13.2 ms), 256 as fast as or faster than 1024.
+inline constexpr Index kRowSliceColumns = 256;
+
+/// Feeds row `row` (d values of `type`) to `sink` as feed_row does, asking for the same columns
+/// of row `ahead` kRowSliceColumns at a time. The type is dispatched once per row, so the loop
+/// over a row's blocks stays one type's code.
+template <class Sink>
+EMBER_ALWAYS_INLINE void feed_row_ahead(GgmlType type, const std::uint8_t* row,
+                                        const std::uint8_t* ahead, Index d, Sink& sink) {
+  const bool blocks = visit_block(type, [&](auto block) {
+    using B = typename decltype(block)::type;
+    constexpr Index per_slice = kRowSliceColumns / B::elements;
+    const Index count = d / B::elements;
+    for (Index i0 = 0; i0 < count; i0 += per_slice) {
+      const Index i1 = std::min(count, i0 + per_slice);
+      prefetch_slice(ahead, i0 * Index{sizeof(B)}, i1 * Index{sizeof(B)});
+      for (Index i = i0; i < i1; ++i)
+        feed(block, row + i * Index{sizeof(B)}, i * B::elements, sink);
+    }
+  });
+  if (blocks) return;
+  const Index value_bytes = traits(type).block_bytes;  // F32, F16, BF16
+  for (Index c0 = 0; c0 < d; c0 += kRowSliceColumns) {
+    const Index c1 = std::min(d, c0 + kRowSliceColumns);
+    prefetch_slice(ahead, c0 * value_bytes, c1 * value_bytes);
+    feed_range(type, row, d, c0, c1, sink);
+  }
+}
+
 template <std::size_t N>
 void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
                 const float* h, Index h_stride, float* out, Index out_stride) {
@@ -576,11 +608,27 @@ void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index
   }
   const Index tile = dot_tile_columns(N, d, type);
   if (tile >= d) {
-    // Whole rows in order: the hardware's sequential prefetchers follow them.
+    // Whole rows in order, each fed in slices of kRowSliceColumns while the same slice of the
+    // next row is asked for: the read of the next row overlaps the decoding of this one (left to
+    // the hardware's prefetchers, the cold time was about the sum of the two). One hidden row
+    // dispatches the type once per row, two once per slice: on an AMD EPYC, cold, the per-slice
+    // dispatch measured 1.1-1.15x slower at N = 1 on the K-quants, the per-row one 1.1-1.4x
+    // slower at N = 2 on q4_0, q6_K and q2_K.
     Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
+    const Index row_bytes = detail::ggml::row_bytes(type, d);
     for (Index r = 0; r < count; ++r) {
       dots.reset();
-      feed_row(type, rows + r * row_stride, d, dots);
+      const std::uint8_t* row = rows + r * row_stride;
+      const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
+      if constexpr (N == 1) {
+        feed_row_ahead(type, row, ahead, d, dots);
+      } else {
+        for (Index c0 = 0; c0 < d; c0 += kRowSliceColumns) {
+          const Index c1 = std::min<Index>(d, c0 + kRowSliceColumns);
+          prefetch_slice(ahead, row_bytes * c0 / d, row_bytes * c1 / d);
+          feed_range(type, row, d, c0, c1, dots);
+        }
+      }
       for (std::size_t j = 0; j < N; ++j) {
         out[static_cast<Index>(j) * out_stride + r] = dots.result(j, coded);
       }
