@@ -165,12 +165,14 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
                 Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
                 Index out_stride) {
   const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
+  // The bytes of a row asked for per group: one division per call, none per row.
+  const Index slice = (row_bytes + groups - 1) / std::max<Index>(groups, 1);
   // Accumulators in pairs: lanes 0..7, 8..15.
   each_row<__m256[2], lane_tree, Extra, N>(
       rows, row_stride, count, out, out_stride,
       [&](const std::uint8_t* row, const std::uint8_t* ahead, __m256(*f)[2], __m256(*gx)[2]) {
         for (Index g = 0; g < groups; ++g) {
-          prefetch_slice(ahead, row_bytes * g / groups, row_bytes * (g + 1) / groups);
+          prefetch_slice(ahead, g * slice, std::min(row_bytes, (g + 1) * slice));
           for (int half = 0; half < 2; ++half) {
             const Index first = g * qdot_lanes + 8 * half;
             const Index active = std::clamp<Index>(units - first, 0, 8);
