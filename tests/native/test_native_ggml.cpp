@@ -110,3 +110,60 @@ TEST_CASE("the ggml dot products built for this machine are within float roundin
     }
   }
 }
+
+#if EMBER_DETAIL_GGML_AVX2
+namespace {
+
+/// dot_whole_rows<AskAhead, N> over `rows` rows of d of `t`, for the first N hidden rows of h.
+template <bool AskAhead, std::size_t N>
+std::vector<float> whole_rows(ember::GgmlType t, const std::vector<std::uint8_t>& q, Index rows,
+                              Index d, const std::vector<float>& h) {
+  const bool coded = gg::traits(t).block_size > 1;
+  const Index groups = coded ? d / 16 : 0;
+  std::vector<float> hsum(static_cast<std::size_t>(groups) * N);
+  for (std::size_t j = 0; j < N; ++j) {
+    for (Index g = 0; g < groups; ++g) {
+      float s = 0.0f;
+      for (Index i = 0; i < 16; ++i) s += h[j * static_cast<std::size_t>(d) + 16 * g + i];
+      hsum[j * static_cast<std::size_t>(groups) + static_cast<std::size_t>(g)] = s;
+    }
+  }
+  std::vector<float> coef(static_cast<std::size_t>(groups));
+  const gg::avx2::Dots<N> dots{h.data(), d, hsum.data(), groups, coef.data()};
+  std::vector<float> out(N * static_cast<std::size_t>(rows), -1.0f);
+  gg::avx2::dot_whole_rows<AskAhead>(t, q.data(), gg::row_bytes(t, d), rows, d, dots, out.data(),
+                                     rows);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the whole-row dot kernel gives the same bits asking for the rows ahead or not",
+          "[ggml][kernels][native]") {
+  ember::Random rng(78);
+  for (const ember::GgmlType t : gg::codec_types) {
+    const bool plain = gg::traits(t).block_size == 1;
+    // One slice and a short last one (plain types), several slices of whole blocks.
+    for (const Index d : {plain ? Index{300} : Index{256}, Index{1280}}) {
+      INFO(gg::traits(t).name << " d = " << d);
+      const Index rows = 7;
+      const Index rb = gg::row_bytes(t, d);
+      std::vector<float> x(static_cast<std::size_t>(rows * d));
+      for (auto& v : x) v = static_cast<float>(rng.normal());
+      std::vector<std::uint8_t> q(static_cast<std::size_t>(rows * rb));
+      for (Index r = 0; r < rows; ++r) gg::quantize(t, x.data() + r * d, d, q.data() + r * rb);
+      std::vector<float> h(static_cast<std::size_t>(2 * d));
+      for (auto& v : h) v = static_cast<float>(rng.normal());
+      const auto one_ahead = whole_rows<true, 1>(t, q, rows, d, h);
+      const auto one_whole = whole_rows<false, 1>(t, q, rows, d, h);
+      CHECK(std::memcmp(one_ahead.data(), one_whole.data(), one_ahead.size() * 4) == 0);
+      const auto two_ahead = whole_rows<true, 2>(t, q, rows, d, h);
+      const auto two_whole = whole_rows<false, 2>(t, q, rows, d, h);
+      CHECK(std::memcmp(two_ahead.data(), two_whole.data(), two_ahead.size() * 4) == 0);
+      // Hidden row 0 takes the same order in a pass of 1 and of 2; every logit was written.
+      CHECK(std::memcmp(one_ahead.data(), two_ahead.data(), one_ahead.size() * 4) == 0);
+      for (const float z : two_ahead) CHECK((std::isfinite(z) && z != -1.0f));
+    }
+  }
+}
+#endif
