@@ -54,11 +54,13 @@ inline constexpr int kStreamPrefetchLocality = 1;
 EMBER_ALWAYS_INLINE void prefetch_slice(const void* row, Eigen::Index begin,
                                         Eigen::Index end) noexcept {
 #if defined(__GNUC__) || defined(__clang__)
-  const auto base = reinterpret_cast<std::uintptr_t>(row);
-  const auto last = base + static_cast<std::uintptr_t>(end);
-  for (auto a = (base + static_cast<std::uintptr_t>(begin)) & ~std::uintptr_t{63}; a < last;
-       a += 64) {
-    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, kStreamPrefetchLocality);
+  const auto* bytes = static_cast<const unsigned char*>(row);
+  // The line holding byte `begin`, then the start of each later line before `end`.
+  __builtin_prefetch(bytes + begin, 0, kStreamPrefetchLocality);
+  const auto misalign =
+      static_cast<Eigen::Index>(reinterpret_cast<std::uintptr_t>(bytes + begin) & 63);
+  for (Eigen::Index at = begin + 64 - misalign; at < end; at += 64) {
+    __builtin_prefetch(bytes + at, 0, kStreamPrefetchLocality);
   }
 #else
   static_cast<void>(row);
