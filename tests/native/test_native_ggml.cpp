@@ -124,7 +124,8 @@ std::vector<float> whole_rows(ember::GgmlType t, const std::vector<std::uint8_t>
   for (std::size_t j = 0; j < N; ++j) {
     for (Index g = 0; g < groups; ++g) {
       float s = 0.0f;
-      for (Index i = 0; i < 16; ++i) s += h[j * static_cast<std::size_t>(d) + 16 * g + i];
+      for (Index i = 0; i < 16; ++i)
+        s += h[j * static_cast<std::size_t>(d) + static_cast<std::size_t>(16 * g + i)];
       hsum[j * static_cast<std::size_t>(groups) + static_cast<std::size_t>(g)] = s;
     }
   }
