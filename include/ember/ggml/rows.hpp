@@ -597,8 +597,8 @@ EMBER_ALWAYS_INLINE void feed_row_ahead(GgmlType type, const std::uint8_t* row,
 inline constexpr Index kRowAskAheadMinBytes = 2048;
 
 /// The whole-row path of dot_rows_n: out[j·out_stride + r] = the dot product of row r of the
-/// `count` at `rows` with hidden row j of `dots`, rows in order. With AskAhead, each row is fed in
-/// slices of kRowSliceColumns while the same slice of the next row is asked for, so the read of
+/// `count` at `rows` with hidden row j of `hidden`, rows in order. With AskAhead, each row is fed
+/// in slices of kRowSliceColumns while the same slice of the next row is asked for, so the read of
 /// the next row overlaps the decoding of this one (left to the hardware's prefetchers, the cold
 /// time of long rows was about the sum of the two). One hidden row dispatches the type once per
 /// row, two once per slice: on an AMD EPYC, cold, the per-slice dispatch measured 1.1-1.15x slower
