@@ -118,17 +118,8 @@ namespace {
 template <bool AskAhead, std::size_t N>
 std::vector<float> whole_rows(ember::GgmlType t, const std::vector<std::uint8_t>& q, Index rows,
                               Index d, const std::vector<float>& h) {
-  const bool coded = gg::traits(t).block_size > 1;
-  const Index groups = coded ? d / 16 : 0;
-  std::vector<float> hsum(static_cast<std::size_t>(groups) * N);
-  for (std::size_t j = 0; j < N; ++j) {
-    for (Index g = 0; g < groups; ++g) {
-      float s = 0.0f;
-      for (Index i = 0; i < 16; ++i)
-        s += h[j * static_cast<std::size_t>(d) + static_cast<std::size_t>(16 * g + i)];
-      hsum[j * static_cast<std::size_t>(groups) + static_cast<std::size_t>(g)] = s;
-    }
-  }
+  const Index groups = gg::avx2::dot_groups(t, d);
+  const std::vector<float> hsum = gg::avx2::hidden_group_sums(h.data(), d, N, groups);
   std::vector<float> coef(static_cast<std::size_t>(groups));
   const gg::avx2::Dots<N> dots{h.data(), d, hsum.data(), groups, coef.data()};
   std::vector<float> out(N * static_cast<std::size_t>(rows), -1.0f);

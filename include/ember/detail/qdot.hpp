@@ -75,25 +75,17 @@ inline std::int32_t put_unit(QuantizedHidden& q, Index j, Index u, const std::ui
   return (t4[0] + t4[2]) + (t4[1] + t4[3]);
 }
 
-/// How far ahead of the row being read each_row's `ahead` is, at least: the row that many bytes
-/// on in its part (the next row for rows of 2 KB or more). On an AMD EPYC, cold, N = 1, int8
-/// rows of d = 768 (V = 50257) took 1.5x as long with the next row as `ahead` as with no requests
-/// and 0.67x as long with the row 2 KB on (d = 512, V = 37000: 0.82x and 0.59x); rows of d = 4096
-/// of every ggml block type measured the same with 2 KB and 4 KB.
-inline constexpr Index kRowPrefetchLeadBytes = 2048;
-
 /// The row loop of the vector kernels: the `count` rows at `rows` in for_rows_in_parts's order.
 /// For each row, N accumulators f and gx of type V zeroed, acc(row, ahead, f, gx), then
 /// out[j·out_stride + r] = Tree(f[j]) (+ Tree(gx[j]) with Extra), Tree the ISA's lane_tree: each
-/// row's result does not depend on the order the rows are taken in. `ahead` is the row its part
-/// reads kRowPrefetchLeadBytes on (the row itself near the end), which acc asks for a slice per
+/// row's result does not depend on the order the rows are taken in. `ahead` is the row
+/// stream_lead_rows on from it (the row itself near the end), which acc asks for a slice per
 /// block it decodes (prefetch_slice; asking for whole rows at once, into the first level, measured
 /// up to 1.7x slower, cold, on AMD EPYC).
 template <class V, auto Tree, bool Extra, Index N, class Acc>
 EMBER_ALWAYS_INLINE void each_row(const std::uint8_t* rows, Index row_stride, Index count,
                                   float* out, Index out_stride, const Acc& acc) {
-  const Index lead =
-      std::max<Index>(1, (kRowPrefetchLeadBytes + row_stride - 1) / std::max<Index>(row_stride, 1));
+  const Index lead = stream_lead_rows(row_stride);
   for_rows_in_parts(count, [&](Index r) EMBER_INLINE_LAMBDA {
     const std::uint8_t* row = rows + r * row_stride;
     V f[static_cast<std::size_t>(N)] = {};

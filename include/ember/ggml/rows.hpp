@@ -559,18 +559,53 @@ struct Dots {
   return std::max<Index>(256, Index{4096} / static_cast<Index>(n) / 256 * 256);
 }
 
+/// Groups of 16 columns whose hidden sums Dots takes for a row of d of `type`: d / 16 for the block
+/// types (which add an offset per group), none for the plain types.
+[[nodiscard]] inline Index dot_groups(GgmlType type, Index d) noexcept {
+  return traits(type).block_size > 1 ? d / 16 : 0;
+}
+
+/// hsum[j · groups + g] = Σ of hidden row j (of n, h_stride apart) over columns 16g .. 16g + 15,
+/// summed in column order: Dots's hsum.
+[[nodiscard]] inline std::vector<float> hidden_group_sums(const float* h, Index h_stride,
+                                                          std::size_t n, Index groups) {
+  std::vector<float> hsum(static_cast<std::size_t>(groups) * n);
+  for (std::size_t j = 0; j < n; ++j) {
+    for (Index g = 0; g < groups; ++g) {
+      const float* x = h + static_cast<Index>(j) * h_stride + 16 * g;
+      float s = 0.0f;
+      for (int i = 0; i < 16; ++i) s += x[i];
+      hsum[j * static_cast<std::size_t>(groups) + static_cast<std::size_t>(g)] = s;
+    }
+  }
+  return hsum;
+}
+
 /// Columns of a row fed at a time by the whole-row path of dot_rows_n, each with one prefetch of
 /// the same columns of the next row: a multiple of every block size (32, 256). Measured cold,
 /// V = 32000, d = 4096, N = 1 against whole rows: 1.1-3x faster on an Intel Xeon (q4_0 40.0 ->
 /// 13.2 ms), 256 as fast as or faster than 1024.
 inline constexpr Index kRowSliceColumns = 256;
 
-/// Feeds row `row` (d values of `type`) to `sink` as feed_row does, asking for the same columns
-/// of row `ahead` kRowSliceColumns at a time. The type is dispatched once per row, so the loop
-/// over a row's blocks stays one type's code.
+/// Feeds row `row` (d values of `type`) to `sink` as feed_row does, kRowSliceColumns at a time,
+/// asking for the same bytes of row `ahead` before each slice (slice_bytes of them, the last
+/// slice up to row_bytes).
+template <class Sink>
+EMBER_ALWAYS_INLINE void feed_row_sliced(GgmlType type, const std::uint8_t* row,
+                                         const std::uint8_t* ahead, Index d, Index row_bytes,
+                                         Index slice_bytes, Sink& sink) {
+  for (Index c0 = 0, b0 = 0; c0 < d; c0 += kRowSliceColumns, b0 += slice_bytes) {
+    prefetch_slice(ahead, b0, std::min(row_bytes, b0 + slice_bytes));
+    feed_range(type, row, d, c0, std::min(d, c0 + kRowSliceColumns), sink);
+  }
+}
+
+/// As feed_row_sliced, with the type dispatched once per row for the block types, so the loop over
+/// a row's blocks stays one type's code.
 template <class Sink>
 EMBER_ALWAYS_INLINE void feed_row_ahead(GgmlType type, const std::uint8_t* row,
-                                        const std::uint8_t* ahead, Index d, Sink& sink) {
+                                        const std::uint8_t* ahead, Index d, Index row_bytes,
+                                        Index slice_bytes, Sink& sink) {
   const bool blocks = visit_block(type, [&](auto block) {
     using B = typename decltype(block)::type;
     constexpr Index per_slice = kRowSliceColumns / B::elements;
@@ -582,13 +617,7 @@ EMBER_ALWAYS_INLINE void feed_row_ahead(GgmlType type, const std::uint8_t* row,
         feed(block, row + i * Index{sizeof(B)}, i * B::elements, sink);
     }
   });
-  if (blocks) return;
-  const Index value_bytes = traits(type).block_bytes;  // F32, F16, BF16
-  for (Index c0 = 0; c0 < d; c0 += kRowSliceColumns) {
-    const Index c1 = std::min(d, c0 + kRowSliceColumns);
-    prefetch_slice(ahead, c0 * value_bytes, c1 * value_bytes);
-    feed_range(type, row, d, c0, c1, sink);
-  }
+  if (!blocks) feed_row_sliced(type, row, ahead, d, row_bytes, slice_bytes, sink);
 }
 
 /// Rows shorter than this are fed whole by dot_rows_n's whole-row path and left to the hardware's
@@ -611,24 +640,21 @@ template <bool AskAhead, std::size_t N>
                                       Index out_stride) {
   // A local copy, so that its accumulators can live in registers.
   Dots<N> dots = hidden;
-  const bool coded = traits(type).block_size > 1;
-  const Index row_bytes = detail::ggml::row_bytes(type, d);
+  const Traits t = traits(type);
+  const bool coded = t.block_size > 1;
+  [[maybe_unused]] const Index row_bytes = detail::ggml::row_bytes(type, d);
+  [[maybe_unused]] const Index slice_bytes = kRowSliceColumns / t.block_size * t.block_bytes;
   for (Index r = 0; r < count; ++r) {
     dots.reset();
     const std::uint8_t* row = rows + r * row_stride;
     if constexpr (!AskAhead) {
-      static_cast<void>(row_bytes);
       feed_row(type, row, d, dots);
     } else {
       const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
       if constexpr (N == 1) {
-        feed_row_ahead(type, row, ahead, d, dots);
+        feed_row_ahead(type, row, ahead, d, row_bytes, slice_bytes, dots);
       } else {
-        for (Index c0 = 0; c0 < d; c0 += kRowSliceColumns) {
-          const Index c1 = std::min<Index>(d, c0 + kRowSliceColumns);
-          prefetch_slice(ahead, row_bytes * c0 / d, row_bytes * c1 / d);
-          feed_range(type, row, d, c0, c1, dots);
-        }
+        feed_row_sliced(type, row, ahead, d, row_bytes, slice_bytes, dots);
       }
     }
     for (std::size_t j = 0; j < N; ++j) {
@@ -641,17 +667,9 @@ template <std::size_t N>
 void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
                 const float* h, Index h_stride, float* out, Index out_stride) {
   const bool coded = traits(type).block_size > 1;
-  const Index groups = coded ? d / 16 : 0;
-  std::vector<float> hsum(static_cast<std::size_t>(groups) * N);
+  const Index groups = dot_groups(type, d);
+  const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
   std::vector<float> coef(static_cast<std::size_t>(groups));
-  for (std::size_t j = 0; j < N; ++j) {
-    for (Index g = 0; g < groups; ++g) {
-      const float* x = h + static_cast<Index>(j) * h_stride + 16 * g;
-      float s = 0.0f;
-      for (int i = 0; i < 16; ++i) s += x[i];
-      hsum[j * static_cast<std::size_t>(groups) + static_cast<std::size_t>(g)] = s;
-    }
-  }
   const Index tile = dot_tile_columns(N, d, type);
   if (tile >= d) {
     Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
