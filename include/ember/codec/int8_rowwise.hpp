@@ -30,7 +30,7 @@ struct Int8Rowwise {
   static constexpr const char* family = "QuantizedEmbedding";
   static constexpr const char* view_family = "QuantizedEmbeddingView";
   /// Bytes after the codes of each row: the float scale and the float bias.
-  static constexpr Index row_overhead = 2 * static_cast<Index>(sizeof(float));
+  static constexpr Index row_overhead = detail::int8_row_overhead;
 
   [[nodiscard]] static constexpr const char* name() noexcept { return "int8_rowwise"; }
   [[nodiscard]] static constexpr Index units_per_row(Index d) noexcept { return d + row_overhead; }

@@ -45,6 +45,9 @@ namespace ember::inline EMBER_ISA::detail {
   return q;
 }
 
+/// Bytes after the d codes of a stored int8 row: its float scale, then its float bias.
+inline constexpr Index int8_row_overhead = 2 * Index{sizeof(float)};
+
 /// The scale and bias of a stored int8 row of d codes.
 inline void int8_row_params(const std::uint8_t* row, Index d, float& scale, float& bias) noexcept {
   std::memcpy(&scale, row + d, sizeof scale);
@@ -74,7 +77,7 @@ inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index cou
           t.mw = _mm512_set1_ps(bias);
           static_cast<void>(active);
         },
-        rows, row_stride, d + 2 * Index{sizeof(float)}, count, units, q, j0, out, out_stride);
+        rows, row_stride, d + int8_row_overhead, count, units, q, j0, out, out_stride);
 #elif EMBER_DETAIL_QDOT_AVX2
     // Codes minus 128 through the sign trick, corrected by +128 · Σ hidden codes.
     ggml::qdot_avx2::units_rows<-128, true, true, N>(
@@ -89,7 +92,7 @@ inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index cou
           t.mw = _mm256_set1_ps(bias);
           static_cast<void>(active);
         },
-        rows, row_stride, d + 2 * Index{sizeof(float)}, count, units, q, j0, out, out_stride);
+        rows, row_stride, d + int8_row_overhead, count, units, q, j0, out, out_stride);
 #else
     qdot_units_portable<0, true>(
         [d](const std::uint8_t* row, Index u, WeightUnit& wu) {
