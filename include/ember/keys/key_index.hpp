@@ -717,6 +717,14 @@ class KeyIndex {
   void mark(Index r) noexcept {
     marks_[static_cast<std::size_t>(r >> 6)] |= std::uint64_t{1} << (r & 63);
   }
+  /// Marks row r without a branch; true when it was not marked yet (its first sighting).
+  bool mark_first(Index r) noexcept {
+    std::uint64_t& word = marks_[static_cast<std::size_t>(r >> 6)];
+    const std::uint64_t bit = std::uint64_t{1} << (r & 63);
+    const bool first = (word & bit) == 0;
+    word |= bit;
+    return first;
+  }
   /// Puts back the sightings and steps the lookup pass wrote (a refused or dry-run batch).
   void restore_stats() noexcept {
     for (std::size_t t = 0; t < touched_.size(); ++t)
@@ -850,9 +858,8 @@ class KeyIndex {
       work_[static_cast<std::size_t>(i)] = r;
       if (direct_) rows[i] = static_cast<TokenId>(r);
       Stat& st = meta_[static_cast<std::size_t>(r)];
-      const bool first = !marked(r);
+      const bool first = mark_first(r);
       if (first) {
-        mark(r);
         touched_.push_back(r);
         if (keep_first) touch_first_.push_back(i);
         if (save) saved_.push_back(st);
@@ -873,8 +880,7 @@ class KeyIndex {
                                     ? score_order(scored ? scores[static_cast<std::size_t>(i)]
                                                          : scores_[static_cast<std::size_t>(r)])
                                     : st.count;
-        if (!less(sieve_tau_, Candidate{p, st.last, static_cast<std::uint32_t>(r), st.key}))
-          low_.push_back(r);
+        sieve(p, st, r);
       }
     };
     if (direct_ && !decayed() && (!by_score || scored)) {
@@ -924,17 +930,16 @@ class KeyIndex {
 
   /// The lookup pass of a batch that cannot be refused (direct_), without decay, with scores
   /// under EvictionPolicy::score: what `body` in prepare() does for such a batch, without its
-  /// run-time switches and with branch-free marks, so that each key costs few enough
-  /// instructions for the out-of-order window to hold the prefetches of the keys ahead (1.1-1.2x
-  /// more keys a second at a 90-99% hit rate than the general pass). work_ gets the misses only:
-  /// commit reads nothing else of it without decay when the batch cannot be refused. Under the
-  /// count and score orders a hit at or below sieve_tau_ at its first position joins low_.
+  /// run-time switches, so that each key costs few enough instructions for the out-of-order
+  /// window to hold the prefetches of the keys ahead (1.1-1.2x more keys a second at a 90-99% hit
+  /// rate than the general pass). work_ gets the misses only: commit reads nothing else of it
+  /// without decay when the batch cannot be refused. Under the count and score orders a hit at or
+  /// below sieve_tau_ at its first position joins low_ (sieve).
   template <DirectOrder Order>
   void probe_direct(std::span<const std::uint64_t> keys, TokenId* rows, std::uint32_t now,
                     std::span<const double> scores, std::span<const std::int64_t> counts) {
     touched_.resize(keys.size());
     Index* const touched = touched_.data();
-    std::uint64_t* const marks = marks_.data();
     Stat* const meta = meta_.data();
     double* const row_scores = Order == DirectOrder::score ? scores_.data() : nullptr;
     std::size_t distinct = 0;
@@ -948,10 +953,7 @@ class KeyIndex {
           }
           rows[at] = static_cast<TokenId>(r);
           const auto u = static_cast<std::size_t>(r);
-          const std::uint64_t bit = std::uint64_t{1} << (u & 63);
-          const std::uint64_t word = marks[u >> 6];
-          marks[u >> 6] = word | bit;
-          const bool first = (word & bit) == 0;
+          const bool first = mark_first(r);
           touched[distinct] = r;
           distinct += first ? 1 : 0;
           Stat& st = meta[u];
@@ -959,21 +961,24 @@ class KeyIndex {
           st.count =
               saturating_add(st.count, counts.empty() ? 1 : static_cast<std::uint64_t>(counts[at]));
           if constexpr (Order == DirectOrder::count) {
-            if (first && !less(sieve_tau_,
-                               Candidate{st.count, st.last, static_cast<std::uint32_t>(r), st.key}))
-              low_.push_back(r);
+            if (first) sieve(st.count, st, r);
           }
           if constexpr (Order == DirectOrder::score) {
             double& score = row_scores[u];
             const double s = scores[at];
             score = first ? s : std::max(score, s);
-            if (first && !less(sieve_tau_, Candidate{score_order(s), st.last,
-                                                     static_cast<std::uint32_t>(r), st.key}))
-              low_.push_back(r);
+            if (first) sieve(score_order(s), st, r);
           }
         },
         row_scores);
     touched_.resize(distinct);
+  }
+
+  /// The lookup pass's sieve: row r (record st, primary order value p after this sighting) joins
+  /// low_ when it is at or below sieve_tau_.
+  void sieve(std::uint64_t p, const Stat& st, Index r) {
+    if (!less(sieve_tau_, Candidate{p, st.last, static_cast<std::uint32_t>(r), st.key}))
+      low_.push_back(r);
   }
 
   /// Position i (hash h) holds a key without a row: group_new_keys() takes it from here.
