@@ -5,6 +5,7 @@
 #pragma once
 
 #include <type_traits>
+#include <utility>
 
 #include "ember/config.hpp"
 #include "ember/types.hpp"
@@ -41,6 +42,18 @@ EMBER_ALWAYS_INLINE void visit_pass_rows(Index nj, F&& f) {
       f(std::integral_constant<Index, 8>{});
       break;
   }
+}
+
+/// Calls f(std::integral_constant<Index, j>{}) for j = 0 .. N - 1, unrolled at compile time: the
+/// per-hidden-row accumulators of a kernel then stay in registers (GCC 12 keeps a loop over 8
+/// rows as a loop, with the accumulators in memory, and reloads and stores them every block).
+template <class F, Index... J>
+EMBER_ALWAYS_INLINE void unrolled_over(F& f, std::integer_sequence<Index, J...> /*rows*/) {
+  (f(std::integral_constant<Index, J>{}), ...);
+}
+template <Index N, class F>
+EMBER_ALWAYS_INLINE void unrolled(F&& f) {
+  unrolled_over(f, std::make_integer_sequence<Index, N>{});
 }
 
 /// Contiguous parts of its rows that for_rows_in_parts takes in turn, a row of each, so that

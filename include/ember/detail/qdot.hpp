@@ -57,7 +57,7 @@ inline std::int32_t put_unit(QuantizedHidden& q, Index j, Index u, const std::ui
   std::int32_t sum = 0;
   for (const std::int8_t v : c) sum += v;
   q.group_isum(j, u / qdot_lanes)[u % qdot_lanes] = sum;
-  q.group_scale(j, u / qdot_lanes)[u % qdot_lanes] = scale;
+  q.unit_scales(j, u / qdot_lanes)[u % qdot_lanes] = scale;
   return sum;
 }
 
@@ -138,7 +138,7 @@ void qdot_units_portable(const UnitOf& unit, const std::uint8_t* rows, Index row
         const std::int8_t* hq = h.group_codes(j, grp);
         std::int32_t i = -Offset * h.group_isum(j, grp)[lane];
         for (Index e = 0; e < qdot_unit; ++e) i += wu.w[e] * unit_code(hq, lane, e);
-        const float s = wu.dw * h.group_scale(j, grp)[lane];
+        const float s = wu.dw * h.unit_scales(j, grp)[lane];
         f[lane] += rounded(static_cast<float>(i) * s);
         if constexpr (Extra) g[lane] += rounded(wu.mw * h.group_extra(j, grp)[lane]);
       }
@@ -167,7 +167,7 @@ void qdot_super_portable(const BlockOf& block, const std::uint8_t* rows, Index r
         const WeightSuperBlock& b = row_blocks[static_cast<std::size_t>(s)];
         const std::int8_t* hq = h.group_codes(j, s);
         const std::int32_t* bsum = h.group_isum(j, s);
-        const float dh = *h.group_scale(j, s);
+        const float dh = *h.super_scale(j, s);
         for (int l = 0; l < 16; ++l) {
           std::int32_t v = -Offset * b.sc[l] * bsum[l];
           for (int c = 0; c < 4; ++c) {

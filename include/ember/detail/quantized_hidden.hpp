@@ -97,12 +97,19 @@ struct QuantizedHidden {
   [[nodiscard]] std::int32_t* group_isum(Index j, Index g) noexcept {
     return isum.data() + lane_offset(j, g);
   }
-  /// The scales of a group's units (units layout) or the super-block's scale.
-  [[nodiscard]] const float* group_scale(Index j, Index g) const noexcept {
-    return scale.data() + (layout == Layout::units ? lane_offset(j, g) : j * groups + g);
+  /// The scales of the 16 units of group g (units layout).
+  [[nodiscard]] const float* unit_scales(Index j, Index g) const noexcept {
+    return scale.data() + lane_offset(j, g);
   }
-  [[nodiscard]] float* group_scale(Index j, Index g) noexcept {
-    return scale.data() + (layout == Layout::units ? lane_offset(j, g) : j * groups + g);
+  [[nodiscard]] float* unit_scales(Index j, Index g) noexcept {
+    return scale.data() + lane_offset(j, g);
+  }
+  /// The scale of super-block g (super-blocks layout).
+  [[nodiscard]] const float* super_scale(Index j, Index g) const noexcept {
+    return scale.data() + j * groups + g;
+  }
+  [[nodiscard]] float* super_scale(Index j, Index g) noexcept {
+    return scale.data() + j * groups + g;
   }
   [[nodiscard]] const float* group_extra(Index j, Index g) const noexcept {
     return extra.data() + lane_offset(j, g);

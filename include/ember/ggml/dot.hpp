@@ -66,7 +66,7 @@ inline QuantizedHidden quantize_hidden(GgmlType weight, const float* h, Index h_
         for (std::size_t l = 0; l < 16; ++l) {
           bsum[l] = static_cast<std::int16_t>(load_u16(b + offsetof(B, bsums) + 2 * l));
         }
-        std::memcpy(q.group_scale(j, s), b + offsetof(B, d), sizeof(float));
+        std::memcpy(q.super_scale(j, s), b + offsetof(B, d), sizeof(float));
       }
     }
     return q;

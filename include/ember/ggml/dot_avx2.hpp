@@ -179,7 +179,8 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
             if (active == 0) continue;
             Units t;
             load(row, first, active, t);
-            for (Index j = 0; j < N; ++j) {
+            unrolled<N>([&](auto jc) EMBER_INLINE_LAMBDA {
+              constexpr Index j = jc;
               const std::int8_t* hq = h.group_codes(j0 + j, g) + 32 * half;
               __m256i acc = offset_init<Offset>(h.group_isum(j0 + j, g) + 8 * half);
               for (int k = 0; k < 8; ++k) {
@@ -187,14 +188,14 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
                 acc = _mm256_add_epi32(acc, Signed ? dot4_signed(t.w[k], hk) : dot4(t.w[k], hk));
               }
               const __m256 s =
-                  _mm256_mul_ps(t.dw, _mm256_load_ps(h.group_scale(j0 + j, g) + 8 * half));
+                  _mm256_mul_ps(t.dw, _mm256_load_ps(h.unit_scales(j0 + j, g) + 8 * half));
               f[j][half] =
                   _mm256_add_ps(f[j][half], rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(acc), s)));
               if constexpr (Extra) {
                 const __m256 y = _mm256_load_ps(h.group_extra(j0 + j, g) + 8 * half);
                 gx[j][half] = _mm256_add_ps(gx[j][half], rounded(_mm256_mul_ps(t.mw, y)));
               }
-            }
+            });
           }
         }
       });
@@ -317,10 +318,11 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
           prefetch_slice(ahead, s * Index{sizeof(B)}, (s + 1) * Index{sizeof(B)});
           Super t;
           load_super<B>(row + s * Index{sizeof(B)}, t);
-          for (Index j = 0; j < N; ++j) {
+          unrolled<N>([&](auto jc) EMBER_INLINE_LAMBDA {
+            constexpr Index j = jc;
             const std::int8_t* hq = h.group_codes(j0 + j, s);
             const std::int32_t* bs = h.group_isum(j0 + j, s);
-            const float dh = *h.group_scale(j0 + j, s);
+            const float dh = *h.super_scale(j0 + j, s);
             const __m256 sd = _mm256_set1_ps(t.d * dh);
             const __m256 sm = _mm256_set1_ps(-t.dmin * dh);
             for (int half = 0; half < 2; ++half) {
@@ -344,7 +346,7 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
                 gx[j][half] = _mm256_add_ps(gx[j][half], rounded(_mm256_mul_ps(mins, sm)));
               }
             }
-          }
+          });
         }
       });
 }

@@ -257,19 +257,20 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
           prefetch_slice(ahead, g * slice, std::min(row_bytes, (g + 1) * slice));
           Units t;
           load(row, g, std::min<Index>(qdot_lanes, units - g * qdot_lanes), t);
-          for (Index j = 0; j < N; ++j) {
+          unrolled<N>([&](auto jc) EMBER_INLINE_LAMBDA {
+            constexpr Index j = jc;
             const std::int8_t* hq = h.group_codes(j0 + j, g);
             __m512i acc = offset_init<Offset>(h.group_isum(j0 + j, g));
             for (int k = 0; k < 8; ++k)
               acc = _mm512_dpbusd_epi32(acc, t.w[k], _mm512_load_si512(hq + 64 * k));
-            const __m512 s = _mm512_mul_ps(t.dw, _mm512_load_ps(h.group_scale(j0 + j, g)));
+            const __m512 s = _mm512_mul_ps(t.dw, _mm512_load_ps(h.unit_scales(j0 + j, g)));
             f[j] = _mm512_add_ps(
                 f[j], rounded(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, acc), s)));
             if constexpr (Extra) {
               gx[j] = _mm512_add_ps(
                   gx[j], rounded(_mm512_mul_ps(t.mw, _mm512_load_ps(h.group_extra(j0 + j, g)))));
             }
-          }
+          });
         }
       });
 }
@@ -404,10 +405,11 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
           prefetch_slice(ahead, s * Index{sizeof(B)}, (s + 1) * Index{sizeof(B)});
           Super t;
           load_super<B, Offset>(row + s * Index{sizeof(B)}, t);
-          for (Index j = 0; j < N; ++j) {
+          unrolled<N>([&](auto jc) EMBER_INLINE_LAMBDA {
+            constexpr Index j = jc;
             const std::int8_t* hq = h.group_codes(j0 + j, s);
             const __m512i bsum = _mm512_load_si512(h.group_isum(j0 + j, s));
-            const float dh = *h.group_scale(j0 + j, s);
+            const float dh = *h.super_scale(j0 + j, s);
             // -Offset · sc · bsum, then the chunks' Σ w · h times their sub-blocks' scales.
             __m512i v = Offset != 0 ? _mm512_madd_epi16(t.noff, bsum) : _mm512_setzero_si512();
             for (int c = 0; c < 4; ++c) {
@@ -424,7 +426,7 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
               gx[j] =
                   _mm512_add_ps(gx[j], rounded(_mm512_mul_ps(mins, _mm512_set1_ps(-t.dmin * dh))));
             }
-          }
+          });
         }
       });
 }
