@@ -55,7 +55,8 @@ struct QuantizedHidden {
   Layout layout = Layout::values;
   Index rows = 0;
   Index d = 0;
-  Index groups = 0;  ///< groups of 16 units, or super-blocks, per row
+  Index groups = 0;      ///< groups of 16 units, or super-blocks, per row
+  Index group_size = 0;  ///< codes per group: qdot_group (units) or qdot_super (super-blocks)
   AlignedBuffer<std::int8_t> codes;
   AlignedBuffer<std::int32_t> isum;
   AlignedBuffer<float> scale;
@@ -69,27 +70,25 @@ struct QuantizedHidden {
     d = width;
     if (l == Layout::values) {
       groups = 0;
+      group_size = 0;
       values.assign_zero(n * width);
       return;
     }
-    const Index block = l == Layout::units ? qdot_group : qdot_super;
-    groups = (width + block - 1) / block;
-    codes.assign_zero(n * groups * block);
+    group_size = l == Layout::units ? qdot_group : qdot_super;
+    groups = (width + group_size - 1) / group_size;
+    codes.assign_zero(n * groups * group_size);
     isum.assign_zero(n * groups * qdot_lanes);
     scale.assign_zero(n * groups * (l == Layout::units ? qdot_lanes : 1));
     extra.assign_zero(with_extra ? n * groups * qdot_lanes : 0);
-  }
-  [[nodiscard]] Index block() const noexcept {
-    return layout == Layout::units ? qdot_group : qdot_super;
   }
   [[nodiscard]] Index lane_offset(Index j, Index g) const noexcept {
     return (j * groups + g) * qdot_lanes;
   }
   [[nodiscard]] const std::int8_t* group_codes(Index j, Index g) const noexcept {
-    return codes.data() + (j * groups + g) * block();
+    return codes.data() + (j * groups + g) * group_size;
   }
   [[nodiscard]] std::int8_t* group_codes(Index j, Index g) noexcept {
-    return codes.data() + (j * groups + g) * block();
+    return codes.data() + (j * groups + g) * group_size;
   }
   [[nodiscard]] const std::int32_t* group_isum(Index j, Index g) const noexcept {
     return isum.data() + lane_offset(j, g);

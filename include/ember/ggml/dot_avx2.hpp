@@ -170,7 +170,8 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
   // Accumulators in pairs: lanes 0..7, 8..15.
   each_row<__m256[2], lane_tree, Extra, N>(
       rows, row_stride, count, out, out_stride,
-      [&](const std::uint8_t* row, const std::uint8_t* ahead, __m256(*f)[2], __m256(*gx)[2]) {
+      [&](const std::uint8_t* row, const std::uint8_t* ahead, __m256(*f)[2],
+          __m256(*gx)[2]) EMBER_INLINE_LAMBDA {
         for (Index g = 0; g < groups; ++g) {
           prefetch_slice(ahead, g * slice, std::min(row_bytes, (g + 1) * slice));
           for (int half = 0; half < 2; ++half) {
@@ -313,7 +314,8 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
   const Index supers = d / 256;
   each_row<__m256[2], lane_tree, Mins, N>(
       rows, row_stride, count, out, out_stride,
-      [&](const std::uint8_t* row, const std::uint8_t* ahead, __m256(*f)[2], __m256(*gx)[2]) {
+      [&](const std::uint8_t* row, const std::uint8_t* ahead, __m256(*f)[2],
+          __m256(*gx)[2]) EMBER_INLINE_LAMBDA {
         for (Index s = 0; s < supers; ++s) {
           prefetch_slice(ahead, s * Index{sizeof(B)}, (s + 1) * Index{sizeof(B)});
           Super t;

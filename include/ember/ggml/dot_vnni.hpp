@@ -252,7 +252,8 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
   const Index slice = (row_bytes + groups - 1) / std::max<Index>(groups, 1);
   each_row<__m512, lane_tree, Extra, N>(
       rows, row_stride, count, out, out_stride,
-      [&](const std::uint8_t* row, const std::uint8_t* ahead, __m512* f, __m512* gx) {
+      [&](const std::uint8_t* row, const std::uint8_t* ahead, __m512* f,
+          __m512* gx) EMBER_INLINE_LAMBDA {
         for (Index g = 0; g < groups; ++g) {
           prefetch_slice(ahead, g * slice, std::min(row_bytes, (g + 1) * slice));
           Units t;
@@ -400,7 +401,8 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
   const Index supers = d / 256;
   each_row<__m512, lane_tree, Mins, N>(
       rows, row_stride, count, out, out_stride,
-      [&](const std::uint8_t* row, const std::uint8_t* ahead, __m512* f, __m512* gx) {
+      [&](const std::uint8_t* row, const std::uint8_t* ahead, __m512* f,
+          __m512* gx) EMBER_INLINE_LAMBDA {
         for (Index s = 0; s < supers; ++s) {
           prefetch_slice(ahead, s * Index{sizeof(B)}, (s + 1) * Index{sizeof(B)});
           Super t;
