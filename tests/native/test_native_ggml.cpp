@@ -159,3 +159,93 @@ TEST_CASE("the whole-row dot kernel gives the same bits asking for the rows ahea
   }
 }
 #endif
+
+#if EMBER_DETAIL_GGML_AVX2 && defined(__AVX512F__)
+namespace {
+
+/// A sink that is not a Dots, so that feed takes the K-quants' generic path (a Codes32 per 32
+/// columns) into the Dots it forwards to.
+template <std::size_t N>
+struct ThroughCodes32 {
+  gg::avx2::Dots<N>& dots;
+  template <bool Offset, bool Same, bool Signed>
+  void codes(Index c, const gg::avx2::Codes32<Offset, Same, Signed>& g) {
+    dots.codes(c, g);
+  }
+};
+
+/// Each logit of `rows` super-block rows of B fed to a Dots<N> by the super-block path (or, with
+/// Generic, a Codes32 at a time), and the row's offset coefficients after it.
+template <class B, std::size_t N, bool Generic>
+std::vector<float> super_block_dots(const std::vector<std::uint8_t>& q, Index rows, Index d,
+                                    const std::vector<float>& h) {
+  const Index groups = d / 16;
+  const std::vector<float> hsum = gg::avx2::hidden_group_sums(h.data(), d, N, groups);
+  std::vector<float> coef(static_cast<std::size_t>(groups));
+  std::vector<float> out;
+  for (Index r = 0; r < rows; ++r) {
+    gg::avx2::Dots<N> dots{h.data(), d, hsum.data(), groups, coef.data()};
+    dots.reset();
+    const std::uint8_t* row = q.data() + r * (d / 256) * Index{sizeof(B)};
+    for (Index s = 0; s < d / 256; ++s) {
+      const std::uint8_t* b = row + s * Index{sizeof(B)};
+      if constexpr (Generic) {
+        ThroughCodes32<N> sink{dots};
+        gg::avx2::feed(std::type_identity<B>{}, b, 256 * s, sink);
+      } else {
+        gg::avx2::feed(std::type_identity<B>{}, b, 256 * s, dots);
+      }
+    }
+    for (std::size_t j = 0; j < N; ++j) out.push_back(dots.result(j, true));
+    out.insert(out.end(), coef.begin(), coef.end());
+  }
+  return out;
+}
+
+template <class B, std::size_t N>
+void check_super_block_path(const std::vector<std::uint8_t>& q, Index rows, Index d,
+                            const std::vector<float>& h) {
+  INFO("N = " << N);
+  const auto fast = super_block_dots<B, N, false>(q, rows, d, h);
+  const auto generic = super_block_dots<B, N, true>(q, rows, d, h);
+  REQUIRE(fast.size() == generic.size());
+  CHECK(native_same_bits(fast.data(), generic.data(), static_cast<Index>(fast.size())));
+}
+
+}  // namespace
+
+TEST_CASE("the K-quants' super-block dot path gives the bits of a Codes32 per 32 columns",
+          "[ggml][kernels][native]") {
+  ember::Random rng(79);
+  for (const ember::GgmlType t : gg::codec_types) {
+    gg::visit_block(t, [&](auto block) {
+      using B = typename decltype(block)::type;
+      if constexpr (gg::avx2::is_k_super<B>) {
+        for (const Index d : {Index{256}, Index{1280}}) {
+          INFO(gg::traits(t).name << " d = " << d);
+          const Index rows = 5;
+          // Quantized rows, and random bytes (scales and codes no quantizer writes, NaN and
+          // infinite fp16 scales included).
+          std::vector<float> x(static_cast<std::size_t>(rows * d));
+          for (auto& v : x) v = static_cast<float>(rng.normal());
+          const Index rb = gg::row_bytes(t, d);
+          std::vector<std::uint8_t> quantized(static_cast<std::size_t>(rows * rb));
+          for (Index r = 0; r < rows; ++r) {
+            gg::quantize(t, x.data() + r * d, d, quantized.data() + r * rb);
+          }
+          auto random = native_random_bytes(quantized.size(), 80);
+          std::vector<float> h(static_cast<std::size_t>(8 * d));
+          for (auto& v : h) v = static_cast<float>(rng.normal());
+          for (const std::vector<std::uint8_t>* q : {&quantized, &random}) {
+            check_super_block_path<B, 1>(*q, rows, d, h);
+            check_super_block_path<B, 2>(*q, rows, d, h);
+            check_super_block_path<B, 3>(*q, rows, d, h);
+            check_super_block_path<B, 5>(*q, rows, d, h);
+            check_super_block_path<B, 8>(*q, rows, d, h);
+          }
+        }
+      }
+    });
+  }
+}
+#endif

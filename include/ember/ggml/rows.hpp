@@ -18,6 +18,7 @@
 #include "ember/detail/prefetch.hpp"
 #include "ember/ggml/blocks.hpp"
 #include "ember/ggml/decode.hpp"
+#include "ember/ggml/k_scales.hpp"
 #include "ember/ggml/type.hpp"
 #include "ember/types.hpp"
 
@@ -429,6 +430,162 @@ EMBER_ALWAYS_INLINE __m256 dot_set1(float a) noexcept { return _mm256_set1_ps(a)
 EMBER_ALWAYS_INLINE float dot_sum(__m256 v) noexcept { return lane_sum(v); }
 #endif
 
+#if defined(__AVX512F__)
+/// 16 bytes at p as 16 int32 lanes (zero-extended).
+EMBER_ALWAYS_INLINE __m512i lanes16(const std::uint8_t* p) noexcept {
+  return _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF},
+                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+/// Each lane's bits [shift, shift + width) as a value (lanes of bytes zero-extended).
+EMBER_ALWAYS_INLINE __m512i lane_bits(__m512i v, int shift, int mask) noexcept {
+  return _mm512_and_si512(_mm512_maskz_srl_epi32(__mmask16{0xFFFF}, v, _mm_cvtsi32_si128(shift)),
+                          _mm512_set1_epi32(mask));
+}
+
+/// -v, lane by lane (the sign flipped, as the scalar negation does: -(+0) is -0).
+EMBER_ALWAYS_INLINE __m512 negated(__m512 v) noexcept {
+  return _mm512_castsi512_ps(
+      _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+}
+
+/// Lane g of v in every lane. (The intrinsics here are the zero-masked forms with every lane kept,
+/// for the reason given at code_floats.)
+EMBER_ALWAYS_INLINE __m512 lane_of(__m512 v, int g) noexcept {
+  return _mm512_maskz_permutexvar_ps(__mmask16{0xFFFF}, _mm512_set1_epi32(g), v);
+}
+
+/// A K-quant super-block as Dots::super_block reads it: codes(g) the 16 codes of columns 16g ..
+/// 16g + 15 as int32 lanes (before the code offset), scale(g) their scale a in every lane, coef
+/// lane g their offset coefficient (b, or -k · a), each the value feed's Codes32 of the same
+/// columns holds (computed by the same float operations).
+template <class B>
+struct KSuper;
+
+template <>
+struct KSuper<BlockQ2_K> {
+  using B = BlockQ2_K;
+  static constexpr bool same = false;
+  const std::uint8_t* qs;
+  __m512 a;
+  __m512 coef;
+  explicit KSuper(const std::uint8_t* b) noexcept : qs(b + offsetof(B, qs)) {
+    const __m512i s = lanes16(b + offsetof(B, scales));
+    const __m512 sc = _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, lane_bits(s, 0, 0xF));
+    const __m512 m = _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, lane_bits(s, 4, 0xF));
+    a = _mm512_mul_ps(_mm512_set1_ps(load_half_f16c(b + offsetof(B, d))), sc);
+    const __m512 ml = _mm512_mul_ps(_mm512_set1_ps(load_half_f16c(b + offsetof(B, dmin))), m);
+    coef = negated(ml);
+  }
+  // Columns 128n + 32j + 16h + l: bits 2j of qs[32n + 16h + l].
+  [[nodiscard]] EMBER_ALWAYS_INLINE __m512i codes(int g) const noexcept {
+    const int n = g / 8, j = (g % 8) / 2, h = g % 2;
+    return lane_bits(lanes16(qs + 32 * n + 16 * h), 2 * j, 3);
+  }
+  [[nodiscard]] EMBER_ALWAYS_INLINE __m512 scale(int g) const noexcept { return lane_of(a, g); }
+};
+
+template <>
+struct KSuper<BlockQ3_K> {
+  using B = BlockQ3_K;
+  static constexpr bool same = false;
+  const std::uint8_t* qs;
+  const std::uint8_t* hmask;
+  __m512 a;
+  __m512 coef;
+  explicit KSuper(const std::uint8_t* b) noexcept
+      : qs(b + offsetof(B, qs)), hmask(b + offsetof(B, hmask)) {
+    const __m512i sc = _mm512_sub_epi32(
+        _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, q3k_scales(b + offsetof(B, scales))),
+        _mm512_set1_epi32(32));
+    a = _mm512_mul_ps(_mm512_set1_ps(load_half_f16c(b + offsetof(B, d))),
+                      _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, sc));
+    coef = _mm512_mul_ps(_mm512_set1_ps(-4.0f), a);
+  }
+  // Columns 128n + 32j + 16h + l: bits 2j of qs[32n + 16h + l], bit 4n + j of hmask[16h + l] as
+  // bit 2.
+  [[nodiscard]] EMBER_ALWAYS_INLINE __m512i codes(int g) const noexcept {
+    const int n = g / 8, j = (g % 8) / 2, h = g % 2;
+    const __m512i low = lane_bits(lanes16(qs + 32 * n + 16 * h), 2 * j, 3);
+    const __m512i high = lane_bits(lanes16(hmask + 16 * h), 4 * n + j, 1);
+    return _mm512_or_si512(low, _mm512_maskz_slli_epi32(__mmask16{0xFFFF}, high, 2));
+  }
+  [[nodiscard]] EMBER_ALWAYS_INLINE __m512 scale(int g) const noexcept { return lane_of(a, g); }
+};
+
+/// Q4_K and Q5_K: one scale per 32 columns (sub-block g / 2).
+template <class B>
+requires std::is_same_v<B, BlockQ4_K> || std::is_same_v<B, BlockQ5_K>
+struct KSuper<B> {
+  static constexpr bool same = true;
+  const std::uint8_t* qs;
+  const std::uint8_t* qh;
+  __m512 dm;  // lanes 0-7: d · scale of sub-block s; lanes 8-15: dmin · min of sub-block s - 8
+  __m512 coef;
+  explicit KSuper(const std::uint8_t* b) noexcept : qs(b + offsetof(B, qs)), qh(nullptr) {
+    if constexpr (std::is_same_v<B, BlockQ5_K>) qh = b + offsetof(B, qh);
+    const __m512 sm = _mm512_maskz_cvtepi32_ps(
+        __mmask16{0xFFFF},
+        _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, k4_scales_mins(b + offsetof(B, scales))));
+    const __m512 factors =
+        _mm512_mask_blend_ps(__mmask16{0xFF00}, _mm512_set1_ps(load_half_f16c(b + offsetof(B, d))),
+                             _mm512_set1_ps(load_half_f16c(b + offsetof(B, dmin))));
+    dm = _mm512_mul_ps(factors, sm);
+    const __m512i mins =
+        _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    coef = negated(_mm512_maskz_permutexvar_ps(__mmask16{0xFFFF}, mins, dm));
+  }
+  // Columns 32s + 16h + l (sub-block s = g / 2): nibble s % 2 of qs[32(s / 2) + 16h + l] (Q5_K:
+  // bit s of qh[16h + l] as bit 4).
+  [[nodiscard]] EMBER_ALWAYS_INLINE __m512i codes(int g) const noexcept {
+    const int s = g / 2, h = g % 2;
+    __m512i q = lane_bits(lanes16(qs + 32 * (s / 2) + 16 * h), 4 * (s % 2), 0xF);
+    if constexpr (std::is_same_v<B, BlockQ5_K>) {
+      q = _mm512_or_si512(
+          q, _mm512_maskz_slli_epi32(__mmask16{0xFFFF}, lane_bits(lanes16(qh + 16 * h), s, 1), 4));
+    }
+    return q;
+  }
+  [[nodiscard]] EMBER_ALWAYS_INLINE __m512 scale(int g) const noexcept {
+    return lane_of(dm, g / 2);
+  }
+};
+
+template <>
+struct KSuper<BlockQ6_K> {
+  using B = BlockQ6_K;
+  static constexpr bool same = false;
+  const std::uint8_t* ql;
+  const std::uint8_t* qh;
+  __m512 a;
+  __m512 coef;
+  explicit KSuper(const std::uint8_t* b) noexcept
+      : ql(b + offsetof(B, ql)), qh(b + offsetof(B, qh)) {
+    const __m512i sc = _mm512_maskz_cvtepi8_epi32(
+        __mmask16{0xFFFF},
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))));
+    a = _mm512_mul_ps(_mm512_set1_ps(load_half_f16c(b + offsetof(B, d))),
+                      _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, sc));
+    coef = _mm512_mul_ps(_mm512_set1_ps(-32.0f), a);
+  }
+  // Columns 128n + 32k + 16h + l: nibble k / 2 of ql[64n + 32(k % 2) + 16h + l], bits 2k of
+  // qh[32n + 16h + l] as bits 4 and 5.
+  [[nodiscard]] EMBER_ALWAYS_INLINE __m512i codes(int g) const noexcept {
+    const int n = g / 8, k = (g % 8) / 2, h = g % 2;
+    const __m512i low = lane_bits(lanes16(ql + 64 * n + 32 * (k % 2) + 16 * h), 4 * (k / 2), 0xF);
+    const __m512i high = lane_bits(lanes16(qh + 32 * n + 16 * h), 2 * k, 3);
+    return _mm512_or_si512(low, _mm512_maskz_slli_epi32(__mmask16{0xFFFF}, high, 4));
+  }
+  [[nodiscard]] EMBER_ALWAYS_INLINE __m512 scale(int g) const noexcept { return lane_of(a, g); }
+};
+
+/// The K-quants Dots::super_block takes.
+template <class B>
+inline constexpr bool is_k_super =
+    std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K> || std::is_same_v<B, BlockQ4_K> ||
+    std::is_same_v<B, BlockQ5_K> || std::is_same_v<B, BlockQ6_K>;
+#endif
+
 /// Sink of the dot products of a row with N vectors h_j (vector j at h + j · h_stride).
 ///
 /// Codes are never turned into the decoded values: over each half of 32 columns (one scale a, one
@@ -480,6 +637,46 @@ struct Dots {
     acc[J][0] = dot_fma(p, dot_set1(a), acc[J][0]);
     if constexpr (two(J)) std::swap(acc[J][0], acc[J][1]);
   }
+
+#if defined(__AVX512F__)
+  /// add() with the scale already in every lane of `a` (the same products, so the same bits).
+  template <std::size_t J>
+  EMBER_ALWAYS_INLINE void add(std::integral_constant<std::size_t, J>, DotVector p,
+                               __m512 a) noexcept {
+    acc[J][0] = dot_fma(p, a, acc[J][0]);
+    if constexpr (two(J)) std::swap(acc[J][0], acc[J][1]);
+  }
+
+  /// Super-block b of K-quant type B at columns c .. c + 255, taken as feed's Codes32 calls of
+  /// its eight 32-column pieces would take it (the same coefficients, products and accumulator
+  /// order, so the same bits), from its 16 groups of 16 codes as 32-bit lanes and its scales as
+  /// vectors (KSuper): no scalar scale arithmetic and no byte-to-lane widening through 128-bit
+  /// registers per piece.
+  template <class B>
+  EMBER_ALWAYS_INLINE void super_block(const std::uint8_t* b, Index c) noexcept {
+    const KSuper<B> k(b);
+    _mm512_storeu_ps(coef + c / 16, k.coef);
+    unrolled<8>([&](auto piece) EMBER_INLINE_LAMBDA {
+      constexpr int i = static_cast<int>(piece);
+      const __m512 v0 = _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, k.codes(2 * i));
+      const __m512 v1 = _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, k.codes(2 * i + 1));
+      const __m512 a0 = k.scale(2 * i);
+      const Index ci = c + 32 * i;
+      if constexpr (KSuper<B>::same) {
+        each([&](auto j) EMBER_INLINE_LAMBDA {
+          const __m512 p0 = dot_mul(v0, dot_load(x(j, ci)));
+          add(j, dot_fma(v1, dot_load(x(j, ci + 16)), p0), a0);
+        });
+      } else {
+        const __m512 a1 = k.scale(2 * i + 1);
+        each([&](auto j) EMBER_INLINE_LAMBDA {
+          add(j, dot_mul(v0, dot_load(x(j, ci))), a0);
+          add(j, dot_mul(v1, dot_load(x(j, ci + 16))), a1);
+        });
+      }
+    });
+  }
+#endif
 
   template <bool Offset, bool Same, bool Signed>
   EMBER_ALWAYS_INLINE void codes(Index c, const Codes32<Offset, Same, Signed>& g) noexcept {
@@ -546,6 +743,21 @@ struct Dots {
     return r + tail[j];
   }
 };
+
+#if defined(__AVX512F__)
+/// The K-quants into a Dots sink: a super-block at a time (Dots::super_block), the same bits as
+/// the generic feed above.
+template <class B, std::size_t N>
+requires is_k_super<B> EMBER_ALWAYS_INLINE void feed(std::type_identity<B>, const std::uint8_t* b,
+                                                     Index c, Dots<N>& sink) {
+  sink.template super_block<B>(b, c);
+}
+template <std::size_t N>
+EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ6_K>, const std::uint8_t* b, Index c,
+                              Dots<N>& sink) {
+  sink.template super_block<BlockQ6_K>(b, c);
+}
+#endif
 
 /// Columns per tile of dot_rows_n for N hidden rows of d of `type`: the whole row for N <= 2; 512
 /// bytes of each table row for the plain types (F32, F16, BF16: measured 1.1-1.6x faster than 16 KB
