@@ -13,6 +13,7 @@
 
 #include "ember/detail/float_dots.hpp"
 #include "ember/detail/int8_dot.hpp"
+#include "ember/detail/pass_rows.hpp"
 #include "ember/ggml/dot.hpp"
 #include "ember/ggml/encode.hpp"
 #include "ember/random.hpp"
@@ -39,6 +40,20 @@ std::vector<float> qdot_normal(Index n, std::uint64_t seed) {
   for (auto& x : v) x = static_cast<float>(rng.normal());
   return v;
 }
+
+/// Sets detail::row_parts() for its lifetime.
+class RowParts {
+ public:
+  explicit RowParts(Index parts) : saved_(ember::detail::row_parts()) {
+    ember::detail::row_parts() = parts;
+  }
+  RowParts(const RowParts&) = delete;
+  RowParts& operator=(const RowParts&) = delete;
+  ~RowParts() { ember::detail::row_parts() = saved_; }
+
+ private:
+  Index saved_;
+};
 
 /// Runs `kernel(j0, nj, out)` over n hidden rows in passes of 8.
 template <class K>
@@ -76,6 +91,17 @@ TEST_CASE("the quantized-hidden kernels of this build give the portable kernels'
         const auto built = qdot_passes(n, rows, [&](Index j0, Index nj, float* out) {
           gg::qdot_rows(t, q.data(), rb, rows, d, qh, j0, nj, out, rows);
         });
+        // The rows in 1 and 4 parts (row_parts(): the vendor's choice by default).
+        for (const Index parts : {Index{1}, Index{4}}) {
+          INFO(parts << " parts");
+          const RowParts order(parts);
+          CHECK(qdot_same(qdot_passes(n, rows,
+                                      [&](Index j0, Index nj, float* out) {
+                                        gg::qdot_rows(t, q.data(), rb, rows, d, qh, j0, nj, out,
+                                                      rows);
+                                      }),
+                          built));
+        }
         gg::visit_block(t, [&](auto block) {
           using B = typename decltype(block)::type;
           const auto portable = qdot_passes(n, rows, [&](Index j0, Index nj, float* out) {
@@ -128,6 +154,16 @@ TEST_CASE("the int8-row and 16-bit kernels of this build give the portable bits"
           rows8.data(), rb, rows, (d + 31) / 32, qh, j0, nj, out, rows);
     });
     CHECK(qdot_same(built, portable));
+    for (const Index parts : {Index{1}, Index{4}}) {
+      INFO(parts << " parts");
+      const RowParts order(parts);
+      CHECK(qdot_same(qdot_passes(n, rows,
+                                  [&](Index j0, Index nj, float* out) {
+                                    ember::detail::int8_rows_qdot(rows8.data(), rb, rows, d, qh, j0,
+                                                                  nj, out, rows);
+                                  }),
+                      portable));
+    }
     // F16 and BF16 rows with hidden rows rounded to their type: exact products.
     for (const GgmlType t : {GgmlType::F16, GgmlType::BF16}) {
       INFO(to_string(t));
