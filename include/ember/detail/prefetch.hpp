@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include <Eigen/Core>
@@ -83,6 +84,20 @@ EMBER_ALWAYS_INLINE void prefetch_slice(const void* row, Eigen::Index begin,
   static_cast<void>(row);
   static_cast<void>(begin);
   static_cast<void>(end);
+#endif
+}
+
+/// prefetch_slice of the Bytes bytes at p, for a kernel that reads one block of a row after
+/// another: a line every 64 bytes from p, unrolled (a block's last line, when it is not asked for
+/// here, is the next block's first).
+template <std::size_t Bytes>
+EMBER_ALWAYS_INLINE void prefetch_block(const void* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  const auto* bytes = static_cast<const unsigned char*>(p);
+  for (std::size_t at = 0; at < Bytes; at += 64)
+    __builtin_prefetch(bytes + at, 0, kStreamPrefetchLocality);
+#else
+  static_cast<void>(p);
 #endif
 }
 

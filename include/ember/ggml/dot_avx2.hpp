@@ -263,7 +263,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
       }
       t.dmin = load_half_f16c(b + offsetof(B, dmin));
     } else {
-      widen16<false>(q3k_scales(b + offsetof(B, scales)), t.sc);
+      widen16<false>(q3k_scales_v(b + offsetof(B, scales)), t.sc);
       for (auto& s : t.sc) s = _mm256_sub_epi32(s, _mm256_set1_epi32(32));
     }
   } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
@@ -288,7 +288,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
         t.w[c][1] = _mm256_or_si256(t.w[c][1], _mm256_slli_epi16(bits_at(qh, 2 * c + 1, 1), 4));
       }
     }
-    const __m128i sm = k4_scales_mins(b + offsetof(B, scales));
+    const __m128i sm = k4_scales_mins_v(b + offsetof(B, scales));
     const __m128i pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     widen16<false>(_mm_shuffle_epi8(sm, pairs), t.sc);
     widen16<false>(_mm_shuffle_epi8(_mm_srli_si128(sm, 8), pairs), t.m);

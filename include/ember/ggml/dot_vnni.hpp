@@ -356,7 +356,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
       t.dmin = load_half_f16c(b + offsetof(B, dmin));
     } else {
       t.sc = _mm512_sub_epi32(
-          _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, q3k_scales(b + offsetof(B, scales))),
+          _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, q3k_scales_v(b + offsetof(B, scales))),
           _mm512_set1_epi32(32));
     }
   } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
@@ -372,19 +372,24 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
         __mmask16{0xFFFF},
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))));
   } else {  // Q4_K, Q5_K
+    // Chunk c: the low nibbles of qs[32c .. 32c + 31], then their high nibbles; two chunks per
+    // 64 bytes of qs.
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; c += 2) {
+      const __m512i q = _mm512_loadu_si512(b + offsetof(B, qs) + 32 * c);
+      const __m512i lo = _mm512_and_si512(q, low4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+      t.w[c] = _mm512_maskz_shuffle_i64x2(__mmask8{0xFF}, lo, hi, 0x44);
+      t.w[c + 1] = _mm512_maskz_shuffle_i64x2(__mmask8{0xFF}, lo, hi, 0xEE);
+    }
     for (int c = 0; c < 4; ++c) {
-      const __m256i q =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(B, qs) + 32 * c));
-      const __m512i both = _mm512_maskz_inserti64x4(__mmask8{0xFF}, _mm512_castsi256_si512(q),
-                                                    _mm256_srli_epi16(q, 4), 1);
-      t.w[c] = _mm512_and_si512(both, _mm512_set1_epi8(0x0F));
       if constexpr (std::is_same_v<B, BlockQ5_K>) {
         const __m512i qh = both_halves(b + offsetof(B, qh));
         t.w[c] = _mm512_or_si512(t.w[c], _mm512_slli_epi16(bits_of(qh, 2 * c, 2 * c + 1, 1), 4));
       }
     }
     // 8 scales and 8 mins, each for two 16-element sub-blocks.
-    const __m128i sm = k4_scales_mins(b + offsetof(B, scales));
+    const __m128i sm = k4_scales_mins_v(b + offsetof(B, scales));
     const __m128i pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     t.sc = _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, _mm_shuffle_epi8(sm, pairs));
     t.m = _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF},
@@ -404,7 +409,7 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
       [&](const std::uint8_t* row, const std::uint8_t* ahead, __m512* f,
           __m512* gx) EMBER_INLINE_LAMBDA {
         for (Index s = 0; s < supers; ++s) {
-          prefetch_slice(ahead, s * Index{sizeof(B)}, (s + 1) * Index{sizeof(B)});
+          prefetch_block<sizeof(B)>(ahead + s * Index{sizeof(B)});
           Super t;
           load_super<B, Offset>(row + s * Index{sizeof(B)}, t);
           unrolled<N>([&](auto jc) EMBER_INLINE_LAMBDA {

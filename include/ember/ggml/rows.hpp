@@ -496,7 +496,7 @@ struct KSuper<BlockQ3_K> {
   explicit KSuper(const std::uint8_t* b) noexcept
       : qs(b + offsetof(B, qs)), hmask(b + offsetof(B, hmask)) {
     const __m512i sc = _mm512_sub_epi32(
-        _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, q3k_scales(b + offsetof(B, scales))),
+        _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, q3k_scales_v(b + offsetof(B, scales))),
         _mm512_set1_epi32(32));
     a = _mm512_mul_ps(_mm512_set1_ps(load_half_f16c(b + offsetof(B, d))),
                       _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, sc));
@@ -526,7 +526,7 @@ struct KSuper<B> {
     if constexpr (std::is_same_v<B, BlockQ5_K>) qh = b + offsetof(B, qh);
     const __m512 sm = _mm512_maskz_cvtepi32_ps(
         __mmask16{0xFFFF},
-        _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, k4_scales_mins(b + offsetof(B, scales))));
+        _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, k4_scales_mins_v(b + offsetof(B, scales))));
     const __m512 factors =
         _mm512_mask_blend_ps(__mmask16{0xFF00}, _mm512_set1_ps(load_half_f16c(b + offsetof(B, d))),
                              _mm512_set1_ps(load_half_f16c(b + offsetof(B, dmin))));
