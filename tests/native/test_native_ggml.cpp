@@ -193,7 +193,7 @@ std::vector<float> super_block_dots(const std::vector<std::uint8_t>& q, Index ro
         ThroughCodes32<N> sink{dots};
         gg::avx2::feed(std::type_identity<B>{}, b, 256 * s, sink);
       } else {
-        gg::avx2::feed(std::type_identity<B>{}, b, 256 * s, dots);
+        dots.template super_block<B>(b, 256 * s);
       }
     }
     for (std::size_t j = 0; j < N; ++j) out.push_back(dots.result(j, true));
@@ -210,6 +210,24 @@ void check_super_block_path(const std::vector<std::uint8_t>& q, Index rows, Inde
   const auto generic = super_block_dots<B, N, true>(q, rows, d, h);
   REQUIRE(fast.size() == generic.size());
   CHECK(native_same_bits(fast.data(), generic.data(), static_cast<Index>(fast.size())));
+}
+
+/// dot_rows over `rows` rows of B against the generic path (a Codes32 per 32 columns, a row at a
+/// time): the whole-row loop at N <= 2 and the tiles above, the same bits.
+template <class B, std::size_t N>
+void check_super_rows(ember::GgmlType t, const std::vector<std::uint8_t>& q, Index rows, Index d,
+                      const std::vector<float>& h) {
+  INFO("dot_rows, N = " << N);
+  std::vector<float> out(N * static_cast<std::size_t>(rows));
+  gg::dot_rows(t, q.data(), gg::row_bytes(t, d), rows, d, h.data(), d, static_cast<Index>(N),
+               out.data(), rows);
+  const auto generic = super_block_dots<B, N, true>(q, rows, d, h);
+  const std::size_t per_row = N + static_cast<std::size_t>(d / 16);  // results, then coefficients
+  std::vector<float> expected(out.size());
+  for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r)
+    for (std::size_t j = 0; j < N; ++j)
+      expected[j * static_cast<std::size_t>(rows) + r] = generic[r * per_row + j];
+  CHECK(native_same_bits(out.data(), expected.data(), static_cast<Index>(out.size())));
 }
 
 }  // namespace
@@ -242,6 +260,10 @@ TEST_CASE("the K-quants' super-block dot path gives the bits of a Codes32 per 32
             check_super_block_path<B, 3>(*q, rows, d, h);
             check_super_block_path<B, 5>(*q, rows, d, h);
             check_super_block_path<B, 8>(*q, rows, d, h);
+            check_super_rows<B, 1>(t, *q, rows, d, h);
+            check_super_rows<B, 2>(t, *q, rows, d, h);
+            check_super_rows<B, 3>(t, *q, rows, d, h);
+            check_super_rows<B, 8>(t, *q, rows, d, h);
           }
         }
       }

@@ -744,21 +744,6 @@ struct Dots {
   }
 };
 
-#if defined(__AVX512F__)
-/// The K-quants into a Dots sink: a super-block at a time (Dots::super_block), the same bits as
-/// the generic feed above.
-template <class B, std::size_t N>
-requires is_k_super<B> EMBER_ALWAYS_INLINE void feed(std::type_identity<B>, const std::uint8_t* b,
-                                                     Index c, Dots<N>& sink) {
-  sink.template super_block<B>(b, c);
-}
-template <std::size_t N>
-EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ6_K>, const std::uint8_t* b, Index c,
-                              Dots<N>& sink) {
-  sink.template super_block<BlockQ6_K>(b, c);
-}
-#endif
-
 /// Columns per tile of dot_rows_n for N hidden rows of d of `type`: the whole row for N <= 2; 512
 /// bytes of each table row for the plain types (F32, F16, BF16: measured 1.1-1.6x faster than 16 KB
 /// of hidden rows at N = 4 and 8, cold); about 16 KB of hidden rows in whole blocks of 256 for the
@@ -875,9 +860,85 @@ template <bool AskAhead, std::size_t N>
   }
 }
 
+#if defined(__AVX512F__)
+/// dot_rows_n for K-quant type B: each super-block fed whole (Dots::super_block), the rows in
+/// order (N <= 2: each asking for the next row's super-block ahead) or in tiles as dot_rows_n
+/// takes them, the same bits. A function of its own: with the super-block feed inlined beside the
+/// other types' loops, GCC kept those loops' accumulators on the stack (2x slower at N = 1).
+template <class B, std::size_t N>
+[[gnu::noinline]] void dot_super_rows(GgmlType type, const std::uint8_t* rows, Index row_stride,
+                                      Index count, Index d, const float* h, Index h_stride,
+                                      float* out, Index out_stride) {
+  const Index groups = d / 16;
+  const Index supers = d / B::elements;
+  const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
+  std::vector<float> coef(static_cast<std::size_t>(groups));
+  const Index tile = dot_tile_columns(N, d, type) / B::elements;  // super-blocks per tile
+  if (tile >= supers) {
+    Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
+    for (Index r = 0; r < count; ++r) {
+      dots.reset();
+      const std::uint8_t* row = rows + r * row_stride;
+      const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
+      for (Index s = 0; s < supers; ++s) {
+        prefetch_block<sizeof(B)>(ahead + s * Index{sizeof(B)});
+        dots.template super_block<B>(row + s * Index{sizeof(B)}, s * B::elements);
+      }
+      for (std::size_t j = 0; j < N; ++j)
+        out[static_cast<Index>(j) * out_stride + r] = dots.result(j, true);
+    }
+    return;
+  }
+  // As dot_rows_n's tiles.
+  constexpr Index chunk = 8;
+  std::vector<float> coefs(static_cast<std::size_t>(chunk * groups));
+  std::vector<Dots<N>> state;
+  state.reserve(chunk);
+  for (Index r = 0; r < chunk; ++r) {
+    state.push_back(Dots<N>{h, h_stride, hsum.data(), groups, coefs.data() + r * groups});
+  }
+  for (Index r0 = 0; r0 < count; r0 += chunk) {
+    const Index len = std::min(chunk, count - r0);
+    for (Index r = 0; r < len; ++r) state[static_cast<std::size_t>(r)].reset();
+    for (Index s0 = 0; s0 < supers; s0 += tile) {
+      const Index s1 = std::min(supers, s0 + tile);
+      for (Index r = 0; r < len; ++r) {
+        const std::uint8_t* row = rows + (r0 + r) * row_stride;
+        const Index next = r + 1 < len ? r0 + r + 1 : r0 + chunk;
+        if (next < count) {
+          prefetch_row(rows + next * row_stride + s0 * Index{sizeof(B)},
+                       (s1 - s0) * Index{sizeof(B)});
+        }
+        Dots<N> dots = state[static_cast<std::size_t>(r)];
+        for (Index s = s0; s < s1; ++s)
+          dots.template super_block<B>(row + s * Index{sizeof(B)}, s * B::elements);
+        state[static_cast<std::size_t>(r)] = dots;
+      }
+    }
+    for (Index r = 0; r < len; ++r) {
+      for (std::size_t j = 0; j < N; ++j) {
+        out[static_cast<Index>(j) * out_stride + r0 + r] =
+            state[static_cast<std::size_t>(r)].result(j, true);
+      }
+    }
+  }
+}
+#endif
+
 template <std::size_t N>
 void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
                 const float* h, Index h_stride, float* out, Index out_stride) {
+#if defined(__AVX512F__)
+  bool super = false;
+  visit_block(type, [&](auto block) {
+    using B = typename decltype(block)::type;
+    if constexpr (is_k_super<B>) {
+      dot_super_rows<B, N>(type, rows, row_stride, count, d, h, h_stride, out, out_stride);
+      super = true;
+    }
+  });
+  if (super) return;
+#endif
   const bool coded = traits(type).block_size > 1;
   const Index groups = dot_groups(type, d);
   const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
