@@ -8,7 +8,12 @@
 //           encoded table, the hidden rows and the output evicted from every cache level before
 //           each call, timer paused) and warm, vs Embedding<float>::logits and vs a streaming read
 //           of the encoded table (a sum of its bytes, cold and warm alike: 74 MB for q4_K, more
-//           than the LLC).
+//           than the LLC);
+//   paired: the same logits, cold, each call timed right after a streaming read of the same
+//           table, the ratio of the two taken per iteration (x_read, the median over the
+//           iterations): on a shared machine whose load moves every time by up to 1.5x between
+//           runs, the two times of a pair move alike, so the ratio holds where the separate
+//           medians' ratio does not.
 // At the end it prints the ratios from the medians of the repetitions (CPU time): lookups against
 // their targets (every type >= float rows/s, q4_K and q4_0 >= 1.5x), and the logits of each type
 // cold at N = 1 and N = 8 in both modes against the streaming read of its bytes (targets:
@@ -21,11 +26,13 @@
 //
 // Run (one line): OMP_NUM_THREADS=1 build/release/bench/bench_gguf --benchmark_repetitions=5
 //        --benchmark_report_aggregates_only=true [--benchmark_filter=...]
-// (--benchmark_filter='Lookup' or 'Logits|StreamRead' runs one half; the table lists what ran.)
+// (--benchmark_filter='Lookup' or 'Logits|StreamRead' runs one half, 'Paired' the paired logits;
+// the tables list what ran.)
 // SPDX-License-Identifier: MIT
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -226,41 +233,74 @@ void BM_Logits(benchmark::State& state, GgmlType type, Index n, LogitsMode mode,
 
 /// The floor of the logits: one pass over the encoded table, summing its bytes (psadbw where the
 /// build has AVX2, so the pass is bound by memory, not by the adds).
+std::uint64_t stream_sum(const std::uint8_t* p, std::size_t size) {
+  const std::size_t n = size / 128 * 128;
+  std::uint64_t total = 0;
+#if defined(__AVX2__)
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  const __m256i zero = _mm256_setzero_si256();
+  auto load = [&](std::size_t i) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
+  };
+  for (std::size_t i = 0; i < n; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_sad_epu8(load(i), zero));
+    a1 = _mm256_add_epi64(a1, _mm256_sad_epu8(load(i + 32), zero));
+    a2 = _mm256_add_epi64(a2, _mm256_sad_epu8(load(i + 64), zero));
+    a3 = _mm256_add_epi64(a3, _mm256_sad_epu8(load(i + 96), zero));
+  }
+  alignas(32) std::uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+  total = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+#else
+  for (std::size_t i = 0; i < n; ++i) total += p[i];
+#endif
+  for (std::size_t i = n; i < size; ++i) total += p[i];
+  return total;
+}
+
+/// stream_sum of the encoded table, cold (evicted before each pass, timer paused) or warm.
 void BM_StreamRead(benchmark::State& state, GgmlType type, Cache cache) {
   const Encoded& e = encoded(type);
-  const std::uint8_t* p = e.bytes.data();
-  const std::size_t n = e.bytes.size() / 128 * 128;
   for (auto _ : state) {
     if (cache == Cache::cold) {
       state.PauseTiming();
-      ember_bench::flush_range(p, e.bytes.size());
+      ember_bench::flush_range(e.bytes.data(), e.bytes.size());
       ember_bench::flush_fence();
       state.ResumeTiming();
     }
-    std::uint64_t total = 0;
-#if defined(__AVX2__)
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    const __m256i zero = _mm256_setzero_si256();
-    auto load = [&](std::size_t i) {
-      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
-    };
-    for (std::size_t i = 0; i < n; i += 128) {
-      a0 = _mm256_add_epi64(a0, _mm256_sad_epu8(load(i), zero));
-      a1 = _mm256_add_epi64(a1, _mm256_sad_epu8(load(i + 32), zero));
-      a2 = _mm256_add_epi64(a2, _mm256_sad_epu8(load(i + 64), zero));
-      a3 = _mm256_add_epi64(a3, _mm256_sad_epu8(load(i + 96), zero));
-    }
-    alignas(32) std::uint64_t lanes[4];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
-                       _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
-    total = lanes[0] + lanes[1] + lanes[2] + lanes[3];
-#else
-    for (std::size_t i = 0; i < n; ++i) total += p[i];
-#endif
-    for (std::size_t i = n; i < e.bytes.size(); ++i) total += p[i];
-    benchmark::DoNotOptimize(total);
+    benchmark::DoNotOptimize(stream_sum(e.bytes.data(), e.bytes.size()));
   }
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(e.bytes.size()));
+}
+
+/// The logits and the streaming read of the same table in turn, cold, every iteration: x_read is
+/// the median over the iterations of read time / logits time, each pair measured back to back, so
+/// that the load of a shared machine (which moves either time by up to 1.5x between runs) moves
+/// both alike. The time reported is the logits'.
+void BM_Paired(benchmark::State& state, GgmlType type, Index n, LogitsMode mode) {
+  const Encoded& e = encoded(type);
+  const RowMatrix<float> h = hidden(n);
+  RowMatrix<float> out(n, kVocab);
+  std::vector<double> ratios;
+  using Clock = std::chrono::steady_clock;
+  for (auto _ : state) {
+    ember_bench::flush_range(e.bytes.data(), e.bytes.size());
+    ember_bench::flush_fence();
+    const auto r0 = Clock::now();
+    benchmark::DoNotOptimize(stream_sum(e.bytes.data(), e.bytes.size()));
+    const double read = std::chrono::duration<double>(Clock::now() - r0).count();
+    flush_logits(e.bytes.data(), e.bytes.size(), h, out);
+    const auto l0 = Clock::now();
+    e.view->logits(h, out, mode);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+    const double logits = std::chrono::duration<double>(Clock::now() - l0).count();
+    state.SetIterationTime(logits);
+    ratios.push_back(read / logits);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  state.counters["x_read"] = ratios.empty() ? 0.0 : ratios[ratios.size() / 2];
 }
 
 std::string name_of(GgmlType t) { return std::string(ember::io::to_string(t)); }
@@ -271,6 +311,10 @@ std::string logits_name(const std::string& table, Index n, const char* mode, Cac
 }
 
 const char* name_of(LogitsMode mode) { return mode == LogitsMode::exact ? "exact" : "quantized"; }
+
+std::string paired_name(const std::string& table, Index n, const char* mode) {
+  return "BM_Paired<" + table + ">/n:" + std::to_string(n) + "/" + mode;
+}
 
 void register_all() {
   constexpr Cache caches[] = {Cache::cold, Cache::warm};
@@ -300,6 +344,14 @@ void register_all() {
         }
       }
     }
+    for (const LogitsMode mode : {LogitsMode::exact, LogitsMode::quantized_hidden}) {
+      for (const Index n : kLogitsRows) {
+        benchmark::RegisterBenchmark(paired_name(tn, n, name_of(mode)).c_str(), BM_Paired, t, n,
+                                     mode)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+    }
   }
 }
 
@@ -312,6 +364,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
       if (!ember_bench::MedianOf::wanted(r)) continue;
+      const auto x = r.counters.find("x_read");
+      if (x != r.counters.end()) paired_[r.run_name.str()].record(r, x->second.value);
       const auto it = r.counters.find("rows/s");
       values_[r.run_name.str()].record(
           r, it != r.counters.end() ? it->second.value : r.GetAdjustedCPUTime());
@@ -368,9 +422,36 @@ class RatioReporter : public benchmark::ConsoleReporter {
             get(logits_name(fl, 64, "exact", c)));
       }
     }
+    print_paired();
+  }
+
+  /// The paired runs: each logits call over the streaming read timed just before it.
+  void print_paired() const {
+    if (paired_.empty()) return;
+    std::printf(
+        "\nlogits, cold, paired with the read (BM_Paired: the median over iterations of read time "
+        "/ logits time, each pair back to back); N8/N1 = the time ratio, x(N=1) / x(N=8)\n");
+    std::printf("%-6s %-9s %7s %7s %7s %7s %7s %7s\n", "type", "mode", "N=1", "N=2", "N=4", "N=8",
+                "N=64", "N8/N1");
+    for (const GgmlType t : kTypes) {
+      const std::string tn = name_of(t);
+      for (const char* mode : {"exact", "quantized"}) {
+        const double x1 = get_paired(paired_name(tn, 1, mode));
+        if (!(x1 > 0)) continue;
+        const double x8 = get_paired(paired_name(tn, 8, mode));
+        std::printf("%-6s %-9s %6.2fx %6.2fx %6.2fx %6.2fx %6.2fx %6.2fx\n", tn.c_str(), mode, x1,
+                    get_paired(paired_name(tn, 2, mode)), get_paired(paired_name(tn, 4, mode)), x8,
+                    get_paired(paired_name(tn, 64, mode)), ratio(x1, x8));
+      }
+    }
   }
 
  private:
+  [[nodiscard]] double get_paired(const std::string& name) const {
+    const auto it = paired_.find(name + "/manual_time");  // UseManualTime's suffix
+    return it == paired_.end() ? 0.0 : it->second.value();
+  }
+  std::map<std::string, ember_bench::MedianOf> paired_;
   static double ratio(double a, double b) { return a > 0 && b > 0 ? a / b : 0.0; }
   [[nodiscard]] double get(const std::string& name) const {
     const auto it = values_.find(name);
