@@ -277,30 +277,47 @@ void BM_StreamRead(benchmark::State& state, GgmlType type, Cache cache) {
 /// The logits and the streaming read of the same table in turn, cold, every iteration: x_read is
 /// the median over the iterations of read time / logits time, each pair measured back to back, so
 /// that the load of a shared machine (which moves either time by up to 1.5x between runs) moves
-/// both alike. The time reported is the logits'.
+/// both alike. The time reported is the logits'. `logits()` computes out from h over the table's
+/// `size` bytes at `table`.
+template <class Logits>
+void paired(benchmark::State& state, const std::uint8_t* table, std::size_t size,
+            const RowMatrix<float>& h, RowMatrix<float>& out, const Logits& logits) {
+  std::vector<double> ratios;
+  using Clock = std::chrono::steady_clock;
+  for (auto _ : state) {
+    ember_bench::flush_range(table, size);
+    ember_bench::flush_fence();
+    const auto r0 = Clock::now();
+    benchmark::DoNotOptimize(stream_sum(table, size));
+    const double read = std::chrono::duration<double>(Clock::now() - r0).count();
+    flush_logits(table, size, h, out);
+    const auto l0 = Clock::now();
+    logits();
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+    const double time = std::chrono::duration<double>(Clock::now() - l0).count();
+    state.SetIterationTime(time);
+    ratios.push_back(read / time);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  state.counters["x_read"] = ratios.empty() ? 0.0 : ratios[ratios.size() / 2];
+}
+
 void BM_Paired(benchmark::State& state, GgmlType type, Index n, LogitsMode mode) {
   const Encoded& e = encoded(type);
   const RowMatrix<float> h = hidden(n);
   RowMatrix<float> out(n, kVocab);
-  std::vector<double> ratios;
-  using Clock = std::chrono::steady_clock;
-  for (auto _ : state) {
-    ember_bench::flush_range(e.bytes.data(), e.bytes.size());
-    ember_bench::flush_fence();
-    const auto r0 = Clock::now();
-    benchmark::DoNotOptimize(stream_sum(e.bytes.data(), e.bytes.size()));
-    const double read = std::chrono::duration<double>(Clock::now() - r0).count();
-    flush_logits(e.bytes.data(), e.bytes.size(), h, out);
-    const auto l0 = Clock::now();
-    e.view->logits(h, out, mode);
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-    const double logits = std::chrono::duration<double>(Clock::now() - l0).count();
-    state.SetIterationTime(logits);
-    ratios.push_back(read / logits);
-  }
-  std::sort(ratios.begin(), ratios.end());
-  state.counters["x_read"] = ratios.empty() ? 0.0 : ratios[ratios.size() / 2];
+  paired(state, e.bytes.data(), e.bytes.size(), h, out, [&] { e.view->logits(h, out, mode); });
+}
+
+/// BM_Paired for Embedding<float>::logits, paired with the read of its float table.
+void BM_PairedFloat(benchmark::State& state, Index n) {
+  const auto& t = float_table();
+  const RowMatrix<float> h = hidden(n);
+  RowMatrix<float> out(n, kVocab);
+  paired(state, reinterpret_cast<const std::uint8_t*>(t.weight().data()),
+         static_cast<std::size_t>(t.weight().size()) * sizeof(float), h, out,
+         [&] { t.logits(h, out); });
 }
 
 std::string name_of(GgmlType t) { return std::string(ember::io::to_string(t)); }
@@ -325,6 +342,11 @@ void register_all() {
                                    c)
           ->Unit(benchmark::kMillisecond);
     }
+  }
+  for (const Index n : kLogitsRows) {
+    benchmark::RegisterBenchmark(paired_name("float", n, "exact").c_str(), BM_PairedFloat, n)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
   }
   for (const GgmlType t : kTypes) {
     const std::string tn = name_of(t);
@@ -443,6 +465,14 @@ class RatioReporter : public benchmark::ConsoleReporter {
                     get_paired(paired_name(tn, 2, mode)), get_paired(paired_name(tn, 4, mode)), x8,
                     get_paired(paired_name(tn, 64, mode)), ratio(x1, x8));
       }
+    }
+    const double f1 = get_paired(paired_name("float", 1, "exact"));
+    if (f1 > 0) {
+      const double f8 = get_paired(paired_name("float", 8, "exact"));
+      std::printf("%-6s %-9s %6.2fx %6.2fx %6.2fx %6.2fx %6.2fx %6.2fx (Embedding<float>)\n",
+                  "float", "exact", f1, get_paired(paired_name("float", 2, "exact")),
+                  get_paired(paired_name("float", 4, "exact")), f8,
+                  get_paired(paired_name("float", 64, "exact")), ratio(f1, f8));
     }
   }
 
