@@ -455,6 +455,21 @@ EMBER_ALWAYS_INLINE __m512 lane_of(__m512 v, int g) noexcept {
   return _mm512_maskz_permutexvar_ps(__mmask16{0xFFFF}, _mm512_set1_epi32(g), v);
 }
 
+/// The scales of a super-block's 16 sub-blocks and their offset coefficients (lane g: sub-block
+/// g), for the K-quants whose codes stand for code - k (q3_K, q6_K).
+struct SubBlockScales {
+  __m512 a;     ///< d · sc
+  __m512 coef;  ///< -k · a
+};
+
+/// SubBlockScales of signed scales sc (int32 lanes) and the fp16 super-block scale at `d`.
+EMBER_ALWAYS_INLINE SubBlockScales sub_block_scales(const std::uint8_t* d, __m512i sc,
+                                                    float k) noexcept {
+  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(load_half_f16c(d)),
+                                 _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, sc));
+  return {a, _mm512_mul_ps(_mm512_set1_ps(-k), a)};
+}
+
 /// A K-quant super-block as Dots::super_block reads it: codes(g) the 16 codes of columns 16g ..
 /// 16g + 15 as int32 lanes (before the code offset), scale(g) their scale a in every lane, coef
 /// lane g their offset coefficient (b, or -k · a), each the value feed's Codes32 of the same
@@ -498,9 +513,9 @@ struct KSuper<BlockQ3_K> {
     const __m512i sc = _mm512_sub_epi32(
         _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, q3k_scales_v(b + offsetof(B, scales))),
         _mm512_set1_epi32(32));
-    a = _mm512_mul_ps(_mm512_set1_ps(load_half_f16c(b + offsetof(B, d))),
-                      _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, sc));
-    coef = _mm512_mul_ps(_mm512_set1_ps(-4.0f), a);
+    const SubBlockScales s = sub_block_scales(b + offsetof(B, d), sc, 4.0f);
+    a = s.a;
+    coef = s.coef;
   }
   // Columns 128n + 32j + 16h + l: bits 2j of qs[32n + 16h + l], bit 4n + j of hmask[16h + l] as
   // bit 2.
@@ -564,9 +579,9 @@ struct KSuper<BlockQ6_K> {
     const __m512i sc = _mm512_maskz_cvtepi8_epi32(
         __mmask16{0xFFFF},
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))));
-    a = _mm512_mul_ps(_mm512_set1_ps(load_half_f16c(b + offsetof(B, d))),
-                      _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, sc));
-    coef = _mm512_mul_ps(_mm512_set1_ps(-32.0f), a);
+    const SubBlockScales s = sub_block_scales(b + offsetof(B, d), sc, 32.0f);
+    a = s.a;
+    coef = s.coef;
   }
   // Columns 128n + 32k + 16h + l: nibble k / 2 of ql[64n + 32(k % 2) + 16h + l], bits 2k of
   // qh[32n + 16h + l] as bits 4 and 5.
