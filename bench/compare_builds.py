@@ -25,7 +25,8 @@ CASES = [
     ("bench_sparse_grad", "ember_backward"),
     ("bench_bag", "/ember/"),
     ("bench_reduced", "BM_Lookup"),
-    ("bench_tied_logits", "ember_logits"),
+    ("bench_tied_logits", "ember_logits|small_logits/int8/.*/n(1|8)/quantized/cold"),
+    ("bench_gguf", "BM_Lookup<"),
 ]
 
 
