@@ -875,76 +875,25 @@ template <bool AskAhead, std::size_t N>
   }
 }
 
-#if defined(__AVX512F__)
-/// dot_rows_n for K-quant type B: each super-block fed whole (Dots::super_block), the rows in
-/// order (N <= 2: each asking for the next row's super-block ahead) or in tiles as dot_rows_n
-/// takes them, the same bits. A function of its own: with the super-block feed inlined beside the
-/// other types' loops, GCC kept those loops' accumulators on the stack (2x slower at N = 1).
+/// Block b of type B at column c fed to dots: a K-quant super-block whole where the build has
+/// AVX-512 (Dots::super_block, the bits of its 32-column feed), else as feed_range feeds it.
 template <class B, std::size_t N>
-[[gnu::noinline]] void dot_super_rows(GgmlType type, const std::uint8_t* rows, Index row_stride,
-                                      Index count, Index d, const float* h, Index h_stride,
-                                      float* out, Index out_stride) {
-  const Index groups = d / 16;
-  const Index supers = d / B::elements;
-  const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
-  std::vector<float> coef(static_cast<std::size_t>(groups));
-  const Index tile = dot_tile_columns(N, d, type) / B::elements;  // super-blocks per tile
-  if (tile >= supers) {
-    Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
-    for (Index r = 0; r < count; ++r) {
-      dots.reset();
-      const std::uint8_t* row = rows + r * row_stride;
-      const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
-      for (Index s = 0; s < supers; ++s) {
-        prefetch_block<sizeof(B)>(ahead + s * Index{sizeof(B)});
-        dots.template super_block<B>(row + s * Index{sizeof(B)}, s * B::elements);
-      }
-      for (std::size_t j = 0; j < N; ++j)
-        out[static_cast<Index>(j) * out_stride + r] = dots.result(j, true);
-    }
+EMBER_ALWAYS_INLINE void feed_block(const std::uint8_t* b, Index c, Dots<N>& dots) {
+#if defined(__AVX512F__)
+  if constexpr (is_k_super<B>) {
+    dots.template super_block<B>(b, c);
     return;
   }
-  // As dot_rows_n's tiles.
-  constexpr Index chunk = 8;
-  std::vector<float> coefs(static_cast<std::size_t>(chunk * groups));
-  std::vector<Dots<N>> state;
-  state.reserve(chunk);
-  for (Index r = 0; r < chunk; ++r) {
-    state.push_back(Dots<N>{h, h_stride, hsum.data(), groups, coefs.data() + r * groups});
-  }
-  for (Index r0 = 0; r0 < count; r0 += chunk) {
-    const Index len = std::min(chunk, count - r0);
-    for (Index r = 0; r < len; ++r) state[static_cast<std::size_t>(r)].reset();
-    for (Index s0 = 0; s0 < supers; s0 += tile) {
-      const Index s1 = std::min(supers, s0 + tile);
-      for (Index r = 0; r < len; ++r) {
-        const std::uint8_t* row = rows + (r0 + r) * row_stride;
-        const Index next = r + 1 < len ? r0 + r + 1 : r0 + chunk;
-        if (next < count) {
-          prefetch_row(rows + next * row_stride + s0 * Index{sizeof(B)},
-                       (s1 - s0) * Index{sizeof(B)});
-        }
-        Dots<N> dots = state[static_cast<std::size_t>(r)];
-        for (Index s = s0; s < s1; ++s)
-          dots.template super_block<B>(row + s * Index{sizeof(B)}, s * B::elements);
-        state[static_cast<std::size_t>(r)] = dots;
-      }
-    }
-    for (Index r = 0; r < len; ++r) {
-      for (std::size_t j = 0; j < N; ++j) {
-        out[static_cast<Index>(j) * out_stride + r0 + r] =
-            state[static_cast<std::size_t>(r)].result(j, true);
-      }
-    }
-  }
-}
 #endif
+  feed(std::type_identity<B>{}, b, c, dots);
+}
 
 /// dot_rows_n's column tiles for block type B (from 3 hidden rows): each row's blocks of a tile
 /// fed to a local copy of its Dots with the type known at compile time, so that the accumulators
 /// can stay in registers (through feed_range's run-time type dispatch they were kept in memory:
 /// with the table in cache, q4_0 and q8_0 1.5x slower at N = 4 and 1.2x at N = 8). The same feed
-/// calls in the same order as feed_range's: the same bits.
+/// calls in the same order as feed_range's (the K-quants' super-blocks whole where the build has
+/// AVX-512, as dot_super_rows takes them): the same bits.
 template <class B, std::size_t N>
 [[gnu::noinline]] void dot_block_tiles(const std::uint8_t* rows, Index row_stride, Index count,
                                        Index d, Index tile, const float* h, Index h_stride,
@@ -974,7 +923,7 @@ template <class B, std::size_t N>
         }
         Dots<N> dots = state[static_cast<std::size_t>(r)];
         for (Index i = b0; i < b1; ++i)
-          feed(std::type_identity<B>{}, row + i * Index{sizeof(B)}, i * B::elements, dots);
+          feed_block<B>(row + i * Index{sizeof(B)}, i * B::elements, dots);
         state[static_cast<std::size_t>(r)] = dots;
       }
     }
@@ -986,6 +935,41 @@ template <class B, std::size_t N>
     }
   }
 }
+
+#if defined(__AVX512F__)
+/// dot_rows_n for K-quant type B: each super-block fed whole (Dots::super_block), the rows in
+/// order (N <= 2: each asking for the next row's super-block ahead) or in tiles
+/// (dot_block_tiles), the same bits. A function of its own: with the super-block feed inlined
+/// beside the other types' loops, GCC kept those loops' accumulators on the stack (2x slower at N =
+/// 1).
+template <class B, std::size_t N>
+[[gnu::noinline]] void dot_super_rows(GgmlType type, const std::uint8_t* rows, Index row_stride,
+                                      Index count, Index d, const float* h, Index h_stride,
+                                      float* out, Index out_stride) {
+  const Index supers = d / B::elements;
+  const Index tile = dot_tile_columns(N, d, type) / B::elements;  // super-blocks per tile
+  if (tile >= supers) {
+    const Index groups = d / 16;
+    const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
+    std::vector<float> coef(static_cast<std::size_t>(groups));
+    Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
+    for (Index r = 0; r < count; ++r) {
+      dots.reset();
+      const std::uint8_t* row = rows + r * row_stride;
+      const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
+      for (Index s = 0; s < supers; ++s) {
+        prefetch_block<sizeof(B)>(ahead + s * Index{sizeof(B)});
+        dots.template super_block<B>(row + s * Index{sizeof(B)}, s * B::elements);
+      }
+      for (std::size_t j = 0; j < N; ++j)
+        out[static_cast<Index>(j) * out_stride + r] = dots.result(j, true);
+    }
+    return;
+  }
+  dot_block_tiles<B, N>(rows, row_stride, count, d, tile * B::elements, h, h_stride, out,
+                        out_stride);
+}
+#endif
 
 template <std::size_t N>
 void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
@@ -1002,10 +986,18 @@ void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index
   if (super) return;
 #endif
   const bool coded = traits(type).block_size > 1;
+  const Index tile = dot_tile_columns(N, d, type);
+  if (coded && tile < d) {
+    // The block types' column tiles, in a function per type.
+    visit_block(type, [&](auto block) {
+      using B = typename decltype(block)::type;
+      dot_block_tiles<B, N>(rows, row_stride, count, d, tile, h, h_stride, out, out_stride);
+    });
+    return;
+  }
   const Index groups = dot_groups(type, d);
   const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
   std::vector<float> coef(static_cast<std::size_t>(groups));
-  const Index tile = dot_tile_columns(N, d, type);
   if (tile >= d) {
     Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
     if (detail::ggml::row_bytes(type, d) >= kRowAskAheadMinBytes) {
@@ -1015,17 +1007,9 @@ void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index
     }
     return;
   }
-  // Columns in tiles, so the tile of the hidden rows stays in L1 while a chunk of rows passes
-  // over it: each row's accumulators are kept between its tiles (the same operations in the same
-  // order as a row fed whole). The block types' tiles in a function per type; the plain types'
-  // below.
-  if (coded) {
-    visit_block(type, [&](auto block) {
-      using B = typename decltype(block)::type;
-      dot_block_tiles<B, N>(rows, row_stride, count, d, tile, h, h_stride, out, out_stride);
-    });
-    return;
-  }
+  // The plain types' columns in tiles, so the tile of the hidden rows stays in L1 while a chunk
+  // of rows passes over it: each row's accumulators are kept between its tiles (the same
+  // operations in the same order as a row fed whole).
   constexpr Index chunk = 8;
   std::vector<float> coefs(static_cast<std::size_t>(chunk * std::max<Index>(groups, 1)));
   std::vector<Dots<N>> state;
@@ -1053,7 +1037,7 @@ void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index
     for (Index r = 0; r < len; ++r) {
       for (std::size_t j = 0; j < N; ++j) {
         out[static_cast<Index>(j) * out_stride + r0 + r] =
-            state[static_cast<std::size_t>(r)].result(j, coded);
+            state[static_cast<std::size_t>(r)].result(j, false);
       }
     }
   }
