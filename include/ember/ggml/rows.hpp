@@ -635,6 +635,27 @@ struct Dots {
   __m256 acc8[N] = {};
   float tail[N] = {};
 
+  /// The accumulators of a row that the block types use (acc; acc8 and tail are the plain types'),
+  /// as dot_block_tiles keeps them between a row's column tiles.
+  struct Kept {
+    DotVector acc[N][2];
+  };
+  /// Takes the accumulators kept in k (acc8 and tail stay as they are).
+  EMBER_ALWAYS_INLINE void take(const Kept& k) noexcept {
+    each([&](auto j) EMBER_INLINE_LAMBDA {
+      acc[j][0] = k.acc[j][0];
+      if constexpr (two(j)) acc[j][1] = k.acc[j][1];
+    });
+  }
+  /// Keeps the accumulators in k: only those a vector uses, so a tile's hand-over is a few vector
+  /// stores rather than a copy of the whole sink.
+  EMBER_ALWAYS_INLINE void keep(Kept& k) const noexcept {
+    each([&](auto j) EMBER_INLINE_LAMBDA {
+      k.acc[j][0] = acc[j][0];
+      if constexpr (two(j)) k.acc[j][1] = acc[j][1];
+    });
+  }
+
   EMBER_ALWAYS_INLINE void reset() noexcept {
     each([&](auto j) EMBER_INLINE_LAMBDA {
       acc[j][0] = acc[j][1] = dot_zero();
@@ -898,20 +919,23 @@ template <class B, std::size_t N>
 [[gnu::noinline]] void dot_block_tiles(const std::uint8_t* rows, Index row_stride, Index count,
                                        Index d, Index tile, const float* h, Index h_stride,
                                        float* out, Index out_stride) {
+  using Kept = typename Dots<N>::Kept;
   const Index groups = d / 16;
   const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
   const Index blocks_per_tile = tile / B::elements;
   const Index blocks = d / B::elements;
   constexpr Index chunk = 8;
   std::vector<float> coefs(static_cast<std::size_t>(chunk * groups));
-  std::vector<Dots<N>> state;
-  state.reserve(chunk);
-  for (Index r = 0; r < chunk; ++r) {
-    state.push_back(Dots<N>{h, h_stride, hsum.data(), groups, coefs.data() + r * groups});
-  }
+  std::vector<Kept> kept(chunk);
+  // A chunk of rows' accumulators, kept between tiles; a fresh sink per row and tile takes them,
+  // so that they stay in registers while the tile's blocks are fed (a copy of the whole sink per
+  // tile, through memcpy, cost about as much as the decoding at N = 8).
+  auto sink = [&](Index r) EMBER_INLINE_LAMBDA {
+    return Dots<N>{h, h_stride, hsum.data(), groups, coefs.data() + r * groups};
+  };
   for (Index r0 = 0; r0 < count; r0 += chunk) {
     const Index len = std::min(chunk, count - r0);
-    for (Index r = 0; r < len; ++r) state[static_cast<std::size_t>(r)].reset();
+    for (Index r = 0; r < len; ++r) sink(r).keep(kept[static_cast<std::size_t>(r)]);
     for (Index b0 = 0; b0 < blocks; b0 += blocks_per_tile) {
       const Index b1 = std::min(blocks, b0 + blocks_per_tile);
       for (Index r = 0; r < len; ++r) {
@@ -921,16 +945,18 @@ template <class B, std::size_t N>
           prefetch_row(rows + next * row_stride + b0 * Index{sizeof(B)},
                        (b1 - b0) * Index{sizeof(B)});
         }
-        Dots<N> dots = state[static_cast<std::size_t>(r)];
+        Dots<N> dots = sink(r);
+        dots.take(kept[static_cast<std::size_t>(r)]);
         for (Index i = b0; i < b1; ++i)
           feed_block<B>(row + i * Index{sizeof(B)}, i * B::elements, dots);
-        state[static_cast<std::size_t>(r)] = dots;
+        dots.keep(kept[static_cast<std::size_t>(r)]);
       }
     }
     for (Index r = 0; r < len; ++r) {
+      Dots<N> dots = sink(r);
+      dots.take(kept[static_cast<std::size_t>(r)]);
       for (std::size_t j = 0; j < N; ++j) {
-        out[static_cast<Index>(j) * out_stride + r0 + r] =
-            state[static_cast<std::size_t>(r)].result(j, true);
+        out[static_cast<Index>(j) * out_stride + r0 + r] = dots.result(j, true);
       }
     }
   }
