@@ -833,65 +833,36 @@ EMBER_ALWAYS_INLINE void feed_row_sliced(GgmlType type, const std::uint8_t* row,
   }
 }
 
-/// As feed_row_sliced, with the type dispatched once per row for the block types, so the loop over
-/// a row's blocks stays one type's code.
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed_row_ahead(GgmlType type, const std::uint8_t* row,
-                                        const std::uint8_t* ahead, Index d, Index row_bytes,
-                                        Index slice_bytes, Sink& sink) {
-  const bool blocks = visit_block(type, [&](auto block) {
-    using B = typename decltype(block)::type;
-    constexpr Index per_slice = kRowSliceColumns / B::elements;
-    const Index count = d / B::elements;
-    for (Index i0 = 0; i0 < count; i0 += per_slice) {
-      const Index i1 = std::min(count, i0 + per_slice);
-      prefetch_slice(ahead, i0 * Index{sizeof(B)}, i1 * Index{sizeof(B)});
-      for (Index i = i0; i < i1; ++i)
-        feed(block, row + i * Index{sizeof(B)}, i * B::elements, sink);
-    }
-  });
-  if (!blocks) feed_row_sliced(type, row, ahead, d, row_bytes, slice_bytes, sink);
-}
-
 /// Rows shorter than this are fed whole by dot_rows_n's whole-row path and left to the hardware's
 /// prefetchers: on an AMD EPYC, cold, V = 50257, d = 768, asking for the next row's slices made
 /// q8_0, q4_K and f16 1.1-1.15x slower at N = 1 and 2.
 inline constexpr Index kRowAskAheadMinBytes = 2048;
 
-/// The whole-row path of dot_rows_n: out[j·out_stride + r] = the dot product of row r of the
-/// `count` at `rows` with hidden row j of `hidden`, rows in order. With AskAhead, each row is fed
-/// in slices of kRowSliceColumns while the same slice of the next row is asked for, so the read of
-/// the next row overlaps the decoding of this one (left to the hardware's prefetchers, the cold
-/// time of long rows was about the sum of the two). One hidden row dispatches the type once per
-/// row, two once per slice: on an AMD EPYC, cold, the per-slice dispatch measured 1.1-1.15x slower
-/// at N = 1 on the K-quants, the per-row one 1.1-1.4x slower at N = 2 on q4_0, q6_K and q2_K. The
-/// sink sees the same calls in the same order either way: the same bits. A function of its own
-/// (not inlined) for each AskAhead, so that each keeps the code it was measured with.
-template <bool AskAhead, std::size_t N>
-[[gnu::noinline]] void dot_whole_rows(GgmlType type, const std::uint8_t* rows, Index row_stride,
-                                      Index count, Index d, const Dots<N>& hidden, float* out,
+/// The whole-row path of dot_rows_n for the plain types (F32, F16, BF16; the block types take
+/// dot_block_rows): out[j·out_stride + r] = the dot product of row r of the `count` at `rows` with
+/// hidden row j of `hidden`, rows in order. With AskAhead, each row is fed in slices of
+/// kRowSliceColumns while the same slice of the next row is asked for, so the read of the next row
+/// overlaps the decoding of this one (left to the hardware's prefetchers, the cold time of long
+/// rows was about the sum of the two). A function per type and AskAhead, so that the accumulators
+/// stay in registers (see dot_block_rows).
+template <GgmlType Type, bool AskAhead, std::size_t N>
+[[gnu::noinline]] void dot_plain_rows(const std::uint8_t* rows, Index row_stride, Index count,
+                                      Index d, const Dots<N>& hidden, float* out,
                                       Index out_stride) {
-  // A local copy, so that its accumulators can live in registers.
-  Dots<N> dots = hidden;
-  const Traits t = traits(type);
-  const bool coded = t.block_size > 1;
-  [[maybe_unused]] const Index row_bytes = detail::ggml::row_bytes(type, d);
-  [[maybe_unused]] const Index slice_bytes = kRowSliceColumns / t.block_size * t.block_bytes;
+  static_assert(traits(Type).block_size == 1);
+  [[maybe_unused]] const Index row_bytes = detail::ggml::row_bytes(Type, d);
+  constexpr Index slice_bytes = kRowSliceColumns * traits(Type).block_bytes;
   for (Index r = 0; r < count; ++r) {
-    dots.reset();
+    Dots<N> dots{hidden.h, hidden.h_stride, hidden.hsum, hidden.groups, hidden.coef};
     const std::uint8_t* row = rows + r * row_stride;
     if constexpr (!AskAhead) {
-      feed_row(type, row, d, dots);
+      feed_row(Type, row, d, dots);
     } else {
       const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
-      if constexpr (N == 1) {
-        feed_row_ahead(type, row, ahead, d, row_bytes, slice_bytes, dots);
-      } else {
-        feed_row_sliced(type, row, ahead, d, row_bytes, slice_bytes, dots);
-      }
+      feed_row_sliced(Type, row, ahead, d, row_bytes, slice_bytes, dots);
     }
     for (std::size_t j = 0; j < N; ++j) {
-      out[static_cast<Index>(j) * out_stride + r] = dots.result(j, coded);
+      out[static_cast<Index>(j) * out_stride + r] = dots.result(j, false);
     }
   }
 }
@@ -907,6 +878,55 @@ EMBER_ALWAYS_INLINE void feed_block(const std::uint8_t* b, Index c, Dots<N>& dot
   }
 #endif
   feed(std::type_identity<B>{}, b, c, dots);
+}
+
+/// The whole-row path of dot_rows_n for block type B: dot_plain_rows's results and row order, each
+/// row fed a slice of kRowSliceColumns at a time, with the same slice of the next row asked for
+/// first where AskAhead. A function per type (as dot_block_tiles), so that the accumulators stay in
+/// registers: with every type's loop in one function, GCC at -O2 kept them on the stack, and the
+/// exact N = 1 logits over the 32-element types took 2.3x as long with the table in cache.
+template <class B, bool AskAhead, std::size_t N>
+[[gnu::noinline]] void dot_block_rows(const std::uint8_t* rows, Index row_stride, Index count,
+                                      Index d, const Dots<N>& hidden, float* out,
+                                      Index out_stride) {
+  constexpr Index per_slice = kRowSliceColumns / B::elements;
+  const Index blocks = d / B::elements;
+  for (Index r = 0; r < count; ++r) {
+    Dots<N> dots{hidden.h, hidden.h_stride, hidden.hsum, hidden.groups, hidden.coef};
+    const std::uint8_t* row = rows + r * row_stride;
+    [[maybe_unused]] const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
+    for (Index i0 = 0; i0 < blocks; i0 += per_slice) {
+      const Index i1 = std::min(blocks, i0 + per_slice);
+      if constexpr (AskAhead) prefetch_slice(ahead, i0 * Index{sizeof(B)}, i1 * Index{sizeof(B)});
+      for (Index i = i0; i < i1; ++i)
+        feed_block<B>(row + i * Index{sizeof(B)}, i * B::elements, dots);
+    }
+    for (std::size_t j = 0; j < N; ++j) {
+      out[static_cast<Index>(j) * out_stride + r] = dots.result(j, true);
+    }
+  }
+}
+
+/// The whole-row path of dot_rows_n: dot_block_rows or dot_plain_rows of `type`.
+template <bool AskAhead, std::size_t N>
+void dot_whole_rows(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                    const Dots<N>& hidden, float* out, Index out_stride) {
+  const bool blocks = visit_block(type, [&](auto block) {
+    using B = typename decltype(block)::type;
+    dot_block_rows<B, AskAhead>(rows, row_stride, count, d, hidden, out, out_stride);
+  });
+  if (blocks) return;
+  switch (type) {
+    case GgmlType::F32:
+      dot_plain_rows<GgmlType::F32, AskAhead>(rows, row_stride, count, d, hidden, out, out_stride);
+      break;
+    case GgmlType::F16:
+      dot_plain_rows<GgmlType::F16, AskAhead>(rows, row_stride, count, d, hidden, out, out_stride);
+      break;
+    default:  // BF16
+      dot_plain_rows<GgmlType::BF16, AskAhead>(rows, row_stride, count, d, hidden, out, out_stride);
+      break;
+  }
 }
 
 /// dot_rows_n's column tiles for block type B (from 3 hidden rows): each row's blocks of a tile
