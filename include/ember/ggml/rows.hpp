@@ -635,24 +635,38 @@ struct Dots {
   __m256 acc8[N] = {};
   float tail[N] = {};
 
-  /// The accumulators of a row that the block types use (acc; acc8 and tail are the plain types'),
-  /// as dot_block_tiles keeps them between a row's column tiles.
+  /// A row's accumulators as dot_tiles keeps them between the row's column tiles.
   struct Kept {
     DotVector acc[N][2];
+    __m256 acc8[N];
+    float tail[N];
   };
-  /// Takes the accumulators kept in k (acc8 and tail stay as they are).
+  /// Takes the accumulators kept in k that a row of Coded (block) or plain type uses: acc, or acc8
+  /// and tail.
+  template <bool Coded>
   EMBER_ALWAYS_INLINE void take(const Kept& k) noexcept {
     each([&](auto j) EMBER_INLINE_LAMBDA {
-      acc[j][0] = k.acc[j][0];
-      if constexpr (two(j)) acc[j][1] = k.acc[j][1];
+      if constexpr (Coded) {
+        acc[j][0] = k.acc[j][0];
+        if constexpr (two(j)) acc[j][1] = k.acc[j][1];
+      } else {
+        acc8[j] = k.acc8[j];
+        tail[j] = k.tail[j];
+      }
     });
   }
-  /// Keeps the accumulators in k: only those a vector uses, so a tile's hand-over is a few vector
-  /// stores rather than a copy of the whole sink.
+  /// Keeps in k the accumulators take<Coded> takes: a few vector stores at a tile's end, not a
+  /// copy of the whole sink.
+  template <bool Coded>
   EMBER_ALWAYS_INLINE void keep(Kept& k) const noexcept {
     each([&](auto j) EMBER_INLINE_LAMBDA {
-      k.acc[j][0] = acc[j][0];
-      if constexpr (two(j)) k.acc[j][1] = acc[j][1];
+      if constexpr (Coded) {
+        k.acc[j][0] = acc[j][0];
+        if constexpr (two(j)) k.acc[j][1] = acc[j][1];
+      } else {
+        k.acc8[j] = acc8[j];
+        k.tail[j] = tail[j];
+      }
     });
   }
 
@@ -882,7 +896,7 @@ EMBER_ALWAYS_INLINE void feed_block(const std::uint8_t* b, Index c, Dots<N>& dot
 
 /// The whole-row path of dot_rows_n for block type B: dot_plain_rows's results and row order, each
 /// row fed a slice of kRowSliceColumns at a time, with the same slice of the next row asked for
-/// first where AskAhead. A function per type (as dot_block_tiles), so that the accumulators stay in
+/// first where AskAhead. A function per type (as dot_tiles), so that the accumulators stay in
 /// registers: with every type's loop in one function, GCC at -O2 kept them on the stack, and the
 /// exact N = 1 logits over the 32-element types took 2.3x as long with the table in cache.
 template <class B, bool AskAhead, std::size_t N>
@@ -929,54 +943,83 @@ void dot_whole_rows(GgmlType type, const std::uint8_t* rows, Index row_stride, I
   }
 }
 
-/// dot_rows_n's column tiles for block type B (from 3 hidden rows): each row's blocks of a tile
-/// fed to a local copy of its Dots with the type known at compile time, so that the accumulators
-/// can stay in registers (through feed_range's run-time type dispatch they were kept in memory:
-/// with the table in cache, q4_0 and q8_0 1.5x slower at N = 4 and 1.2x at N = 8). The same feed
-/// calls in the same order as feed_range's (the K-quants' super-blocks whole where the build has
-/// AVX-512, as dot_super_rows takes them): the same bits.
-template <class B, std::size_t N>
-[[gnu::noinline]] void dot_block_tiles(const std::uint8_t* rows, Index row_stride, Index count,
-                                       Index d, Index tile, const float* h, Index h_stride,
-                                       float* out, Index out_stride) {
+/// The columns of a plain type as dot_tiles takes them (its Unit; the block types' Unit is their
+/// block).
+template <GgmlType Type>
+struct PlainColumns {
+  static constexpr GgmlType type = Type;
+};
+
+template <class Unit>
+inline constexpr bool is_plain_columns = false;
+template <GgmlType Type>
+inline constexpr bool is_plain_columns<PlainColumns<Type>> = true;
+
+/// Columns [c0, c1) of row `row` (d of them) fed to dots, Unit a block type (c0, c1 whole blocks:
+/// feed_block) or PlainColumns (feed_range): feed_range's calls in its order.
+template <class Unit, std::size_t N>
+EMBER_ALWAYS_INLINE void feed_tile(const std::uint8_t* row, Index d, Index c0, Index c1,
+                                   Dots<N>& dots) {
+  if constexpr (is_plain_columns<Unit>) {
+    feed_range(Unit::type, row, d, c0, c1, dots);
+  } else {
+    for (Index i = c0 / Unit::elements; i < c1 / Unit::elements; ++i)
+      feed_block<Unit>(row + i * Index{sizeof(Unit)}, i * Unit::elements, dots);
+  }
+}
+
+/// dot_rows_n in column tiles (from 3 hidden rows), for one type (Unit: its block, or
+/// PlainColumns): the tile of the hidden rows stays in L1 while a chunk of 8 rows passes over it,
+/// each row's accumulators kept between its tiles (Dots::Kept). The type is known at compile time
+/// and a fresh sink per row and tile takes the kept accumulators, so that they stay in registers
+/// while the tile is fed. Through feed_range's run-time type dispatch they were kept in memory
+/// (with the table in cache, q4_0 and q8_0 1.5x slower at N = 4 and 1.2x at N = 8), and a copy of
+/// the whole sink per tile cost about as much as the decoding at N = 8. The same feed calls in the
+/// same order as a row fed whole (the K-quants' super-blocks whole where the build has AVX-512, as
+/// dot_super_rows takes them): the same bits.
+template <class Unit, std::size_t N>
+[[gnu::noinline]] void dot_tiles(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                                 Index tile, const float* h, Index h_stride, float* out,
+                                 Index out_stride) {
+  constexpr bool coded = !is_plain_columns<Unit>;
   using Kept = typename Dots<N>::Kept;
-  const Index groups = d / 16;
+  const Index groups = coded ? d / 16 : 0;
   const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
-  const Index blocks_per_tile = tile / B::elements;
-  const Index blocks = d / B::elements;
+  const Index row_bytes = [&] {
+    if constexpr (coded) {
+      return d / Unit::elements * Index{sizeof(Unit)};
+    } else {
+      return detail::ggml::row_bytes(Unit::type, d);
+    }
+  }();
   constexpr Index chunk = 8;
   std::vector<float> coefs(static_cast<std::size_t>(chunk * groups));
   std::vector<Kept> kept(chunk);
-  // A chunk of rows' accumulators, kept between tiles; a fresh sink per row and tile takes them,
-  // so that they stay in registers while the tile's blocks are fed (a copy of the whole sink per
-  // tile, through memcpy, cost about as much as the decoding at N = 8).
   auto sink = [&](Index r) EMBER_INLINE_LAMBDA {
     return Dots<N>{h, h_stride, hsum.data(), groups, coefs.data() + r * groups};
   };
   for (Index r0 = 0; r0 < count; r0 += chunk) {
     const Index len = std::min(chunk, count - r0);
-    for (Index r = 0; r < len; ++r) sink(r).keep(kept[static_cast<std::size_t>(r)]);
-    for (Index b0 = 0; b0 < blocks; b0 += blocks_per_tile) {
-      const Index b1 = std::min(blocks, b0 + blocks_per_tile);
+    for (Index r = 0; r < len; ++r) sink(r).template keep<coded>(kept[static_cast<std::size_t>(r)]);
+    for (Index c0 = 0; c0 < d; c0 += tile) {
+      const Index c1 = std::min(d, c0 + tile);
+      const Index bytes0 = row_bytes * c0 / d;
+      const Index span = row_bytes * c1 / d - bytes0;
       for (Index r = 0; r < len; ++r) {
         const std::uint8_t* row = rows + (r0 + r) * row_stride;
         const Index next = r + 1 < len ? r0 + r + 1 : r0 + chunk;
-        if (next < count) {
-          prefetch_row(rows + next * row_stride + b0 * Index{sizeof(B)},
-                       (b1 - b0) * Index{sizeof(B)});
-        }
+        if (next < count) prefetch_row(rows + next * row_stride + bytes0, span);
         Dots<N> dots = sink(r);
-        dots.take(kept[static_cast<std::size_t>(r)]);
-        for (Index i = b0; i < b1; ++i)
-          feed_block<B>(row + i * Index{sizeof(B)}, i * B::elements, dots);
-        dots.keep(kept[static_cast<std::size_t>(r)]);
+        dots.template take<coded>(kept[static_cast<std::size_t>(r)]);
+        feed_tile<Unit>(row, d, c0, c1, dots);
+        dots.template keep<coded>(kept[static_cast<std::size_t>(r)]);
       }
     }
     for (Index r = 0; r < len; ++r) {
       Dots<N> dots = sink(r);
-      dots.take(kept[static_cast<std::size_t>(r)]);
+      dots.template take<coded>(kept[static_cast<std::size_t>(r)]);
       for (std::size_t j = 0; j < N; ++j) {
-        out[static_cast<Index>(j) * out_stride + r0 + r] = dots.result(j, true);
+        out[static_cast<Index>(j) * out_stride + r0 + r] = dots.result(j, coded);
       }
     }
   }
@@ -985,7 +1028,7 @@ template <class B, std::size_t N>
 #if defined(__AVX512F__)
 /// dot_rows_n for K-quant type B: each super-block fed whole (Dots::super_block), the rows in
 /// order (N <= 2: each asking for the next row's super-block ahead) or in tiles
-/// (dot_block_tiles), the same bits. A function of its own: with the super-block feed inlined
+/// (dot_tiles), the same bits. A function of its own: with the super-block feed inlined
 /// beside the other types' loops, GCC kept those loops' accumulators on the stack (2x slower at N =
 /// 1).
 template <class B, std::size_t N>
@@ -1012,8 +1055,7 @@ template <class B, std::size_t N>
     }
     return;
   }
-  dot_block_tiles<B, N>(rows, row_stride, count, d, tile * B::elements, h, h_stride, out,
-                        out_stride);
+  dot_tiles<B, N>(rows, row_stride, count, d, tile * B::elements, h, h_stride, out, out_stride);
 }
 #endif
 
@@ -1031,61 +1073,35 @@ void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index
   });
   if (super) return;
 #endif
-  const bool coded = traits(type).block_size > 1;
   const Index tile = dot_tile_columns(N, d, type);
-  if (coded && tile < d) {
-    // The block types' column tiles, in a function per type.
-    visit_block(type, [&](auto block) {
-      using B = typename decltype(block)::type;
-      dot_block_tiles<B, N>(rows, row_stride, count, d, tile, h, h_stride, out, out_stride);
-    });
+  if (tile < d) {
+    // The column tiles, in a function per type.
+    const auto tiles = [&](auto unit) {
+      using Unit = typename decltype(unit)::type;
+      dot_tiles<Unit, N>(rows, row_stride, count, d, tile, h, h_stride, out, out_stride);
+    };
+    if (visit_block(type, tiles)) return;
+    switch (type) {
+      case GgmlType::F32:
+        tiles(std::type_identity<PlainColumns<GgmlType::F32>>{});
+        break;
+      case GgmlType::F16:
+        tiles(std::type_identity<PlainColumns<GgmlType::F16>>{});
+        break;
+      default:  // BF16
+        tiles(std::type_identity<PlainColumns<GgmlType::BF16>>{});
+        break;
+    }
     return;
   }
   const Index groups = dot_groups(type, d);
   const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
   std::vector<float> coef(static_cast<std::size_t>(groups));
-  if (tile >= d) {
-    Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
-    if (detail::ggml::row_bytes(type, d) >= kRowAskAheadMinBytes) {
-      dot_whole_rows<true>(type, rows, row_stride, count, d, dots, out, out_stride);
-    } else {
-      dot_whole_rows<false>(type, rows, row_stride, count, d, dots, out, out_stride);
-    }
-    return;
-  }
-  // The plain types' columns in tiles, so the tile of the hidden rows stays in L1 while a chunk
-  // of rows passes over it: each row's accumulators are kept between its tiles (the same
-  // operations in the same order as a row fed whole).
-  constexpr Index chunk = 8;
-  std::vector<float> coefs(static_cast<std::size_t>(chunk * std::max<Index>(groups, 1)));
-  std::vector<Dots<N>> state;
-  state.reserve(chunk);
-  for (Index r = 0; r < chunk; ++r) {
-    state.push_back(Dots<N>{h, h_stride, hsum.data(), groups, coefs.data() + r * groups});
-  }
-  for (Index r0 = 0; r0 < count; r0 += chunk) {
-    const Index len = std::min(chunk, count - r0);
-    for (Index r = 0; r < len; ++r) state[static_cast<std::size_t>(r)].reset();
-    for (Index c0 = 0; c0 < d; c0 += tile) {
-      const Index c1 = std::min(d, c0 + tile);
-      const Index row_bytes = detail::ggml::row_bytes(type, d);
-      const Index bytes0 = row_bytes * c0 / d;
-      const Index span = row_bytes * c1 / d - bytes0;
-      for (Index r = 0; r < len; ++r) {
-        const std::uint8_t* row = rows + (r0 + r) * row_stride;
-        const Index next = r + 1 < len ? r0 + r + 1 : r0 + chunk;
-        if (next < count) prefetch_row(rows + next * row_stride + bytes0, span);
-        Dots<N> dots = state[static_cast<std::size_t>(r)];
-        feed_range(type, row, d, c0, c1, dots);
-        state[static_cast<std::size_t>(r)] = dots;
-      }
-    }
-    for (Index r = 0; r < len; ++r) {
-      for (std::size_t j = 0; j < N; ++j) {
-        out[static_cast<Index>(j) * out_stride + r0 + r] =
-            state[static_cast<std::size_t>(r)].result(j, false);
-      }
-    }
+  Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
+  if (detail::ggml::row_bytes(type, d) >= kRowAskAheadMinBytes) {
+    dot_whole_rows<true>(type, rows, row_stride, count, d, dots, out, out_stride);
+  } else {
+    dot_whole_rows<false>(type, rows, row_stride, count, d, dots, out, out_stride);
   }
 }
 
