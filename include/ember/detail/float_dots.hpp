@@ -105,20 +105,20 @@ EMBER_ALWAYS_INLINE void dots_n(E e, const std::uint8_t* rows, Index row_stride,
     const std::uint8_t* row = rows + r * row_stride;
     constexpr auto n = static_cast<std::size_t>(N);
     __m256 acc[n][4];
-    for (Index j = 0; j < N; ++j)
-      for (int k = 0; k < 4; ++k) acc[j][k] = _mm256_setzero_ps();
+    EMBER_UNROLL for (Index j = 0; j < N; ++j) EMBER_UNROLL for (int k = 0; k < 4; ++k) acc[j][k] =
+        _mm256_setzero_ps();
     for (Index c = 0; c < whole; c += dots_lanes) {
       __m256 w[4];
-      for (int k = 0; k < 4; ++k) w[k] = load8(e, row, c + 8 * k);
-      for (Index j = 0; j < N; ++j) {
+      EMBER_UNROLL for (int k = 0; k < 4; ++k) w[k] = load8(e, row, c + 8 * k);
+      EMBER_UNROLL for (Index j = 0; j < N; ++j) {
         const float* x = v + j * v_stride + c;
-        for (int k = 0; k < 4; ++k)
-          acc[j][k] = _mm256_fmadd_ps(w[k], _mm256_loadu_ps(x + 8 * k), acc[j][k]);
+        EMBER_UNROLL for (int k = 0; k < 4; ++k) acc[j][k] =
+            _mm256_fmadd_ps(w[k], _mm256_loadu_ps(x + 8 * k), acc[j][k]);
       }
     }
-    for (Index j = 0; j < N; ++j) {
+    EMBER_UNROLL for (Index j = 0; j < N; ++j) {
       float lanes[dots_lanes];
-      for (int k = 0; k < 4; ++k) _mm256_storeu_ps(lanes + 8 * k, acc[j][k]);
+      EMBER_UNROLL for (int k = 0; k < 4; ++k) _mm256_storeu_ps(lanes + 8 * k, acc[j][k]);
       const float* x = v + j * v_stride;
       for (Index c = whole; c < d; ++c)
         lanes[c - whole] = std::fma(E::at(row, c), x[c], lanes[c - whole]);
@@ -181,20 +181,21 @@ EMBER_ALWAYS_INLINE void lockstep_dots(E e, const std::uint8_t* rows, Index row_
     const Index len = std::min(k_rows, count - r0);
     const std::uint8_t* first = rows + r0 * row_stride;
     __m512 acc[k][n][2];
-    for (std::size_t r = 0; r < k; ++r)
-      for (std::size_t j = 0; j < n; ++j) acc[r][j][0] = acc[r][j][1] = _mm512_setzero_ps();
+    EMBER_UNROLL for (std::size_t r = 0; r < k; ++r)
+        EMBER_UNROLL for (std::size_t j = 0; j < n; ++j) acc[r][j][0] = acc[r][j][1] =
+            _mm512_setzero_ps();
     if (len == k_rows) {
       for (Index c = 0; c < whole; c += dots_lanes) {
         __m512 x[n][2];
-        for (std::size_t j = 0; j < n; ++j) {
+        EMBER_UNROLL for (std::size_t j = 0; j < n; ++j) {
           x[j][0] = _mm512_loadu_ps(v + static_cast<Index>(j) * v_stride + c);
           x[j][1] = _mm512_loadu_ps(v + static_cast<Index>(j) * v_stride + c + 16);
         }
-        for (std::size_t r = 0; r < k; ++r) {
+        EMBER_UNROLL for (std::size_t r = 0; r < k; ++r) {
           const std::uint8_t* row = first + static_cast<Index>(r) * row_stride;
           const __m512 w0 = load16(e, row, c);
           const __m512 w1 = load16(e, row, c + 16);
-          for (std::size_t j = 0; j < n; ++j) {
+          EMBER_UNROLL for (std::size_t j = 0; j < n; ++j) {
             acc[r][j][0] = _mm512_fmadd_ps(w0, x[j][0], acc[r][j][0]);
             acc[r][j][1] = _mm512_fmadd_ps(w1, x[j][1], acc[r][j][1]);
           }
@@ -206,7 +207,7 @@ EMBER_ALWAYS_INLINE void lockstep_dots(E e, const std::uint8_t* rows, Index row_
         for (Index c = 0; c < whole; c += dots_lanes) {
           const __m512 w0 = load16(e, row, c);
           const __m512 w1 = load16(e, row, c + 16);
-          for (std::size_t j = 0; j < n; ++j) {
+          EMBER_UNROLL for (std::size_t j = 0; j < n; ++j) {
             const float* x = v + static_cast<Index>(j) * v_stride + c;
             auto& a = acc[static_cast<std::size_t>(r)][j];
             a[0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a[0]);
@@ -217,7 +218,7 @@ EMBER_ALWAYS_INLINE void lockstep_dots(E e, const std::uint8_t* rows, Index row_
     }
     for (Index r = 0; r < len; ++r) {
       const std::uint8_t* row = first + r * row_stride;
-      for (std::size_t j = 0; j < n; ++j) {
+      EMBER_UNROLL for (std::size_t j = 0; j < n; ++j) {
         alignas(64) float lanes[dots_lanes];
         _mm512_store_ps(lanes, acc[static_cast<std::size_t>(r)][j][0]);
         _mm512_store_ps(lanes + 16, acc[static_cast<std::size_t>(r)][j][1]);
@@ -261,20 +262,20 @@ EMBER_ALWAYS_INLINE void dots_n(E e, const std::uint8_t* rows, Index row_stride,
             prefetch_row(rows + next * row_stride + c0 * E::bytes, (c1 - c0) * E::bytes);
         }
         __m512 acc[n][2];
-        for (std::size_t j = 0; j < n; ++j) {
+        EMBER_UNROLL for (std::size_t j = 0; j < n; ++j) {
           acc[j][0] = c0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(saved[r][j]);
           acc[j][1] = c0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(saved[r][j] + 16);
         }
         for (Index c = c0; c < c1; c += dots_lanes) {
           const __m512 w0 = load16(e, row, c);
           const __m512 w1 = load16(e, row, c + 16);
-          for (std::size_t j = 0; j < n; ++j) {
+          EMBER_UNROLL for (std::size_t j = 0; j < n; ++j) {
             const float* x = v + static_cast<Index>(j) * v_stride + c;
             acc[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc[j][0]);
             acc[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc[j][1]);
           }
         }
-        for (std::size_t j = 0; j < n; ++j) {
+        EMBER_UNROLL for (std::size_t j = 0; j < n; ++j) {
           _mm512_store_ps(saved[r][j], acc[j][0]);
           _mm512_store_ps(saved[r][j] + 16, acc[j][1]);
         }
@@ -282,7 +283,7 @@ EMBER_ALWAYS_INLINE void dots_n(E e, const std::uint8_t* rows, Index row_stride,
     }
     for (Index r = 0; r < len; ++r) {
       const std::uint8_t* row = rows + (r0 + r) * row_stride;
-      for (std::size_t j = 0; j < n; ++j) {
+      EMBER_UNROLL for (std::size_t j = 0; j < n; ++j) {
         float* lanes = saved[r][j];
         if (whole == 0) std::fill(lanes, lanes + dots_lanes, 0.0f);
         const float* x = v + static_cast<Index>(j) * v_stride;

@@ -91,7 +91,7 @@ EMBER_ALWAYS_INLINE void each_row(const std::uint8_t* rows, Index row_stride, In
     V f[static_cast<std::size_t>(N)] = {};
     V gx[static_cast<std::size_t>(N)] = {};
     acc(row, r + lead < count ? row + lead * row_stride : row, f, gx);
-    for (Index j = 0; j < N; ++j) {
+    EMBER_UNROLL for (Index j = 0; j < N; ++j) {
       float result = Tree(f[j]);
       if constexpr (Extra) result += Tree(gx[j]);
       out[j * out_stride + r] = result;

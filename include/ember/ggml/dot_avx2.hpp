@@ -94,7 +94,12 @@ template <class B>
 EMBER_ALWAYS_INLINE __m256 block_halves(const std::uint8_t* first, Index active,
                                         std::size_t offset) noexcept {
   alignas(16) std::uint16_t h[8] = {};
-  for (Index u = 0; u < active; ++u) h[u] = load_u16(first + u * Index{sizeof(B)} + offset);
+  if (active == 8) {  // every group but a row's last: unrolled
+    EMBER_UNROLL for (Index u = 0; u < 8; ++u) h[u] =
+        load_u16(first + u * Index{sizeof(B)} + offset);
+  } else {
+    for (Index u = 0; u < active; ++u) h[u] = load_u16(first + u * Index{sizeof(B)} + offset);
+  }
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
@@ -127,7 +132,7 @@ EMBER_ALWAYS_INLINE void load_contiguous_units(const std::uint8_t* p, Index byte
                                                __m256i* w) noexcept {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  for (Index u = 0; u < 8; ++u) {
+  EMBER_UNROLL for (Index u = 0; u < 8; ++u) {
     const auto dwords = static_cast<int>(std::clamp<Index>((bytes - 32 * u + 3) / 4, 0, 8));
     const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(dwords), lane);
     const __m256i q = _mm256_maskload_epi32(reinterpret_cast<const int*>(p + 32 * u), m);
@@ -145,7 +150,7 @@ struct Units {
 
 template <class B>
 EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* first, Index active, Units& t) noexcept {
-  for (Index u = 0; u < 8; ++u) {
+  EMBER_UNROLL for (Index u = 0; u < 8; ++u) {
     t.w[u] = u < active ? block_codes<B>(first + u * Index{sizeof(B)}) : _mm256_setzero_si256();
   }
   transpose8(t.w);
@@ -174,7 +179,7 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
           __m256(*gx)[2]) EMBER_INLINE_LAMBDA {
         for (Index g = 0; g < groups; ++g) {
           prefetch_slice(ahead, g * slice, std::min(row_bytes, (g + 1) * slice));
-          for (int half = 0; half < 2; ++half) {
+          EMBER_UNROLL for (int half = 0; half < 2; ++half) {
             const Index first = g * qdot_lanes + 8 * half;
             const Index active = std::clamp<Index>(units - first, 0, 8);
             if (active == 0) continue;
@@ -184,7 +189,7 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
               constexpr Index j = jc;
               const std::int8_t* hq = h.group_codes(j0 + j, g) + 32 * half;
               __m256i acc = offset_init<Offset>(h.group_isum(j0 + j, g) + 8 * half);
-              for (int k = 0; k < 8; ++k) {
+              EMBER_UNROLL for (int k = 0; k < 8; ++k) {
                 const __m256i hk = _mm256_load_si256(reinterpret_cast<const __m256i*>(hq + 64 * k));
                 acc = _mm256_add_epi32(acc, Signed ? dot4_signed(t.w[k], hk) : dot4(t.w[k], hk));
               }
@@ -243,7 +248,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
   t.dmin = 0.0f;
   t.m[0] = t.m[1] = _mm256_setzero_si256();
   if constexpr (std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>) {
-    for (int c = 0; c < 4; ++c) {
+    EMBER_UNROLL for (int c = 0; c < 4; ++c) {
       const __m256i q = load32(b + offsetof(B, qs) + 32 * (c / 2));
       t.w[c][0] = bits_at(q, 4 * (c % 2), 3);
       t.w[c][1] = bits_at(q, 4 * (c % 2) + 2, 3);
@@ -257,18 +262,18 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
     if constexpr (std::is_same_v<B, BlockQ2_K>) {
       __m256i s[2];
       widen16<false>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))), s);
-      for (int half = 0; half < 2; ++half) {
+      EMBER_UNROLL for (int half = 0; half < 2; ++half) {
         t.sc[half] = _mm256_and_si256(s[half], _mm256_set1_epi32(0xF));
         t.m[half] = _mm256_srli_epi32(s[half], 4);
       }
       t.dmin = load_half_f16c(b + offsetof(B, dmin));
     } else {
       widen16<false>(q3k_scales_v(b + offsetof(B, scales)), t.sc);
-      for (auto& s : t.sc) s = _mm256_sub_epi32(s, _mm256_set1_epi32(32));
+      EMBER_UNROLL for (auto& s : t.sc) s = _mm256_sub_epi32(s, _mm256_set1_epi32(32));
     }
   } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
-    for (int c = 0; c < 4; ++c) {
-      for (int half = 0; half < 2; ++half) {
+    EMBER_UNROLL for (int c = 0; c < 4; ++c) {
+      EMBER_UNROLL for (int half = 0; half < 2; ++half) {
         const __m256i ql = load32(b + offsetof(B, ql) + 64 * (c / 2) + 32 * half);
         const __m256i low = bits_at(ql, 4 * (c % 2), 0x0F);
         const __m256i qh = load32(b + offsetof(B, qh) + 32 * (c / 2));
@@ -278,7 +283,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
     }
     widen16<true>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))), t.sc);
   } else {  // Q4_K, Q5_K
-    for (int c = 0; c < 4; ++c) {
+    EMBER_UNROLL for (int c = 0; c < 4; ++c) {
       const __m256i q = load32(b + offsetof(B, qs) + 32 * c);
       t.w[c][0] = bits<0, 0x0F>(q);
       t.w[c][1] = bits<4, 0x0F>(q);
@@ -296,8 +301,8 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
   }
   // scv[c][half] lane l: sub-block 4c + 2·half + l / 4, low 16 bits.
   const __m256i low16 = _mm256_set1_epi32(0xFFFF);
-  for (int c = 0; c < 4; ++c) {
-    for (int half = 0; half < 2; ++half) {
+  EMBER_UNROLL for (int c = 0; c < 4; ++c) {
+    EMBER_UNROLL for (int half = 0; half < 2; ++half) {
       const int s0 = 4 * c + 2 * half;
       const __m256i src = t.sc[s0 / 8];
       const int i = s0 % 8;
@@ -327,9 +332,9 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
             const float dh = *h.super_scale(j0 + j, s);
             const __m256 sd = _mm256_set1_ps(t.d * dh);
             const __m256 sm = _mm256_set1_ps(-t.dmin * dh);
-            for (int half = 0; half < 2; ++half) {
+            EMBER_UNROLL for (int half = 0; half < 2; ++half) {
               __m256i v = _mm256_setzero_si256();
-              for (int c = 0; c < 4; ++c) {
+              EMBER_UNROLL for (int c = 0; c < 4; ++c) {
                 const __m256i hc =
                     _mm256_load_si256(reinterpret_cast<const __m256i*>(hq + 64 * c + 32 * half));
                 v = _mm256_add_epi32(v, _mm256_madd_epi16(dot4(t.w[c][half], hc), t.scv[c][half]));

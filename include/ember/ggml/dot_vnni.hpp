@@ -70,7 +70,7 @@ template <int Stride, int Offset>
 EMBER_ALWAYS_INLINE __m512i gather_dwords(const __m512i* r) noexcept {
   constexpr const GatherPlan& p = plan_of<Stride, Offset>;
   __m512i z = _mm512_setzero_si512();
-  for (int i = 0; i < p.pairs; ++i) {
+  EMBER_UNROLL for (int i = 0; i < p.pairs; ++i) {
     const __m512i idx = _mm512_loadu_si512(p.idx[i]);
     const __m512i part =
         _mm512_maskz_permutex2var_epi8(p.bytes[i], r[p.start[i]], idx, r[p.start[i] + 1]);
@@ -83,7 +83,7 @@ EMBER_ALWAYS_INLINE __m512i gather_dwords(const __m512i* r) noexcept {
 /// never touched in memory: masked loads).
 template <std::size_t Registers>
 EMBER_ALWAYS_INLINE void load_region(const std::uint8_t* p, Index count, __m512i* r) noexcept {
-  for (Index i = 0; i < static_cast<Index>(Registers); ++i) {
+  EMBER_UNROLL for (Index i = 0; i < static_cast<Index>(Registers); ++i) {
     const Index left = count - 64 * i;
     const __mmask64 m = left >= 64  ? ~__mmask64{0}
                         : left <= 0 ? __mmask64{0}
@@ -122,17 +122,17 @@ inline constexpr const auto& fifth_bits = fifth_bit_table.sel;
 template <class Unit>
 EMBER_ALWAYS_INLINE void transpose_units(const Unit& unit, __m512i* w) noexcept {
   __m512i r[8];
-  for (Index i = 0; i < 8; ++i) {
+  EMBER_UNROLL for (Index i = 0; i < 8; ++i) {
     r[i] =
         _mm512_maskz_inserti64x4(__mmask8{0xFF}, _mm512_castsi256_si512(unit(i)), unit(i + 8), 1);
   }
   __m512i t[8];
-  for (int i = 0; i < 4; ++i) {
+  EMBER_UNROLL for (int i = 0; i < 4; ++i) {
     t[2 * i] = _mm512_maskz_unpacklo_epi32(__mmask16{0xFFFF}, r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_maskz_unpackhi_epi32(__mmask16{0xFFFF}, r[2 * i], r[2 * i + 1]);
   }
   __m512i v[8];
-  for (int i = 0; i < 2; ++i) {
+  EMBER_UNROLL for (int i = 0; i < 2; ++i) {
     v[4 * i + 0] = _mm512_maskz_unpacklo_epi64(__mmask8{0xFF}, t[4 * i + 0], t[4 * i + 2]);
     v[4 * i + 1] = _mm512_maskz_unpackhi_epi64(__mmask8{0xFF}, t[4 * i + 0], t[4 * i + 2]);
     v[4 * i + 2] = _mm512_maskz_unpacklo_epi64(__mmask8{0xFF}, t[4 * i + 1], t[4 * i + 3]);
@@ -140,7 +140,7 @@ EMBER_ALWAYS_INLINE void transpose_units(const Unit& unit, __m512i* w) noexcept 
   }
   const __m512i low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
   const __m512i high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-  for (int k = 0; k < 4; ++k) {
+  EMBER_UNROLL for (int k = 0; k < 4; ++k) {
     w[k] = _mm512_permutex2var_epi64(v[k], low, v[k + 4]);
     w[k + 4] = _mm512_permutex2var_epi64(v[k], high, v[k + 4]);
   }
@@ -186,14 +186,14 @@ EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* group, Index active, Uni
                             : _mm256_setzero_si256();
         },
         t.w);
-    for (int k = 0; k < 8; ++k) t.w[k] = _mm512_xor_si512(t.w[k], flip);
+    EMBER_UNROLL for (int k = 0; k < 8; ++k) t.w[k] = _mm512_xor_si512(t.w[k], flip);
     // Lanes without a block hold 0x80 codes against zero hidden codes: no contribution.
   } else {
     constexpr int Q = offsetof(B, qs);
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const __m512i z[4] = {gather_dwords<S, Q + 0>(r), gather_dwords<S, Q + 4>(r),
                           gather_dwords<S, Q + 8>(r), gather_dwords<S, Q + 12>(r)};
-    for (int k = 0; k < 4; ++k) {
+    EMBER_UNROLL for (int k = 0; k < 4; ++k) {
       t.w[k] = _mm512_and_si512(z[k], low4);
       t.w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(z[k], 4), low4);
     }
@@ -201,7 +201,7 @@ EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* group, Index active, Uni
       // The fifth bit of element 4k + e is bit 4k + e of qh: bit-shuffled into a byte mask.
       const __m512i qh = gather_dwords<S, offsetof(B, qh)>(r);
       const __m512i sixteen = _mm512_set1_epi8(16);
-      for (int k = 0; k < 8; ++k) {
+      EMBER_UNROLL for (int k = 0; k < 8; ++k) {
         const __mmask64 m = _mm512_bitshuffle_epi64_mask(qh, _mm512_load_si512(fifth_bits[k]));
         t.w[k] = _mm512_mask_add_epi8(t.w[k], m, t.w[k], sixteen);
       }
@@ -262,8 +262,8 @@ void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, In
             constexpr Index j = jc;
             const std::int8_t* hq = h.group_codes(j0 + j, g);
             __m512i acc = offset_init<Offset>(h.group_isum(j0 + j, g));
-            for (int k = 0; k < 8; ++k)
-              acc = _mm512_dpbusd_epi32(acc, t.w[k], _mm512_load_si512(hq + 64 * k));
+            EMBER_UNROLL for (int k = 0; k < 8; ++k) acc =
+                _mm512_dpbusd_epi32(acc, t.w[k], _mm512_load_si512(hq + 64 * k));
             const __m512 s = _mm512_mul_ps(t.dw, _mm512_load_ps(h.unit_scales(j0 + j, g)));
             f[j] = _mm512_add_ps(
                 f[j], rounded(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, acc), s)));
@@ -300,7 +300,7 @@ template <int Offset>
 EMBER_ALWAYS_INLINE void chunk_scales(Super& t) noexcept {
   const __m512i low16 = _mm512_set1_epi32(0xFFFF);
   const __m512i sc16 = _mm512_and_si512(t.sc, low16);
-  for (int c = 0; c < 4; ++c) {
+  EMBER_UNROLL for (int c = 0; c < 4; ++c) {
     const __m512i idx = _mm512_setr_epi32(4 * c, 4 * c, 4 * c, 4 * c, 4 * c + 1, 4 * c + 1,
                                           4 * c + 1, 4 * c + 1, 4 * c + 2, 4 * c + 2, 4 * c + 2,
                                           4 * c + 2, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3);
@@ -338,7 +338,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
   t.dmin = 0.0f;
   t.m = _mm512_setzero_si512();
   if constexpr (std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>) {
-    for (int c = 0; c < 4; ++c) {
+    EMBER_UNROLL for (int c = 0; c < 4; ++c) {
       const __m512i q = both_halves(b + offsetof(B, qs) + 32 * (c / 2));
       t.w[c] = bits_of(q, 4 * (c % 2), 4 * (c % 2) + 2, 3);
       if constexpr (std::is_same_v<B, BlockQ3_K>) {
@@ -360,7 +360,7 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
           _mm512_set1_epi32(32));
     }
   } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
-    for (int c = 0; c < 4; ++c) {
+    EMBER_UNROLL for (int c = 0; c < 4; ++c) {
       const __m512i ql = _mm512_loadu_si512(b + offsetof(B, ql) + 64 * (c / 2));
       const __m512i low =
           _mm512_and_si512(c % 2 == 0 ? ql : _mm512_srli_epi16(ql, 4), _mm512_set1_epi8(0x0F));
@@ -375,14 +375,14 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
     // Chunk c: the low nibbles of qs[32c .. 32c + 31], then their high nibbles; two chunks per
     // 64 bytes of qs.
     const __m512i low4 = _mm512_set1_epi8(0x0F);
-    for (int c = 0; c < 4; c += 2) {
+    EMBER_UNROLL for (int c = 0; c < 4; c += 2) {
       const __m512i q = _mm512_loadu_si512(b + offsetof(B, qs) + 32 * c);
       const __m512i lo = _mm512_and_si512(q, low4);
       const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
       t.w[c] = _mm512_maskz_shuffle_i64x2(__mmask8{0xFF}, lo, hi, 0x44);
       t.w[c + 1] = _mm512_maskz_shuffle_i64x2(__mmask8{0xFF}, lo, hi, 0xEE);
     }
-    for (int c = 0; c < 4; ++c) {
+    EMBER_UNROLL for (int c = 0; c < 4; ++c) {
       if constexpr (std::is_same_v<B, BlockQ5_K>) {
         const __m512i qh = both_halves(b + offsetof(B, qh));
         t.w[c] = _mm512_or_si512(t.w[c], _mm512_slli_epi16(bits_of(qh, 2 * c, 2 * c + 1, 1), 4));
@@ -419,7 +419,7 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
             const float dh = *h.super_scale(j0 + j, s);
             // -Offset · sc · bsum, then the chunks' Σ w · h times their sub-blocks' scales.
             __m512i v = Offset != 0 ? _mm512_madd_epi16(t.noff, bsum) : _mm512_setzero_si512();
-            for (int c = 0; c < 4; ++c) {
+            EMBER_UNROLL for (int c = 0; c < 4; ++c) {
               const __m512i part = _mm512_dpbusd_epi32(_mm512_setzero_si512(), t.w[c],
                                                        _mm512_load_si512(hq + 64 * c));
               v = _mm512_dpwssd_epi32(v, part, t.scv[c]);

@@ -168,11 +168,11 @@ requires std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K> EMBER_ALWA
   } else {
     min = load_half_f16c(b + offsetof(B, dmin));
   }
-  for (int n = 0; n < 2; ++n) {
+  EMBER_UNROLL for (int n = 0; n < 2; ++n) {
     const std::uint8_t* q = b + offsetof(B, qs) + 32 * n;
     const __m128i q0 = load16(q);
     const __m128i q1 = load16(q + 16);
-    for (int j = 0; j < 4; ++j) {
+    EMBER_UNROLL for (int j = 0; j < 4; ++j) {
       const int is = 8 * n + 2 * j;
       __m128i v0 = bits(q0, 2 * j, 3);
       __m128i v1 = bits(q1, 2 * j, 3);
@@ -222,7 +222,7 @@ requires std::is_same_v<B, BlockQ4_K> || std::is_same_v<B, BlockQ5_K> EMBER_ALWA
   const std::uint8_t* q = b + offsetof(B, qs);
   const float d = load_half_f16c(b + offsetof(B, d));
   const float min = load_half_f16c(b + offsetof(B, dmin));
-  for (int j = 0; j < 4; ++j) {
+  EMBER_UNROLL for (int j = 0; j < 4; ++j) {
     float d1, m1, d2, m2;
     k4_pair(b + offsetof(B, scales), d, min, j, d1, m1, d2, m2);
     const __m128i r0 = load16(q);
@@ -249,12 +249,13 @@ EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ6_K>, const std::uint8_t*
                               Sink& sink) {
   using B = BlockQ6_K;
   const float d = load_half_f16c(b + offsetof(B, d));
-  for (int n = 0; n < 2; ++n) {
+  EMBER_UNROLL for (int n = 0; n < 2; ++n) {
     const std::uint8_t* ql = b + offsetof(B, ql) + 64 * n;
     const std::uint8_t* qh = b + offsetof(B, qh) + 32 * n;
     const std::uint8_t* sc = b + offsetof(B, scales) + 8 * n;
     float ds[8];
-    for (int k = 0; k < 8; ++k) ds[k] = d * static_cast<float>(static_cast<std::int8_t>(sc[k]));
+    EMBER_UNROLL for (int k = 0; k < 8; ++k) ds[k] =
+        d * static_cast<float>(static_cast<std::int8_t>(sc[k]));
     const __m128i l0 = load16(ql);
     const __m128i l1 = load16(ql + 16);
     const __m128i l2 = load16(ql + 32);
@@ -263,7 +264,7 @@ EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ6_K>, const std::uint8_t*
     const __m128i g1 = load16(qh + 16);
     // Quarter k: columns 32k..32k+31, low nibbles of ql[0..31] (k = 0) or ql[32..63] (k = 1),
     // their high nibbles (k = 2, 3), with bits 2k, 2k+1 of qh as bits 4, 5; code - 32.
-    for (int k = 0; k < 4; ++k) {
+    EMBER_UNROLL for (int k = 0; k < 4; ++k) {
       const __m128i a = (k % 2 == 0) ? l0 : l2;
       const __m128i e = (k % 2 == 0) ? l1 : l3;
       const int shift = k < 2 ? 0 : 4;
@@ -360,7 +361,7 @@ struct ScaledStore {
   }
   template <bool Offset, bool Same, bool Signed>
   EMBER_ALWAYS_INLINE void codes(Index c, const Codes32<Offset, Same, Signed>& g) const {
-    for (int i = 0; i < 4; ++i) store(c + 8 * i, g.value(i));
+    EMBER_UNROLL for (int i = 0; i < 4; ++i) store(c + 8 * i, g.value(i));
   }
   EMBER_ALWAYS_INLINE void put32(Index c, __m256 y0, __m256 y1, __m256 y2, __m256 y3) const {
     store(c, y0);
@@ -747,7 +748,7 @@ struct Dots {
     });
 #else
     __m256 v[4];
-    for (int i = 0; i < 4; ++i) v[i] = _mm256_cvtepi32_ps(g.codes8(i));
+    EMBER_UNROLL for (int i = 0; i < 4; ++i) v[i] = _mm256_cvtepi32_ps(g.codes8(i));
     each([&](auto j) EMBER_INLINE_LAMBDA {
       const __m256 p0 = dot_fma(v[1], dot_load(x(j, c + 8)), dot_mul(v[0], dot_load(x(j, c))));
       const __m256 p1 =
