@@ -316,6 +316,21 @@ EMBER_ALWAYS_INLINE void bf16_row(const std::uint8_t* row, Index d, Index c0, In
       [&](Index k) { return bf16_to_fp32(load_u16(row + 2 * k)); });
 }
 
+/// Feeds columns [c0, c1) of a row of plain type Type (F32, F16, BF16; d values) to `sink`: the
+/// type fixed at compile time, so a kernel of one plain type compiles no other type's feed.
+template <GgmlType Type, class Sink>
+EMBER_ALWAYS_INLINE void feed_plain_range(const std::uint8_t* row, Index d, Index c0, Index c1,
+                                          Sink& sink) {
+  static_assert(Type == GgmlType::F32 || Type == GgmlType::F16 || Type == GgmlType::BF16);
+  if constexpr (Type == GgmlType::F32) {
+    f32_row(row, d, c0, c1, sink);
+  } else if constexpr (Type == GgmlType::F16) {
+    f16_row(row, d, c0, c1, sink);
+  } else {
+    bf16_row(row, d, c0, c1, sink);
+  }
+}
+
 /// Feeds columns [c0, c1) of row `row` (d values of `type`; c0 and c1 whole blocks of it, or d)
 /// to `sink`, block after block.
 template <class Sink>
@@ -329,13 +344,13 @@ EMBER_ALWAYS_INLINE void feed_range(GgmlType type, const std::uint8_t* row, Inde
   if (blocks) return;
   switch (type) {
     case GgmlType::F32:
-      f32_row(row, d, c0, c1, sink);
+      feed_plain_range<GgmlType::F32>(row, d, c0, c1, sink);
       break;
     case GgmlType::F16:
-      f16_row(row, d, c0, c1, sink);
+      feed_plain_range<GgmlType::F16>(row, d, c0, c1, sink);
       break;
     default:  // BF16
-      bf16_row(row, d, c0, c1, sink);
+      feed_plain_range<GgmlType::BF16>(row, d, c0, c1, sink);
       break;
   }
 }
@@ -835,16 +850,16 @@ struct Dots {
 /// 13.2 ms), 256 as fast as or faster than 1024.
 inline constexpr Index kRowSliceColumns = 256;
 
-/// Feeds row `row` (d values of `type`) to `sink` as feed_row does, kRowSliceColumns at a time,
-/// asking for the same bytes of row `ahead` before each slice (slice_bytes of them, the last
-/// slice up to row_bytes).
-template <class Sink>
-EMBER_ALWAYS_INLINE void feed_row_sliced(GgmlType type, const std::uint8_t* row,
-                                         const std::uint8_t* ahead, Index d, Index row_bytes,
-                                         Index slice_bytes, Sink& sink) {
+/// Feeds a row of plain type Type (d values) to `sink` as feed_plain_range does, kRowSliceColumns
+/// at a time, asking for the same bytes of row `ahead` before each slice (slice_bytes of them,
+/// the last slice up to row_bytes).
+template <GgmlType Type, class Sink>
+EMBER_ALWAYS_INLINE void feed_plain_sliced(const std::uint8_t* row, const std::uint8_t* ahead,
+                                           Index d, Index row_bytes, Index slice_bytes,
+                                           Sink& sink) {
   for (Index c0 = 0, b0 = 0; c0 < d; c0 += kRowSliceColumns, b0 += slice_bytes) {
     prefetch_slice(ahead, b0, std::min(row_bytes, b0 + slice_bytes));
-    feed_range(type, row, d, c0, std::min(d, c0 + kRowSliceColumns), sink);
+    feed_plain_range<Type>(row, d, c0, std::min(d, c0 + kRowSliceColumns), sink);
   }
 }
 
@@ -855,26 +870,26 @@ inline constexpr Index kRowAskAheadMinBytes = 2048;
 
 /// The whole-row path of dot_rows_n for the plain types (F32, F16, BF16; the block types take
 /// dot_block_rows): out[j·out_stride + r] = the dot product of row r of the `count` at `rows` with
-/// hidden row j of `hidden`, rows in order. With AskAhead, each row is fed in slices of
+/// hidden row j of `hidden`, rows in order. With ask_ahead, each row is fed in slices of
 /// kRowSliceColumns while the same slice of the next row is asked for, so the read of the next row
 /// overlaps the decoding of this one (left to the hardware's prefetchers, the cold time of long
-/// rows was about the sum of the two). A function per type and AskAhead, so that the accumulators
-/// stay in registers (see dot_block_rows).
-template <GgmlType Type, bool AskAhead, std::size_t N>
+/// rows was about the sum of the two). A function per type, so that the accumulators stay in
+/// registers (see dot_block_rows).
+template <GgmlType Type, std::size_t N>
 [[gnu::noinline]] void dot_plain_rows(const std::uint8_t* rows, Index row_stride, Index count,
-                                      Index d, const Dots<N>& hidden, float* out,
+                                      Index d, const Dots<N>& hidden, bool ask_ahead, float* out,
                                       Index out_stride) {
   static_assert(traits(Type).block_size == 1);
-  [[maybe_unused]] const Index row_bytes = detail::ggml::row_bytes(Type, d);
+  const Index row_bytes = detail::ggml::row_bytes(Type, d);
   constexpr Index slice_bytes = kRowSliceColumns * traits(Type).block_bytes;
   for (Index r = 0; r < count; ++r) {
     Dots<N> dots{hidden.h, hidden.h_stride, hidden.hsum, hidden.groups, hidden.coef};
     const std::uint8_t* row = rows + r * row_stride;
-    if constexpr (!AskAhead) {
-      feed_row(Type, row, d, dots);
+    if (!ask_ahead) {
+      feed_plain_range<Type>(row, d, 0, d, dots);
     } else {
       const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
-      feed_row_sliced(Type, row, ahead, d, row_bytes, slice_bytes, dots);
+      feed_plain_sliced<Type>(row, ahead, d, row_bytes, slice_bytes, dots);
     }
     for (std::size_t j = 0; j < N; ++j) {
       out[static_cast<Index>(j) * out_stride + r] = dots.result(j, false);
@@ -897,50 +912,28 @@ EMBER_ALWAYS_INLINE void feed_block(const std::uint8_t* b, Index c, Dots<N>& dot
 
 /// The whole-row path of dot_rows_n for block type B: dot_plain_rows's results and row order, each
 /// row fed a slice of kRowSliceColumns at a time, with the same slice of the next row asked for
-/// first where AskAhead. A function per type (as dot_tiles), so that the accumulators stay in
+/// first where ask_ahead. A function per type (as dot_tiles), so that the accumulators stay in
 /// registers: with every type's loop in one function, GCC at -O2 kept them on the stack, and the
 /// exact N = 1 logits over the 32-element types took 2.3x as long with the table in cache.
-template <class B, bool AskAhead, std::size_t N>
+template <class B, std::size_t N>
 [[gnu::noinline]] void dot_block_rows(const std::uint8_t* rows, Index row_stride, Index count,
-                                      Index d, const Dots<N>& hidden, float* out,
+                                      Index d, const Dots<N>& hidden, bool ask_ahead, float* out,
                                       Index out_stride) {
   constexpr Index per_slice = kRowSliceColumns / B::elements;
   const Index blocks = d / B::elements;
   for (Index r = 0; r < count; ++r) {
     Dots<N> dots{hidden.h, hidden.h_stride, hidden.hsum, hidden.groups, hidden.coef};
     const std::uint8_t* row = rows + r * row_stride;
-    [[maybe_unused]] const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
+    const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
     for (Index i0 = 0; i0 < blocks; i0 += per_slice) {
       const Index i1 = std::min(blocks, i0 + per_slice);
-      if constexpr (AskAhead) prefetch_slice(ahead, i0 * Index{sizeof(B)}, i1 * Index{sizeof(B)});
+      if (ask_ahead) prefetch_slice(ahead, i0 * Index{sizeof(B)}, i1 * Index{sizeof(B)});
       for (Index i = i0; i < i1; ++i)
         feed_block<B>(row + i * Index{sizeof(B)}, i * B::elements, dots);
     }
     for (std::size_t j = 0; j < N; ++j) {
       out[static_cast<Index>(j) * out_stride + r] = dots.result(j, true);
     }
-  }
-}
-
-/// The whole-row path of dot_rows_n: dot_block_rows or dot_plain_rows of `type`.
-template <bool AskAhead, std::size_t N>
-void dot_whole_rows(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
-                    const Dots<N>& hidden, float* out, Index out_stride) {
-  const bool blocks = visit_block(type, [&](auto block) {
-    using B = typename decltype(block)::type;
-    dot_block_rows<B, AskAhead>(rows, row_stride, count, d, hidden, out, out_stride);
-  });
-  if (blocks) return;
-  switch (type) {
-    case GgmlType::F32:
-      dot_plain_rows<GgmlType::F32, AskAhead>(rows, row_stride, count, d, hidden, out, out_stride);
-      break;
-    case GgmlType::F16:
-      dot_plain_rows<GgmlType::F16, AskAhead>(rows, row_stride, count, d, hidden, out, out_stride);
-      break;
-    default:  // BF16
-      dot_plain_rows<GgmlType::BF16, AskAhead>(rows, row_stride, count, d, hidden, out, out_stride);
-      break;
   }
 }
 
@@ -957,12 +950,12 @@ template <GgmlType Type>
 inline constexpr bool is_plain_columns<PlainColumns<Type>> = true;
 
 /// Columns [c0, c1) of row `row` (d of them) fed to dots, Unit a block type (c0, c1 whole blocks:
-/// feed_block) or PlainColumns (feed_range): feed_range's calls in its order.
+/// feed_block) or PlainColumns (feed_plain_range): feed_range's calls in its order.
 template <class Unit, std::size_t N>
 EMBER_ALWAYS_INLINE void feed_tile(const std::uint8_t* row, Index d, Index c0, Index c1,
                                    Dots<N>& dots) {
   if constexpr (is_plain_columns<Unit>) {
-    feed_range(Unit::type, row, d, c0, c1, dots);
+    feed_plain_range<Unit::type>(row, d, c0, c1, dots);
   } else {
     for (Index i = c0 / Unit::elements; i < c1 / Unit::elements; ++i)
       feed_block<Unit>(row + i * Index{sizeof(Unit)}, i * Unit::elements, dots);
@@ -1059,6 +1052,37 @@ template <class B, std::size_t N>
   dot_tiles<B, N>(rows, row_stride, count, d, tile * B::elements, h, h_stride, out, out_stride);
 }
 #endif
+
+/// The whole-row path of dot_rows_n: dot_block_rows or dot_plain_rows of `type` (with AVX-512 the
+/// K-quants take dot_super_rows, as dot_rows_n sends them, so that no other kernel of theirs is
+/// compiled), asking ahead or not.
+template <bool AskAhead, std::size_t N>
+void dot_whole_rows(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                    const Dots<N>& hidden, float* out, Index out_stride) {
+  const bool blocks = visit_block(type, [&](auto block) {
+    using B = typename decltype(block)::type;
+#if defined(__AVX512F__)
+    if constexpr (is_k_super<B>) {
+      dot_super_rows<B, N>(type, rows, row_stride, count, d, hidden.h, hidden.h_stride, out,
+                           out_stride);
+      return;
+    }
+#endif
+    dot_block_rows<B>(rows, row_stride, count, d, hidden, AskAhead, out, out_stride);
+  });
+  if (blocks) return;
+  switch (type) {
+    case GgmlType::F32:
+      dot_plain_rows<GgmlType::F32>(rows, row_stride, count, d, hidden, AskAhead, out, out_stride);
+      break;
+    case GgmlType::F16:
+      dot_plain_rows<GgmlType::F16>(rows, row_stride, count, d, hidden, AskAhead, out, out_stride);
+      break;
+    default:  // BF16
+      dot_plain_rows<GgmlType::BF16>(rows, row_stride, count, d, hidden, AskAhead, out, out_stride);
+      break;
+  }
+}
 
 template <std::size_t N>
 void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
