@@ -114,17 +114,17 @@ TEST_CASE("the ggml dot products built for this machine are within float roundin
 #if EMBER_DETAIL_GGML_AVX2
 namespace {
 
-/// dot_whole_rows<AskAhead, N> over `rows` rows of d of `t`, for the first N hidden rows of h.
+/// dot_whole_rows of `t` over `rows` rows of d, for the first N hidden rows of h, asking for the
+/// next row's slices ahead (AskAhead) or not.
 template <bool AskAhead, std::size_t N>
 std::vector<float> whole_rows(ember::GgmlType t, const std::vector<std::uint8_t>& q, Index rows,
                               Index d, const std::vector<float>& h) {
-  const Index groups = gg::avx2::dot_groups(t, d);
-  const std::vector<float> hsum = gg::avx2::hidden_group_sums(h.data(), d, N, groups);
-  std::vector<float> coef(static_cast<std::size_t>(groups));
-  const gg::avx2::Dots<N> dots{h.data(), d, hsum.data(), groups, coef.data()};
   std::vector<float> out(N * static_cast<std::size_t>(rows), -1.0f);
-  gg::avx2::dot_whole_rows<AskAhead>(t, q.data(), gg::row_bytes(t, d), rows, d, dots, out.data(),
-                                     rows);
+  gg::avx2::visit_unit(t, [&](auto unit) {
+    using Unit = typename decltype(unit)::type;
+    gg::avx2::dot_whole_rows<Unit, N>(q.data(), gg::row_bytes(t, d), rows, d, h.data(), d, AskAhead,
+                                      out.data(), rows);
+  });
   return out;
 }
 
@@ -185,7 +185,6 @@ std::vector<float> super_block_dots(const std::vector<std::uint8_t>& q, Index ro
   std::vector<float> out;
   for (Index r = 0; r < rows; ++r) {
     gg::avx2::Dots<N> dots{h.data(), d, hsum.data(), groups, coef.data()};
-    dots.reset();
     const std::uint8_t* row = q.data() + r * (d / 256) * Index{sizeof(B)};
     for (Index s = 0; s < d / 256; ++s) {
       const std::uint8_t* b = row + s * Index{sizeof(B)};

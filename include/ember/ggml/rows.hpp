@@ -254,8 +254,9 @@ EMBER_ALWAYS_INLINE void feed(std::type_identity<BlockQ6_K>, const std::uint8_t*
     const std::uint8_t* qh = b + offsetof(B, qh) + 32 * n;
     const std::uint8_t* sc = b + offsetof(B, scales) + 8 * n;
     float ds[8];
-    EMBER_UNROLL for (int k = 0; k < 8; ++k) ds[k] =
-        d * static_cast<float>(static_cast<std::int8_t>(sc[k]));
+    EMBER_UNROLL for (int k = 0; k < 8; ++k) {
+      ds[k] = d * static_cast<float>(static_cast<std::int8_t>(sc[k]));
+    }
     const __m128i l0 = load16(ql);
     const __m128i l1 = load16(ql + 16);
     const __m128i l2 = load16(ql + 32);
@@ -316,12 +317,51 @@ EMBER_ALWAYS_INLINE void bf16_row(const std::uint8_t* row, Index d, Index c0, In
       [&](Index k) { return bf16_to_fp32(load_u16(row + 2 * k)); });
 }
 
-/// Feeds columns [c0, c1) of a row of plain type Type (F32, F16, BF16; d values) to `sink`: the
-/// type fixed at compile time, so a kernel of one plain type compiles no other type's feed.
+/// The columns of a plain type (F32, F16, BF16) as one unit of a row, for the kernels that take a
+/// type's unit at compile time (a block type's unit is its block).
+template <GgmlType Type>
+struct PlainColumns {
+  static_assert(Type == GgmlType::F32 || Type == GgmlType::F16 || Type == GgmlType::BF16);
+  static constexpr GgmlType type = Type;
+};
+
+template <class Unit>
+inline constexpr bool is_plain_columns = false;
+template <GgmlType Type>
+inline constexpr bool is_plain_columns<PlainColumns<Type>> = true;
+
+/// Calls f(std::type_identity<Unit>{}) with Unit the block of `type` (visit_block) or, for F32,
+/// F16 and BF16, PlainColumns<type>. Precondition: decodes(type).
+template <class F>
+EMBER_ALWAYS_INLINE void visit_unit(GgmlType type, F&& f) {
+  if (visit_block(type, f)) return;
+  switch (type) {
+    case GgmlType::F32:
+      f(std::type_identity<PlainColumns<GgmlType::F32>>{});
+      break;
+    case GgmlType::F16:
+      f(std::type_identity<PlainColumns<GgmlType::F16>>{});
+      break;
+    default:  // BF16
+      f(std::type_identity<PlainColumns<GgmlType::BF16>>{});
+      break;
+  }
+}
+
+/// The bytes of d columns of unit Unit (d whole blocks of a block type).
+template <class Unit>
+[[nodiscard]] constexpr Index unit_bytes(Index d) noexcept {
+  if constexpr (is_plain_columns<Unit>) {
+    return detail::ggml::row_bytes(Unit::type, d);
+  } else {
+    return d / Unit::elements * Index{sizeof(Unit)};
+  }
+}
+
+/// Feeds columns [c0, c1) of a row of plain type Type (d values) to `sink`.
 template <GgmlType Type, class Sink>
 EMBER_ALWAYS_INLINE void feed_plain_range(const std::uint8_t* row, Index d, Index c0, Index c1,
                                           Sink& sink) {
-  static_assert(Type == GgmlType::F32 || Type == GgmlType::F16 || Type == GgmlType::BF16);
   if constexpr (Type == GgmlType::F32) {
     f32_row(row, d, c0, c1, sink);
   } else if constexpr (Type == GgmlType::F16) {
@@ -336,23 +376,15 @@ EMBER_ALWAYS_INLINE void feed_plain_range(const std::uint8_t* row, Index d, Inde
 template <class Sink>
 EMBER_ALWAYS_INLINE void feed_range(GgmlType type, const std::uint8_t* row, Index d, Index c0,
                                     Index c1, Sink& sink) {
-  const bool blocks = visit_block(type, [&](auto block) {
-    using B = typename decltype(block)::type;
-    for (Index i = c0 / B::elements; i < c1 / B::elements; ++i)
-      feed(block, row + i * Index{sizeof(B)}, i * B::elements, sink);
+  visit_unit(type, [&](auto unit) {
+    using Unit = typename decltype(unit)::type;
+    if constexpr (is_plain_columns<Unit>) {
+      feed_plain_range<Unit::type>(row, d, c0, c1, sink);
+    } else {
+      for (Index i = c0 / Unit::elements; i < c1 / Unit::elements; ++i)
+        feed(unit, row + i * Index{sizeof(Unit)}, i * Unit::elements, sink);
+    }
   });
-  if (blocks) return;
-  switch (type) {
-    case GgmlType::F32:
-      feed_plain_range<GgmlType::F32>(row, d, c0, c1, sink);
-      break;
-    case GgmlType::F16:
-      feed_plain_range<GgmlType::F16>(row, d, c0, c1, sink);
-      break;
-    default:  // BF16
-      feed_plain_range<GgmlType::BF16>(row, d, c0, c1, sink);
-      break;
-  }
 }
 
 /// Feeds row `row` (d values of `type`) to `sink`, block after block.
@@ -686,13 +718,6 @@ struct Dots {
     });
   }
 
-  EMBER_ALWAYS_INLINE void reset() noexcept {
-    each([&](auto j) EMBER_INLINE_LAMBDA {
-      acc[j][0] = acc[j][1] = dot_zero();
-      acc8[j] = _mm256_setzero_ps();
-      tail[j] = 0.0f;
-    });
-  }
   [[nodiscard]] EMBER_ALWAYS_INLINE const float* x(std::size_t j, Index c) const noexcept {
     return h + static_cast<Index>(j) * h_stride + c;
   }
@@ -822,12 +847,6 @@ struct Dots {
   return std::max<Index>(256, Index{4096} / static_cast<Index>(n) / 256 * 256);
 }
 
-/// Groups of 16 columns whose hidden sums Dots takes for a row of d of `type`: d / 16 for the block
-/// types (which add an offset per group), none for the plain types.
-[[nodiscard]] inline Index dot_groups(GgmlType type, Index d) noexcept {
-  return traits(type).block_size > 1 ? d / 16 : 0;
-}
-
 /// hsum[j · groups + g] = Σ of hidden row j (of n, h_stride apart) over columns 16g .. 16g + 15,
 /// summed in column order: Dots's hsum.
 [[nodiscard]] inline std::vector<float> hidden_group_sums(const float* h, Index h_stride,
@@ -850,52 +869,10 @@ struct Dots {
 /// 13.2 ms), 256 as fast as or faster than 1024.
 inline constexpr Index kRowSliceColumns = 256;
 
-/// Feeds a row of plain type Type (d values) to `sink` as feed_plain_range does, kRowSliceColumns
-/// at a time, asking for the same bytes of row `ahead` before each slice (slice_bytes of them,
-/// the last slice up to row_bytes).
-template <GgmlType Type, class Sink>
-EMBER_ALWAYS_INLINE void feed_plain_sliced(const std::uint8_t* row, const std::uint8_t* ahead,
-                                           Index d, Index row_bytes, Index slice_bytes,
-                                           Sink& sink) {
-  for (Index c0 = 0, b0 = 0; c0 < d; c0 += kRowSliceColumns, b0 += slice_bytes) {
-    prefetch_slice(ahead, b0, std::min(row_bytes, b0 + slice_bytes));
-    feed_plain_range<Type>(row, d, c0, std::min(d, c0 + kRowSliceColumns), sink);
-  }
-}
-
 /// Rows shorter than this are fed whole by dot_rows_n's whole-row path and left to the hardware's
 /// prefetchers: on an AMD EPYC, cold, V = 50257, d = 768, asking for the next row's slices made
 /// q8_0, q4_K and f16 1.1-1.15x slower at N = 1 and 2.
 inline constexpr Index kRowAskAheadMinBytes = 2048;
-
-/// The whole-row path of dot_rows_n for the plain types (F32, F16, BF16; the block types take
-/// dot_block_rows): out[j·out_stride + r] = the dot product of row r of the `count` at `rows` with
-/// hidden row j of `hidden`, rows in order. With ask_ahead, each row is fed in slices of
-/// kRowSliceColumns while the same slice of the next row is asked for, so the read of the next row
-/// overlaps the decoding of this one (left to the hardware's prefetchers, the cold time of long
-/// rows was about the sum of the two). A function per type, so that the accumulators stay in
-/// registers (see dot_block_rows).
-template <GgmlType Type, std::size_t N>
-[[gnu::noinline]] void dot_plain_rows(const std::uint8_t* rows, Index row_stride, Index count,
-                                      Index d, const Dots<N>& hidden, bool ask_ahead, float* out,
-                                      Index out_stride) {
-  static_assert(traits(Type).block_size == 1);
-  const Index row_bytes = detail::ggml::row_bytes(Type, d);
-  constexpr Index slice_bytes = kRowSliceColumns * traits(Type).block_bytes;
-  for (Index r = 0; r < count; ++r) {
-    Dots<N> dots{hidden.h, hidden.h_stride, hidden.hsum, hidden.groups, hidden.coef};
-    const std::uint8_t* row = rows + r * row_stride;
-    if (!ask_ahead) {
-      feed_plain_range<Type>(row, d, 0, d, dots);
-    } else {
-      const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
-      feed_plain_sliced<Type>(row, ahead, d, row_bytes, slice_bytes, dots);
-    }
-    for (std::size_t j = 0; j < N; ++j) {
-      out[static_cast<Index>(j) * out_stride + r] = dots.result(j, false);
-    }
-  }
-}
 
 /// Block b of type B at column c fed to dots: a K-quant super-block whole where the build has
 /// AVX-512 (Dots::super_block, the bits of its 32-column feed), else as feed_range feeds it.
@@ -910,45 +887,6 @@ EMBER_ALWAYS_INLINE void feed_block(const std::uint8_t* b, Index c, Dots<N>& dot
   feed(std::type_identity<B>{}, b, c, dots);
 }
 
-/// The whole-row path of dot_rows_n for block type B: dot_plain_rows's results and row order, each
-/// row fed a slice of kRowSliceColumns at a time, with the same slice of the next row asked for
-/// first where ask_ahead. A function per type (as dot_tiles), so that the accumulators stay in
-/// registers: with every type's loop in one function, GCC at -O2 kept them on the stack, and the
-/// exact N = 1 logits over the 32-element types took 2.3x as long with the table in cache.
-template <class B, std::size_t N>
-[[gnu::noinline]] void dot_block_rows(const std::uint8_t* rows, Index row_stride, Index count,
-                                      Index d, const Dots<N>& hidden, bool ask_ahead, float* out,
-                                      Index out_stride) {
-  constexpr Index per_slice = kRowSliceColumns / B::elements;
-  const Index blocks = d / B::elements;
-  for (Index r = 0; r < count; ++r) {
-    Dots<N> dots{hidden.h, hidden.h_stride, hidden.hsum, hidden.groups, hidden.coef};
-    const std::uint8_t* row = rows + r * row_stride;
-    const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
-    for (Index i0 = 0; i0 < blocks; i0 += per_slice) {
-      const Index i1 = std::min(blocks, i0 + per_slice);
-      if (ask_ahead) prefetch_slice(ahead, i0 * Index{sizeof(B)}, i1 * Index{sizeof(B)});
-      for (Index i = i0; i < i1; ++i)
-        feed_block<B>(row + i * Index{sizeof(B)}, i * B::elements, dots);
-    }
-    for (std::size_t j = 0; j < N; ++j) {
-      out[static_cast<Index>(j) * out_stride + r] = dots.result(j, true);
-    }
-  }
-}
-
-/// The columns of a plain type as dot_tiles takes them (its Unit; the block types' Unit is their
-/// block).
-template <GgmlType Type>
-struct PlainColumns {
-  static constexpr GgmlType type = Type;
-};
-
-template <class Unit>
-inline constexpr bool is_plain_columns = false;
-template <GgmlType Type>
-inline constexpr bool is_plain_columns<PlainColumns<Type>> = true;
-
 /// Columns [c0, c1) of row `row` (d of them) fed to dots, Unit a block type (c0, c1 whole blocks:
 /// feed_block) or PlainColumns (feed_plain_range): feed_range's calls in its order.
 template <class Unit, std::size_t N>
@@ -962,30 +900,74 @@ EMBER_ALWAYS_INLINE void feed_tile(const std::uint8_t* row, Index d, Index c0, I
   }
 }
 
-/// dot_rows_n in column tiles (from 3 hidden rows), for one type (Unit: its block, or
-/// PlainColumns): the tile of the hidden rows stays in L1 while a chunk of 8 rows passes over it,
-/// each row's accumulators kept between its tiles (Dots::Kept). The type is known at compile time
-/// and a fresh sink per row and tile takes the kept accumulators, so that they stay in registers
-/// while the tile is fed. Through feed_range's run-time type dispatch they were kept in memory
-/// (with the table in cache, q4_0 and q8_0 1.5x slower at N = 4 and 1.2x at N = 8), and a copy of
-/// the whole sink per tile cost about as much as the decoding at N = 8. The same feed calls in the
-/// same order as a row fed whole (the K-quants' super-blocks whole where the build has AVX-512, as
-/// dot_super_rows takes them): the same bits.
+/// Groups of 16 columns whose hidden sums Dots takes for a row of d of unit Unit: d / 16 for the
+/// block types (which add an offset per group), none for the plain types.
+template <class Unit>
+[[nodiscard]] constexpr Index dot_groups(Index d) noexcept {
+  return is_plain_columns<Unit> ? 0 : d / 16;
+}
+
+/// The whole-row path of dot_rows_n for one type (Unit: its block, or PlainColumns): out[j ·
+/// out_stride + r] = the dot product of row r of the `count` at `rows` with hidden row j of h,
+/// rows in order, each fed kRowSliceColumns at a time. With ask_ahead the same slice of the next
+/// row is asked for first, so that its read overlaps the decoding of this one (left to the
+/// hardware's prefetchers, the cold time of long rows was about the sum of the two). A function
+/// per type, so that the accumulators stay in registers: with every type's loop in one function,
+/// GCC at -O2 kept them on the stack (the exact N = 1 logits over the 32-element types 2.3x slower
+/// with the table in cache). The slices are whole blocks and multiples of 32 columns, so the sink
+/// sees the calls of a row fed whole: the same bits.
+template <class Unit, std::size_t N>
+[[gnu::noinline]] void dot_whole_rows(const std::uint8_t* rows, Index row_stride, Index count,
+                                      Index d, const float* h, Index h_stride, bool ask_ahead,
+                                      float* out, Index out_stride) {
+  constexpr bool coded = !is_plain_columns<Unit>;
+  const Index groups = dot_groups<Unit>(d);
+  const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
+  std::vector<float> coef(static_cast<std::size_t>(groups));
+  const Index row_bytes = unit_bytes<Unit>(d);
+  constexpr Index slice_bytes = unit_bytes<Unit>(kRowSliceColumns);
+  for (Index r = 0; r < count; ++r) {
+    Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
+    const std::uint8_t* row = rows + r * row_stride;
+    const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
+#if defined(__AVX512F__)
+    if constexpr (is_k_super<Unit>) {
+      // A super-block is a slice: taken block by block, each with one fixed prefetch (the general
+      // slice loop below measured 0.39-0.46x of the read cold at N = 1 on q4_K and q5_K against
+      // 0.42-0.53x for this one).
+      for (Index s = 0; s < d / Unit::elements; ++s) {
+        if (ask_ahead) prefetch_block<sizeof(Unit)>(ahead + s * Index{sizeof(Unit)});
+        dots.template super_block<Unit>(row + s * Index{sizeof(Unit)}, s * Unit::elements);
+      }
+    } else
+#endif
+    {
+      for (Index c0 = 0, b0 = 0; c0 < d; c0 += kRowSliceColumns, b0 += slice_bytes) {
+        if (ask_ahead) prefetch_slice(ahead, b0, std::min(row_bytes, b0 + slice_bytes));
+        feed_tile<Unit>(row, d, c0, std::min(d, c0 + kRowSliceColumns), dots);
+      }
+    }
+    for (std::size_t j = 0; j < N; ++j) {
+      out[static_cast<Index>(j) * out_stride + r] = dots.result(j, coded);
+    }
+  }
+}
+
+/// dot_rows_n in column tiles (from 3 hidden rows), for one type (Unit as dot_whole_rows): the tile
+/// of the hidden rows stays in L1 while a chunk of 8 rows passes over it, each row's accumulators
+/// kept between its tiles (Dots::Kept). A fresh sink per row and tile takes the kept accumulators,
+/// so that they stay in registers while the tile is fed (a copy of the whole sink per tile cost
+/// about as much as the decoding at N = 8). The same feed calls in the same order as a row fed
+/// whole: the same bits.
 template <class Unit, std::size_t N>
 [[gnu::noinline]] void dot_tiles(const std::uint8_t* rows, Index row_stride, Index count, Index d,
                                  Index tile, const float* h, Index h_stride, float* out,
                                  Index out_stride) {
   constexpr bool coded = !is_plain_columns<Unit>;
   using Kept = typename Dots<N>::Kept;
-  const Index groups = coded ? d / 16 : 0;
+  const Index groups = dot_groups<Unit>(d);
   const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
-  const Index row_bytes = [&] {
-    if constexpr (coded) {
-      return d / Unit::elements * Index{sizeof(Unit)};
-    } else {
-      return detail::ggml::row_bytes(Unit::type, d);
-    }
-  }();
+  const Index row_bytes = unit_bytes<Unit>(d);
   constexpr Index chunk = 8;
   std::vector<float> coefs(static_cast<std::size_t>(chunk * groups));
   std::vector<Kept> kept(chunk);
@@ -1019,115 +1001,21 @@ template <class Unit, std::size_t N>
   }
 }
 
-#if defined(__AVX512F__)
-/// dot_rows_n for K-quant type B: each super-block fed whole (Dots::super_block), the rows in
-/// order (N <= 2: each asking for the next row's super-block ahead) or in tiles
-/// (dot_tiles), the same bits. A function of its own: with the super-block feed inlined
-/// beside the other types' loops, GCC kept those loops' accumulators on the stack (2x slower at N =
-/// 1).
-template <class B, std::size_t N>
-[[gnu::noinline]] void dot_super_rows(GgmlType type, const std::uint8_t* rows, Index row_stride,
-                                      Index count, Index d, const float* h, Index h_stride,
-                                      float* out, Index out_stride) {
-  const Index supers = d / B::elements;
-  const Index tile = dot_tile_columns(N, d, type) / B::elements;  // super-blocks per tile
-  if (tile >= supers) {
-    const Index groups = d / 16;
-    const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
-    std::vector<float> coef(static_cast<std::size_t>(groups));
-    Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
-    for (Index r = 0; r < count; ++r) {
-      dots.reset();
-      const std::uint8_t* row = rows + r * row_stride;
-      const std::uint8_t* ahead = r + 1 < count ? row + row_stride : row;
-      for (Index s = 0; s < supers; ++s) {
-        prefetch_block<sizeof(B)>(ahead + s * Index{sizeof(B)});
-        dots.template super_block<B>(row + s * Index{sizeof(B)}, s * B::elements);
-      }
-      for (std::size_t j = 0; j < N; ++j)
-        out[static_cast<Index>(j) * out_stride + r] = dots.result(j, true);
-    }
-    return;
-  }
-  dot_tiles<B, N>(rows, row_stride, count, d, tile * B::elements, h, h_stride, out, out_stride);
-}
-#endif
-
-/// The whole-row path of dot_rows_n: dot_block_rows or dot_plain_rows of `type` (with AVX-512 the
-/// K-quants take dot_super_rows, as dot_rows_n sends them, so that no other kernel of theirs is
-/// compiled), asking ahead or not.
-template <bool AskAhead, std::size_t N>
-void dot_whole_rows(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
-                    const Dots<N>& hidden, float* out, Index out_stride) {
-  const bool blocks = visit_block(type, [&](auto block) {
-    using B = typename decltype(block)::type;
-#if defined(__AVX512F__)
-    if constexpr (is_k_super<B>) {
-      dot_super_rows<B, N>(type, rows, row_stride, count, d, hidden.h, hidden.h_stride, out,
-                           out_stride);
-      return;
-    }
-#endif
-    dot_block_rows<B>(rows, row_stride, count, d, hidden, AskAhead, out, out_stride);
-  });
-  if (blocks) return;
-  switch (type) {
-    case GgmlType::F32:
-      dot_plain_rows<GgmlType::F32>(rows, row_stride, count, d, hidden, AskAhead, out, out_stride);
-      break;
-    case GgmlType::F16:
-      dot_plain_rows<GgmlType::F16>(rows, row_stride, count, d, hidden, AskAhead, out, out_stride);
-      break;
-    default:  // BF16
-      dot_plain_rows<GgmlType::BF16>(rows, row_stride, count, d, hidden, AskAhead, out, out_stride);
-      break;
-  }
-}
-
+/// dot_rows's pass of N hidden rows: the type's whole-row kernel, or its column tiles from 3 hidden
+/// rows (dot_tile_columns), each in a function of the type's own.
 template <std::size_t N>
 void dot_rows_n(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count, Index d,
                 const float* h, Index h_stride, float* out, Index out_stride) {
-#if defined(__AVX512F__)
-  bool super = false;
-  visit_block(type, [&](auto block) {
-    using B = typename decltype(block)::type;
-    if constexpr (is_k_super<B>) {
-      dot_super_rows<B, N>(type, rows, row_stride, count, d, h, h_stride, out, out_stride);
-      super = true;
+  const Index tile = dot_tile_columns(N, d, type);
+  const bool ask_ahead = detail::ggml::row_bytes(type, d) >= kRowAskAheadMinBytes;
+  visit_unit(type, [&](auto unit) {
+    using Unit = typename decltype(unit)::type;
+    if (tile < d) {
+      dot_tiles<Unit, N>(rows, row_stride, count, d, tile, h, h_stride, out, out_stride);
+    } else {
+      dot_whole_rows<Unit, N>(rows, row_stride, count, d, h, h_stride, ask_ahead, out, out_stride);
     }
   });
-  if (super) return;
-#endif
-  const Index tile = dot_tile_columns(N, d, type);
-  if (tile < d) {
-    // The column tiles, in a function per type.
-    const auto tiles = [&](auto unit) {
-      using Unit = typename decltype(unit)::type;
-      dot_tiles<Unit, N>(rows, row_stride, count, d, tile, h, h_stride, out, out_stride);
-    };
-    if (visit_block(type, tiles)) return;
-    switch (type) {
-      case GgmlType::F32:
-        tiles(std::type_identity<PlainColumns<GgmlType::F32>>{});
-        break;
-      case GgmlType::F16:
-        tiles(std::type_identity<PlainColumns<GgmlType::F16>>{});
-        break;
-      default:  // BF16
-        tiles(std::type_identity<PlainColumns<GgmlType::BF16>>{});
-        break;
-    }
-    return;
-  }
-  const Index groups = dot_groups(type, d);
-  const std::vector<float> hsum = hidden_group_sums(h, h_stride, N, groups);
-  std::vector<float> coef(static_cast<std::size_t>(groups));
-  Dots<N> dots{h, h_stride, hsum.data(), groups, coef.data()};
-  if (detail::ggml::row_bytes(type, d) >= kRowAskAheadMinBytes) {
-    dot_whole_rows<true>(type, rows, row_stride, count, d, dots, out, out_stride);
-  } else {
-    dot_whole_rows<false>(type, rows, row_stride, count, d, dots, out, out_stride);
-  }
 }
 
 }  // namespace avx2
