@@ -13,7 +13,10 @@
 //           table, the ratio of the two taken per iteration (x_read, the median over the
 //           iterations): on a shared machine whose load moves every time by up to 1.5x between
 //           runs, the two times of a pair move alike, so the ratio holds where the separate
-//           medians' ratio does not.
+//           medians' ratio does not;
+//   exact float operations: with AVX-512, the float operations the bits of exact mode fix for
+//           N = 8 over the table of a block type, alone (BM_ExactFloatOps: no table, no decoding),
+//           the floor of the exact N = 8 logits, printed against their cold time.
 // At the end it prints the ratios from the medians of the repetitions (CPU time): lookups against
 // their targets (every type >= float rows/s, q4_K and q4_0 >= 1.5x), and the logits of each type
 // cold at N = 1 and N = 8 in both modes against the streaming read of its bytes (targets:
@@ -320,6 +323,48 @@ void BM_PairedFloat(benchmark::State& state, Index n) {
          [&] { t.logits(h, out); });
 }
 
+#if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
+#define EMBER_BENCH_EXACT_OPS 1
+/// The float operations that exact mode's bits fix for 8 hidden rows over the table of a block
+/// type, alone: per 32 columns and hidden row a multiply and a multiply-add of the decoded codes by
+/// the hidden values (16 lanes each) and a multiply-add of that by the block's scale into the
+/// row's accumulator, issued as the AVX-512 kernel issues them (dot_tiles: chunks of 8 rows over
+/// tiles of 512 columns), with the hidden tile in L1 and no table, decoding or memory traffic.
+/// Its time over V rows of d is a floor of the exact N = 8 logits of every block type
+/// (docs/lm_head.md).
+void BM_ExactFloatOps(benchmark::State& state) {
+  constexpr int n = 8;
+  constexpr Index tile = 512;
+  constexpr Index chunk = 8;
+  const RowMatrix<float> h = hidden(n);
+  for (auto _ : state) {
+    __m512 acc[n];
+    for (__m512& a : acc) a = _mm512_setzero_ps();
+    __m512 v0 = _mm512_set1_ps(1.0f), v1 = _mm512_set1_ps(2.0f), a = _mm512_set1_ps(0.5f);
+    for (Index r0 = 0; r0 < kVocab; r0 += chunk) {
+      for (Index c0 = 0; c0 < kDim; c0 += tile) {
+        for (Index r = 0; r < chunk; ++r) {
+          for (Index c = c0; c < c0 + tile; c += 32) {
+            // Other codes and scale every 32 columns, as far as the compiler knows.
+            asm volatile("" : "+v"(v0), "+v"(v1), "+v"(a));
+#pragma GCC unroll 8
+            for (int j = 0; j < n; ++j) {
+              const float* x = h.data() + j * kDim + c;
+              const __m512 p = _mm512_fmadd_ps(v1, _mm512_loadu_ps(x + 16),
+                                               _mm512_mul_ps(v0, _mm512_loadu_ps(x)));
+              acc[j] = _mm512_fmadd_ps(p, a, acc[j]);
+            }
+          }
+        }
+      }
+    }
+    __m512 sum = acc[0];
+    for (int j = 1; j < n; ++j) sum = _mm512_add_ps(sum, acc[j]);
+    benchmark::DoNotOptimize(sum);
+  }
+}
+#endif
+
 std::string name_of(GgmlType t) { return std::string(ember::io::to_string(t)); }
 
 std::string logits_name(const std::string& table, Index n, const char* mode, Cache cache) {
@@ -348,6 +393,10 @@ void register_all() {
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }
+#if EMBER_BENCH_EXACT_OPS
+  benchmark::RegisterBenchmark("BM_ExactFloatOps/n:8", BM_ExactFloatOps)
+      ->Unit(benchmark::kMillisecond);
+#endif
   for (const GgmlType t : kTypes) {
     const std::string tn = name_of(t);
     benchmark::RegisterBenchmark(("BM_Lookup<" + tn + ">").c_str(), BM_Lookup, t)
@@ -445,6 +494,24 @@ class RatioReporter : public benchmark::ConsoleReporter {
       }
     }
     print_paired();
+    print_exact_ops();
+  }
+
+  /// The floor of the exact N = 8 logits (BM_ExactFloatOps) against their cold time, per type.
+  void print_exact_ops() const {
+    const double ops = get("BM_ExactFloatOps/n:8");
+    if (!(ops > 0)) return;
+    std::printf(
+        "\nexact, N = 8: the float operations its bits fix, alone (BM_ExactFloatOps, hidden rows "
+        "in L1, no table): %.2f ms; the cold logits of each block type over that:\n",
+        ops);
+    for (const GgmlType t : kTypes) {
+      const double l8 = get(logits_name(name_of(t), 8, "exact", Cache::cold));
+      if (l8 > 0 && ember::detail::ggml::traits(t).block_size > 1) {
+        std::printf("  %s %.2fx", name_of(t).c_str(), ratio(l8, ops));
+      }
+    }
+    std::printf("\n");
   }
 
   /// The paired runs: each logits call over the streaming read timed just before it.
