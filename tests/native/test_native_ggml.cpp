@@ -195,7 +195,9 @@ std::vector<float> super_block_dots(const std::vector<std::uint8_t>& q, Index ro
         dots.template super_block<B>(b, 256 * s);
       }
     }
-    for (std::size_t j = 0; j < N; ++j) out.push_back(dots.result(j, true));
+    float results[N];
+    dots.results(true, results, 1);
+    out.insert(out.end(), results, results + N);
     out.insert(out.end(), coef.begin(), coef.end());
   }
   return out;

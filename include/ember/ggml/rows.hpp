@@ -829,23 +829,10 @@ struct Dots {
     }
     return r + tail[j];
   }
-  /// The offsets' 8-lane sum of vector j for finish: coef · hsum over the whole groups of 8.
-  [[nodiscard]] EMBER_ALWAYS_INLINE __m256 offsets(std::size_t j) const noexcept {
-    const float* hs = hsum + static_cast<Index>(j) * groups;
-    __m256 o = _mm256_setzero_ps();
-    for (Index g = 0; g + 8 <= groups; g += 8) {
-      o = multiply_add(_mm256_loadu_ps(coef + g), _mm256_loadu_ps(hs + g), o);
-    }
-    return o;
-  }
-  /// The dot product with vector j.
-  [[nodiscard]] EMBER_ALWAYS_INLINE float result(std::size_t j, bool coded) const noexcept {
-    return finish(j, coded, coded ? offsets(j) : _mm256_setzero_ps());
-  }
-  /// result(j, coded) of every vector j, written to out[j · out_stride], the offsets of all N
-  /// vectors taken in one pass over the coefficients, each in its own lanes, so that their chains
-  /// of multiply-adds overlap (taken one vector after another, each chain waited for the last:
-  /// about a sixth of the exact N = 8 time with the table in cache). The same operations per
+  /// The dot product with each vector j, written to out[j · out_stride] (finish), the offsets of
+  /// all N vectors taken in one pass over the coefficients, each in its own lanes, so that their
+  /// chains of multiply-adds overlap (taken one vector after another, each chain waited for the
+  /// last: about a sixth of the exact N = 8 time with the table in cache). The same operations per
   /// vector, so the same bits.
   EMBER_ALWAYS_INLINE void results(bool coded, float* out, Index out_stride) const noexcept {
     __m256 o[N];
@@ -974,9 +961,7 @@ template <class Unit, std::size_t N>
         feed_tile<Unit>(row, d, c0, std::min(d, c0 + kRowSliceColumns), dots);
       }
     }
-    for (std::size_t j = 0; j < N; ++j) {
-      out[static_cast<Index>(j) * out_stride + r] = dots.result(j, coded);
-    }
+    dots.results(coded, out + r, out_stride);
   }
 }
 
