@@ -9,6 +9,8 @@
 #                -> unit tests + examples under it (the ISA and OpenMP mixed-unit programs run in
 #                the g++ lane, the OpenMP one under ASan there) -> `fuzz` build -> static analysis
 #                (scripts/static_analysis.sh: clang-tidy + cppcheck on include/ember).
+#                The test files whose tests run longest under ASan at -O0 are compiled at -O1
+#                (EMBER_O1_TESTS, tests/CMakeLists.txt).
 # Then, alone (libFuzzer runs for wall time, so it gets both cores to itself): every libFuzzer
 # harness for EMBER_FUZZ_SECONDS (default 20) s, then every seed and kept crash reproducer replayed
 # once. Each lane's log is printed when it ends; the ci suite's ctest output is printed last.
