@@ -10,7 +10,9 @@
 #                the g++ lane, the OpenMP one under ASan there) -> `fuzz` build -> static analysis
 #                (scripts/static_analysis.sh: clang-tidy + cppcheck on include/ember).
 #                The test files whose tests run longest under ASan at -O0 are compiled at -O1
-#                (EMBER_O1_TESTS, tests/CMakeLists.txt).
+#                (EMBER_O1_TESTS, tests/CMakeLists.txt), and the programs are linked without PIE:
+#                ctest starts a process per test case (~580), and a PIE ember_tests spends over a
+#                quarter of its start-up (~0.35 CPU-s) applying the relocations of ASan's metadata.
 # Then, alone (libFuzzer runs for wall time, so it gets both cores to itself): every libFuzzer
 # harness for EMBER_FUZZ_SECONDS (default 20) s, then every seed and kept crash reproducer replayed
 # once. Each lane's log is printed when it ends; the ci suite's ctest output is printed last.
