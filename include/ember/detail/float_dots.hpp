@@ -248,18 +248,29 @@ EMBER_ALWAYS_INLINE void dots_n(E e, const std::uint8_t* rows, Index row_stride,
   constexpr auto n = static_cast<std::size_t>(N);
   alignas(64) float saved[chunk_rows][n][dots_lanes];
   const bool tiled = whole > tile;
+  // The prefetch lead in columns of a row stream (see below), as whole rows and a remainder.
+  constexpr Index lead = (kStreamPrefetchLeadBytes / E::bytes + tile - 1) / tile * tile;
+  const Index lead_rows = tiled ? lead / whole : 0;
+  const Index lead_col = tiled ? lead % whole : 0;
   for (Index r0 = 0; r0 < count; r0 += chunk_rows) {
     const Index len = std::min(chunk_rows, count - r0);
     for (Index c0 = 0; c0 < whole; c0 += tile) {
       const Index c1 = std::min(whole, c0 + tile);
       for (Index r = 0; r < len; ++r) {
         const std::uint8_t* row = rows + (r0 + r) * row_stride;
-        // Rows read whole are read in order, which the hardware's sequential prefetchers
-        // follow; across tiles the next tile of the next row is asked for by its head.
+        // Row r of the chunk, then row r of the next chunks, is one stream of tiles: the tile
+        // kStreamPrefetchLeadBytes on in that stream is asked for, so that its read overlaps
+        // the work on the tiles before it.
         if (tiled) {
-          const Index next = r + 1 < len ? r0 + r + 1 : r0 + chunk_rows;
-          if (next < count)
-            prefetch_row(rows + next * row_stride + c0 * E::bytes, (c1 - c0) * E::bytes);
+          Index col = c0 + lead_col;
+          Index ahead_rows = lead_rows;
+          if (col >= whole) {
+            col -= whole;
+            ++ahead_rows;
+          }
+          const Index target = r0 + r + ahead_rows * chunk_rows;
+          if (target < count)
+            prefetch_row(rows + target * row_stride + col * E::bytes, tile * E::bytes);
         }
         __m512 acc[n][2];
         EMBER_UNROLL for (std::size_t j = 0; j < n; ++j) {
