@@ -9,10 +9,9 @@
 #                -> unit tests + examples under it (the ISA and OpenMP mixed-unit programs run in
 #                the g++ lane, the OpenMP one under ASan there) -> `fuzz` build -> static analysis
 #                (scripts/static_analysis.sh: clang-tidy + cppcheck on include/ember).
-#                The test files whose tests run longest under ASan at -O0 are compiled at -O1
-#                (EMBER_O1_TESTS, tests/CMakeLists.txt), and the programs are linked without PIE:
-#                ctest starts a process per test case (~580), and a PIE ember_tests spends over a
-#                quarter of its start-up (~0.35 CPU-s) applying the relocations of ASan's metadata.
+#                The asan preset compiles the test files whose tests run longest at -O1
+#                (EMBER_O1_TESTS) and runs each test file's cases in one process
+#                (EMBER_TESTS_PER_FILE): docs/reliability.md gives the cost of each phase.
 # Then, alone (libFuzzer runs for wall time, so it gets both cores to itself): every libFuzzer
 # harness for EMBER_FUZZ_SECONDS (default 20) s, then every seed and kept crash reproducer replayed
 # once. Each lane's log is printed when it ends; the ci suite's ctest output is printed last.
@@ -68,19 +67,17 @@ run_ctest() {  # run_ctest <preset> <log>: ctest with output on screen and in <l
 build() {  # build <preset> [configure args...]
   local preset=$1
   shift
-  cmake --preset "$preset" "$@" >/dev/null && cmake --build --preset "$preset" -j2
-}
-
-build_tests_first() {  # build_tests_first <preset>: as build, ember_tests before the other targets
-  # Its unity batches are the longest compiles of the ci and asan builds (minutes each at -O2). In
-  # make's own order they start last, and the lane ends with one or two jobs running.
-  local preset=$1
-  cmake --preset "$preset" >/dev/null && cmake --build --preset "$preset" -j2 --target ember_tests &&
-    cmake --build --preset "$preset" -j2
+  cmake --preset "$preset" "$@" >/dev/null || return
+  # ember_tests first where the preset has it: its unity batches are the build's longest compiles
+  # (minutes each), and in make's own order they start last, ending the lane on one or two jobs.
+  if [[ $preset == ci || $preset == asan ]]; then
+    cmake --build --preset "$preset" -j2 --target ember_tests || return
+  fi
+  cmake --build --preset "$preset" -j2
 }
 
 lane_gcc() {
-  phase gcc "ci: configure + build" build_tests_first ci
+  phase gcc "ci: configure + build" build ci
   # Its output goes to build/ci.ctest.log only; it is printed at the very end.
   phase gcc "ci: test suite" bash -c 'ctest --preset ci > build/ci.ctest.log 2>&1'
   if has tsan; then
@@ -91,7 +88,7 @@ lane_gcc() {
 
 lane_clang() {
   if has asan; then
-    phase clang "asan: configure + build" build_tests_first asan
+    phase clang "asan: configure + build" build asan
     phase clang "asan: unit tests + examples" run_ctest asan build/asan.ctest.log
   fi
   if has fuzz; then
