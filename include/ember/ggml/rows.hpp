@@ -969,8 +969,10 @@ template <class Unit, std::size_t N>
 /// of the hidden rows stays in L1 while a chunk of 8 rows passes over it, each row's accumulators
 /// kept between its tiles (Dots::Kept). A fresh sink per row and tile takes the kept accumulators,
 /// so that they stay in registers while the tile is fed (a copy of the whole sink per tile cost
-/// about as much as the decoding at N = 8). The same feed calls in the same order as a row fed
-/// whole: the same bits.
+/// about as much as the decoding at N = 8). Each row asks for every line of its next tile while
+/// it feeds this one: a lead of a chunk of row tiles (a lead of one row tile, or only a tile's
+/// head, left the tiles partly read on demand: docs/lm_head.md). The same feed calls in the same
+/// order as a row fed whole: the same bits.
 template <class Unit, std::size_t N>
 [[gnu::noinline]] void dot_tiles(const std::uint8_t* rows, Index row_stride, Index count, Index d,
                                  Index tile, const float* h, Index h_stride, float* out,
@@ -991,12 +993,15 @@ template <class Unit, std::size_t N>
     for (Index r = 0; r < len; ++r) sink(r).template keep<coded>(kept[static_cast<std::size_t>(r)]);
     for (Index c0 = 0; c0 < d; c0 += tile) {
       const Index c1 = std::min(d, c0 + tile);
-      const Index bytes0 = row_bytes * c0 / d;
-      const Index span = row_bytes * c1 / d - bytes0;
+      // The tile each row asks for while it feeds this one: its own next tile, or from the last
+      // tile the first tile of the row `chunk` rows on. Its bytes [ask0, ask1) of that row.
+      const bool last = c1 == d;
+      const Index ask0 = last ? 0 : row_bytes * c1 / d;
+      const Index ask1 = row_bytes * std::min(d, (last ? 0 : c1) + tile) / d;
       for (Index r = 0; r < len; ++r) {
         const std::uint8_t* row = rows + (r0 + r) * row_stride;
-        const Index next = r + 1 < len ? r0 + r + 1 : r0 + chunk;
-        if (next < count) prefetch_row(rows + next * row_stride + bytes0, span);
+        const Index ask_row = last ? r0 + chunk + r : r0 + r;
+        if (ask_row < count) prefetch_slice(rows + ask_row * row_stride, ask0, ask1);
         Dots<N> dots = sink(r);
         dots.template take<coded>(kept[static_cast<std::size_t>(r)]);
         feed_tile<Unit>(row, d, c0, c1, dots);
