@@ -1,8 +1,8 @@
 /// Row kernels over ggml's block formats for lookups and tied logits: a row decoded and scaled
 /// straight into its output (cached or streaming stores), and dot products of encoded rows with up
-/// to four float vectors at a time, reading each encoded row once. AVX2 where the build has it,
-/// ggml's reference decoders (ggml/decode.hpp) otherwise; the decoded values are those of the
-/// reference decoders bit for bit in every build.
+/// to eight float vectors at a time (dot_group), reading each encoded row once per eight. AVX2
+/// where the build has it, ggml's reference decoders (ggml/decode.hpp) otherwise; the decoded
+/// values are those of the reference decoders bit for bit in every build.
 // SPDX-License-Identifier: MIT
 #pragma once
 
