@@ -994,13 +994,15 @@ template <class Unit, std::size_t N>
     for (Index c0 = 0; c0 < d; c0 += tile) {
       const Index c1 = std::min(d, c0 + tile);
       // The tile each row asks for while it feeds this one: its own next tile, or from the last
-      // tile the first tile of the row `chunk` rows on. Its bytes [ask0, ask1) of that row.
+      // tile the first tile of the row `chunk` rows on.
       const bool last = c1 == d;
-      const Index ask0 = last ? 0 : row_bytes * c1 / d;
-      const Index ask1 = row_bytes * std::min(d, (last ? 0 : c1) + tile) / d;
+      const Index ask_c0 = last ? 0 : c1;
+      const Index ask0 = row_bytes * ask_c0 / d;
+      const Index ask1 = row_bytes * std::min(d, ask_c0 + tile) / d;
+      const Index ask_rows = last ? chunk : 0;
       for (Index r = 0; r < len; ++r) {
         const std::uint8_t* row = rows + (r0 + r) * row_stride;
-        const Index ask_row = last ? r0 + chunk + r : r0 + r;
+        const Index ask_row = r0 + r + ask_rows;
         if (ask_row < count) prefetch_slice(rows + ask_row * row_stride, ask0, ask1);
         Dots<N> dots = sink(r);
         dots.template take<coded>(kept[static_cast<std::size_t>(r)]);
