@@ -261,6 +261,28 @@ TEST_CASE("load_npy rejects bad files with the file name and byte offset", "[io]
                     Catch::Contains("cannot open file"));
 }
 
+TEST_CASE("load_npy reads the shape as a Python tuple: entries apart only by ','", "[io][npy]") {
+  ScratchDir dir;
+  const auto write = [&](const std::string& shape) {
+    const std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+    ember_test::write_bytes(dir.file("s.npy"), npy_bytes(1, dict, 24));
+    return dir.file("s.npy");
+  };
+  const std::uint64_t paren = 10 + 50;  // the byte of '(': the preamble, then the dict up to it
+  // "(2 3)" was read as (2, 3): the ',' after an entry was optional.
+  check_npy_error(write("(2 3)"), "expected ',' or ')' after a shape entry", paren + 3);
+  check_npy_error(write("(2\t3)"), "expected ',' or ')' after a shape entry", paren + 3);
+  check_npy_error(write("(2;3)"), "expected ',' or ')' after a shape entry", paren + 2);
+  check_npy_error(write("(2L, 3L)"), "expected ',' or ')' after a shape entry", paren + 2);
+  check_npy_error(write("(2, +3)"), "shape entries must be non-negative integers", paren + 4);
+  check_npy_error(write("(2,, 3)"), "shape entries must be non-negative integers", paren + 3);
+  // Spaces around the entries and a trailing ',' are Python; they load.
+  for (const char* shape : {"(2,3)", "( 2 , 3 )", "(2, 3,)", "(2, 3 ,)"}) {
+    INFO(shape);
+    CHECK(ember::io::load_npy<float>(write(shape)).rows() == 2);
+  }
+}
+
 TEST_CASE("save_npy is atomic: a failed save leaves the old file and no temporary", "[io][npy]") {
   ScratchDir dir;
   const std::string path = dir.file("keep.npy");

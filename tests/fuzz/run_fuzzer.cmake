@@ -1,6 +1,8 @@
 # Runs one libFuzzer binary for a bounded time (ctest test fuzz.<NAME>).
 #   cmake -DFUZZER=<exe> -DNAME=<name> -DSECONDS=<s> -DSEEDS=<dir> -DREGRESSIONS=<dir>
-#         -DWORK=<dir> -P run_fuzzer.cmake
+#         [-DDICT=<file>] -DWORK=<dir> -P run_fuzzer.cmake
+# DICT, when the file exists, is a libFuzzer dictionary (tests/fuzz/dict/<name>.dict): tokens the
+# mutator splices in, such as field names and malformed numbers.
 # The scratch corpus WORK/<NAME>/corpus grows across runs (it is not committed); a crash, leak,
 # timeout (10 s per input), RSS above 2 GB or a single allocation above 512 MB fails the test and
 # leaves its reproducer in WORK/<NAME>/artifacts/ (copy it to tests/fuzz/regressions/<NAME>/).
@@ -19,9 +21,13 @@ set(_inputs "${_dir}/corpus" "${SEEDS}")
 if(EXISTS "${REGRESSIONS}")
   list(APPEND _inputs "${REGRESSIONS}")
 endif()
+set(_dict_flag "")
+if(DEFINED DICT AND EXISTS "${DICT}")
+  set(_dict_flag "-dict=${DICT}")
+endif()
 execute_process(
   COMMAND "${FUZZER}" -seed=${_seed} -max_total_time=${SECONDS} -print_final_stats=1 -timeout=10
-          -rss_limit_mb=2048 -malloc_limit_mb=512 -max_len=4096
+          -rss_limit_mb=2048 -malloc_limit_mb=512 -max_len=4096 ${_dict_flag}
           "-artifact_prefix=${_dir}/artifacts/" ${_inputs}
   RESULT_VARIABLE _rc
   OUTPUT_VARIABLE _out

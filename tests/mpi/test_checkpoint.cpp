@@ -4,12 +4,14 @@
 #include "ember/distributed/checkpoint.hpp"
 
 #include <mpi.h>
+#include <map>
 #include <string>
 
 #include <catch2/catch.hpp>
 
 #include "ember/errors.hpp"
 #include "ember/io/safetensors.hpp"
+#include "support/error_checks.hpp"
 #include "support/matrix_compare.hpp"
 #include "support/sharded_embedding_reference.hpp"
 
@@ -110,5 +112,43 @@ TEST_CASE("a missing or inconsistent checkpoint raises FormatError on every rank
     MPI_Barrier(MPI_COMM_WORLD);
     REQUIRE_THROWS_WITH(ember::distributed::load_shards<float>(MPI_COMM_WORLD, prefix),
                         Contains("bad.shard-0-of-1.safetensors") && Contains("row range differs"));
+  }
+}
+
+TEST_CASE("a shard's __metadata__ numbers are read whole: a malformed one raises FormatError",
+          "[checkpoint]") {
+  const auto w = ember_test::world();
+  const SharedDir dir;
+  const std::string prefix = (dir.path / "numbers").string();
+  const std::string path = ember::distributed::shard_path(prefix, 0, 1);
+  const RowMatrix<float> t = RowMatrix<float>::Ones(kVocab, kDim);
+  const std::map<std::string, std::string> good = {{"ember.row_begin", "0"},
+                                                   {"ember.row_end", std::to_string(kVocab)},
+                                                   {"ember.vocab_size", std::to_string(kVocab)},
+                                                   {"ember.world_size", "1"}};
+  // Rank 0 writes the one shard of a 1-rank checkpoint with `key` set to `value`.
+  const auto write = [&](const std::string& key, const std::string& value) {
+    MPI_Barrier(MPI_COMM_WORLD);  // every rank is done with the previous file
+    if (w.rank == 0) {
+      ember::io::SafetensorsWriter writer;
+      writer.add("weight", t);
+      for (const auto& [k, v] : good) writer.metadata(k, k == key ? value : v);
+      writer.save(path);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  };
+  write("", "");
+  REQUIRE_NOTHROW(ember::distributed::load_shards<float>(MPI_COMM_WORLD, prefix));
+  for (const auto& [key, value] : good) {
+    // std::stoll took " 23" and "+23" as 23.
+    for (const std::string& bad :
+         {" " + value, "+" + value, value + " ", value + "x", std::string(), "0x" + value}) {
+      INFO(key << " = '" << bad << "'");
+      write(key, bad);
+      const auto e = ember_test::catch_as<ember::FormatError>(
+          [&] { (void)ember::distributed::load_shards<float>(MPI_COMM_WORLD, prefix); });
+      REQUIRE(e);
+      CHECK_THAT(e->what(), Contains(path) && Contains("'" + key + "'"));
+    }
   }
 }

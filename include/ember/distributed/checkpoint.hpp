@@ -20,6 +20,7 @@
 #include "ember/distributed/row_partition.hpp"
 #include "ember/distributed/sharded_embedding.hpp"
 #include "ember/errors.hpp"
+#include "ember/io/detail/whole_number.hpp"
 #include "ember/io/safetensors.hpp"
 #include "ember/types.hpp"
 
@@ -36,6 +37,9 @@ namespace ember::inline EMBER_ISA::distributed {
 
 namespace ember::inline EMBER_ISA::detail {
 
+/// The __metadata__ entry `key` of a shard as one whole decimal integer (detail::whole_number:
+/// " 7", "+7" or "7x" is refused, not read as 7).
+/// Throws: FormatError naming the file and the key when it is missing or malformed.
 inline std::int64_t metadata_int(const io::SafetensorsFile& f, const std::string& key) {
   const auto& meta = f.metadata();
   const auto it = meta.find(key);
@@ -44,16 +48,14 @@ inline std::int64_t metadata_int(const io::SafetensorsFile& f, const std::string
         detail::message("load_shards", f.path(), " has no __metadata__ entry '", key, "'"),
         f.path(), 8);
   }
-  try {
-    std::size_t used = 0;
-    const long long v = std::stoll(it->second, &used);
-    if (used != it->second.size()) throw std::invalid_argument("trailing characters");
-    return static_cast<std::int64_t>(v);
-  } catch (const std::exception&) {
-    throw FormatError(detail::message("load_shards", f.path(), ": __metadata__ '", key, "' = '",
-                                      it->second, "' is not an integer"),
-                      f.path(), 8);
+  const auto v = detail::whole_number<std::int64_t>(it->second);
+  if (!v) {
+    throw FormatError(
+        detail::message("load_shards", f.path(), ": __metadata__ '", key,
+                        "' = ", detail::quoted(it->second), " is not a decimal 64-bit integer"),
+        f.path(), 8);
   }
+  return *v;
 }
 
 // The world size of the one checkpoint saved under `prefix` (from the file names).
@@ -75,10 +77,11 @@ inline int saved_world_size(const std::string& prefix, const char* where) {
     const std::string mid = name.substr(stem.size(), name.size() - stem.size() - ext.size());
     const auto of = mid.find("-of-");
     if (of == std::string::npos) continue;
-    try {
-      sizes.insert(std::stoi(mid.substr(of + 4)));
-    } catch (const std::exception&) {
-    }
+    // Only a name that is exactly <stem><r>-of-<P>.safetensors counts ("2x" or " 2" is another
+    // file), and P must be a world size MPI can have.
+    const auto rank = detail::whole_number<int>(std::string_view(mid).substr(0, of));
+    const auto world = detail::whole_number<int>(std::string_view(mid).substr(of + 4));
+    if (rank && world && *rank >= 0 && *world >= 1 && *rank < *world) sizes.insert(*world);
   }
   if (sizes.size() != 1) {
     throw FormatError(

@@ -161,7 +161,9 @@ inline io::NpyHeader parse_npy_header(const unsigned char* bytes, std::size_t si
         if (ec != std::errc{} || ptr == first) bad("shape entries must be non-negative integers");
         i += static_cast<std::size_t>(ptr - first);
         shape.push_back(v);
-        take(',');
+        // A Python tuple: each entry ends at a ',' or the ')' ("(2 3)" is not (2, 3)).
+        if (!take(',') && (i >= text.size() || text[i] != ')'))
+          bad("expected ',' or ')' after a shape entry");
       }
       have_shape = true;
     } else {
