@@ -64,14 +64,13 @@ struct Stream {
   std::int64_t first_step = 0;
 };
 
-ember::KeyIndexOptions options_of(EvictionPolicy policy) { return {.policy = policy}; }
-
-Stream make_stream(int hit_percent, EvictionPolicy policy, Index capacity) {
+Stream make_stream(int hit_percent, const ember::KeyIndexOptions& options, Index capacity) {
+  const EvictionPolicy policy = options.policy;
   Stream s;
   std::mt19937_64 rng(20240601 + static_cast<std::uint64_t>(hit_percent));
   std::uniform_int_distribution<std::uint64_t> fresh(0, kKeySpace - 1);
   std::uniform_real_distribution<double> score(0.0, 1.0);
-  KeyIndex index(capacity, options_of(policy));
+  KeyIndex index(capacity, options);
   std::vector<std::uint64_t> pool;  // the resident keys, for drawing hits
   std::unordered_map<std::uint64_t, std::size_t> where;
   std::int64_t step = 0;
@@ -126,11 +125,12 @@ Stream make_stream(int hit_percent, EvictionPolicy policy, Index capacity) {
   return s;
 }
 
-const Stream& stream_for(int hit_percent, EvictionPolicy policy, Index capacity) {
-  static std::map<std::tuple<int, int, Index>, Stream> cache;
-  const auto key = std::make_tuple(hit_percent, static_cast<int>(policy), capacity);
+const Stream& stream_for(int hit_percent, const ember::KeyIndexOptions& options, Index capacity) {
+  static std::map<std::tuple<int, int, std::int64_t, Index>, Stream> cache;
+  const auto key = std::make_tuple(hit_percent, static_cast<int>(options.policy),
+                                   options.lfu_half_life, capacity);
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_stream(hit_percent, policy, capacity)).first;
+  if (it == cache.end()) it = cache.emplace(key, make_stream(hit_percent, options, capacity)).first;
   return it->second;
 }
 
@@ -151,9 +151,9 @@ void report(benchmark::State& state, const Stream& s, double ember_total, double
   state.SetItemsProcessed(static_cast<std::int64_t>(keys));
 }
 
-void BM_FindOrInsert(benchmark::State& state, EvictionPolicy policy) {
+void BM_FindOrInsert(benchmark::State& state, ember::KeyIndexOptions options) {
   const int hit = static_cast<int>(state.range(0));
-  const Stream& s = stream_for(hit, policy, Index{1} << state.range(1));
+  const Stream& s = stream_for(hit, options, Index{1} << state.range(1));
   std::vector<TokenId> rows(static_cast<std::size_t>(kBatch));
   double ember_total = 0.0, map_total = 0.0;
   std::int64_t checksum = 0;
@@ -198,7 +198,7 @@ void BM_FindOrInsert(benchmark::State& state, EvictionPolicy policy) {
 
 void BM_Find(benchmark::State& state) {
   const int hit = static_cast<int>(state.range(0));
-  const Stream& s = stream_for(hit, EvictionPolicy::lru, Index{1} << state.range(1));
+  const Stream& s = stream_for(hit, {.policy = EvictionPolicy::lru}, Index{1} << state.range(1));
   const KeyIndex& index = *s.start;
   const Map map = map_of(s);
   std::vector<TokenId> rows(static_cast<std::size_t>(kBatch));
@@ -228,9 +228,9 @@ void BM_Find(benchmark::State& state) {
 
 std::size_t heap_in_use() { return mallinfo2().uordblks + mallinfo2().hblkhd; }
 
-void BM_Memory(benchmark::State& state, EvictionPolicy policy) {
+void BM_Memory(benchmark::State& state, ember::KeyIndexOptions options) {
   const Index capacity = Index{1} << state.range(0);
-  const Stream& s = stream_for(90, policy, capacity);
+  const Stream& s = stream_for(90, options, capacity);
   double ember_heap = 0.0, ember_self = 0.0, map_heap = 0.0;
   for (auto _ : state) {
     std::size_t before = heap_in_use();
@@ -262,24 +262,26 @@ void BM_Memory(benchmark::State& state, EvictionPolicy policy) {
 }
 
 void register_all() {
-  for (const auto& [name, policy] :
-       {std::pair{"lru", EvictionPolicy::lru}, std::pair{"lfu", EvictionPolicy::lfu},
-        std::pair{"score", EvictionPolicy::score}}) {
+  // lfu_decayed: counts halving every 8 batches (steps).
+  const std::pair<const char*, ember::KeyIndexOptions> policies[] = {
+      {"lru", {.policy = EvictionPolicy::lru}},
+      {"lfu", {.policy = EvictionPolicy::lfu}},
+      {"lfu_decayed", {.policy = EvictionPolicy::lfu, .lfu_half_life = 8}},
+      {"score", {.policy = EvictionPolicy::score}}};
+  for (const auto& [name, options] : policies) {
     auto* b = benchmark::RegisterBenchmark((std::string("find_or_insert/") + name).c_str(),
-                                           BM_FindOrInsert, policy);
+                                           BM_FindOrInsert, options);
     b->ArgNames({"hit%", "log2_rows"})->UseManualTime()->Unit(benchmark::kMillisecond);
     for (const int hit : {50, 90, 99}) b->Args({hit, 20});
-    if (policy == EvictionPolicy::lru)
+    if (options.policy == EvictionPolicy::lru)
       for (const int hit : {50, 90, 99}) b->Args({hit, 23});
   }
   auto* f = benchmark::RegisterBenchmark("find/lru", BM_Find);
   f->ArgNames({"hit%", "log2_rows"})->UseManualTime()->Unit(benchmark::kMillisecond);
   for (const int rows : {20, 23})
     for (const int hit : {50, 90, 99}) f->Args({hit, rows});
-  for (const auto& [name, policy] :
-       {std::pair{"lru", EvictionPolicy::lru}, std::pair{"lfu", EvictionPolicy::lfu},
-        std::pair{"score", EvictionPolicy::score}}) {
-    benchmark::RegisterBenchmark((std::string("memory/") + name).c_str(), BM_Memory, policy)
+  for (const auto& [name, options] : policies) {
+    benchmark::RegisterBenchmark((std::string("memory/") + name).c_str(), BM_Memory, options)
         ->ArgName("log2_rows")
         ->Arg(20)
         ->Iterations(1)

@@ -51,14 +51,17 @@ struct Stream {
 };
 
 /// Runs `batches` random batches through a KeyIndex and the reference, comparing everything after
-/// each: the rows, the evicted pairs, the entries, the CapacityErrors, the admission counts.
+/// each: the rows, the evicted pairs, the entries, the CapacityErrors, the admission counts. With
+/// far_steps, one batch in eight comes up to 2^33 steps after the one before.
 void compare_stream(Index capacity, KeyIndexOptions o, std::uint64_t seed, int batches,
-                    Index key_space, Index max_batch, bool with_counts, bool with_erase) {
+                    Index key_space, Index max_batch, bool with_counts, bool with_erase,
+                    bool far_steps = false) {
   KeyIndex index(capacity, o);
   ember_test::KeyIndexReference ref(capacity, o);
   Stream stream(seed, key_space);
   std::int64_t step = 0;
   std::uniform_int_distribution<int> advance(0, 2);
+  std::uniform_int_distribution<std::int64_t> leap(1, std::int64_t{1} << 33);
   std::uniform_real_distribution<double> score(-4.0, 4.0);
   std::uniform_int_distribution<std::int64_t> count(1, 3);
   int capacity_errors = 0;
@@ -66,6 +69,7 @@ void compare_stream(Index capacity, KeyIndexOptions o, std::uint64_t seed, int b
   for (int b = 0; b < batches; ++b) {
     INFO("batch " << b);
     step += advance(stream.rng);
+    if (far_steps && stream.rng() % 8 == 0) step += leap(stream.rng);
     const std::vector<std::uint64_t> keys = stream.batch(max_batch);
     std::vector<double> scores;
     if (o.policy == EvictionPolicy::score) {
@@ -534,6 +538,100 @@ TEST_CASE("steps more than 2^32 apart keep the order of the recent ones", "[key_
   index.find_or_insert(std::vector<std::uint64_t>{5}, row, far + 2);
   CHECK(!index.contains(2));
   CHECK(index.contains(3));
+}
+
+TEST_CASE("lru order and last steps stay exact when steps are more than 2^32 apart",
+          "[key_index]") {
+  KeyIndex index(3, {.policy = EvictionPolicy::lru});
+  std::vector<TokenId> row(1);
+  index.find_or_insert(std::vector<std::uint64_t>{5}, row, 0);
+  index.find_or_insert(std::vector<std::uint64_t>{3}, row, 1);
+  const std::int64_t far = std::int64_t{1} << 33;
+  index.find_or_insert(std::vector<std::uint64_t>{7}, row, far);
+  CHECK(index.entry(5)->last_step == 0);
+  CHECK(index.entry(3)->last_step == 1);
+  CHECK(index.entry(7)->last_step == far);
+  const auto result = index.find_or_insert(std::vector<std::uint64_t>{9}, row, far + 1);
+  REQUIRE(result.evicted.size() == 1);
+  CHECK(result.evicted[0].key == 5);  // seen longest ago
+  index.find_or_insert(std::vector<std::uint64_t>{11}, row, std::int64_t{1} << 62);
+  CHECK(!index.contains(3));
+  CHECK(index.entry(7)->last_step == far);
+  CHECK(index.entry(9)->last_step == far + 1);
+  index.find_or_insert(std::vector<std::uint64_t>{13}, row,
+                       std::numeric_limits<std::int64_t>::max());
+  CHECK(!index.contains(7));
+  CHECK(index.entry(13)->last_step == std::numeric_limits<std::int64_t>::max());
+}
+
+TEST_CASE("KeyIndex matches its reference bit for bit with steps up to 2^33 apart", "[key_index]") {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    compare_stream(32, {.policy = EvictionPolicy::lru}, seed, 300, 90, 24, false, true, true);
+    compare_stream(32, {.policy = EvictionPolicy::lfu}, seed, 300, 90, 24, true, false, true);
+    compare_stream(32, {.policy = EvictionPolicy::lfu, .lfu_half_life = 1}, seed, 300, 90, 24, true,
+                   true, true);
+    compare_stream(32, {.policy = EvictionPolicy::score}, seed, 300, 90, 24, false, true, true);
+  }
+}
+
+TEST_CASE("resize keeps the order of keys seen more than 2^31 steps ago", "[key_index]") {
+  KeyIndex index(6, {.policy = EvictionPolicy::lru});
+  std::vector<TokenId> row(1);
+  const std::int64_t far = std::int64_t{1} << 34;
+  for (std::uint64_t k = 0; k < 6; ++k) {  // keys 0..5 on rows 0..5, the first three long ago
+    const auto step = static_cast<std::int64_t>(k < 3 ? 4 + 3 * k : std::uint64_t(far) + k);
+    index.find_or_insert(std::vector<std::uint64_t>{k}, row, step);
+  }
+  const auto result = index.resize(4);
+  CHECK(result.evicted == std::vector<ember::KeyRow>{{0, 0}, {1, 1}});  // steps 4 and 7 first
+  CHECK(index.entry(2)->last_step == 10);
+  CHECK(index.entry(5)->last_step == far + 5);
+  const auto next = index.find_or_insert(std::vector<std::uint64_t>{6}, row, far + 9);
+  REQUIRE(next.evicted.size() == 1);
+  CHECK(next.evicted[0].key == 2);
+}
+
+TEST_CASE("decayed lfu keeps the order of keys unseen for hundreds of half-lives", "[key_index]") {
+  KeyIndex index(4, {.policy = EvictionPolicy::lfu, .lfu_half_life = 1});
+  const auto map = [&](std::vector<std::uint64_t> keys, std::int64_t step) {
+    std::vector<TokenId> rows(keys.size());
+    const auto result = index.find_or_insert(keys, rows, step);
+    return std::vector<ember::KeyRow>(result.evicted.begin(), result.evicted.end());
+  };
+  map({1, 1, 1, 2}, 0);  // 3:1
+  for (std::int64_t step = 0; step <= 300; ++step) map({100, 200}, step);
+  CHECK(index.entry(1)->score > index.entry(2)->score);
+  CHECK(index.entry(1)->score == std::ldexp(3.0, -300));  // 3 · 2^-300 against 2^-300
+  CHECK(map({300}, 301) == std::vector<ember::KeyRow>{{2, 1}});
+  // Past a double's range the scores read 0, and the order still holds: 3 sightings at step 0
+  // against one at step 1 (2 at step 0), which the older step alone would evict first.
+  index.clear();
+  map({1, 1, 1}, 2002);
+  map({2}, 2003);
+  for (std::int64_t step = 2004; step <= 4000; ++step) map({100, 200}, step);
+  CHECK(index.entry(1)->score == 0.0);
+  CHECK(index.entry(2)->score == 0.0);
+  CHECK(map({500}, 4001) == std::vector<ember::KeyRow>{{2, 1}});
+}
+
+TEST_CASE("decayed lfu refuses steps more than 2^39 half-lives after the first", "[key_index]") {
+  KeyIndex index(4, {.policy = EvictionPolicy::lfu, .lfu_half_life = 4});
+  std::vector<TokenId> row(1);
+  index.find_or_insert(std::vector<std::uint64_t>{1}, row, 100);
+  const std::int64_t end = 100 + (std::int64_t{1} << 39) * 4;
+  index.find_or_insert(std::vector<std::uint64_t>{2}, row, end + 3);  // epoch 2^39: the last
+  const auto before = entries_of(index);
+  const auto e = ember_test::catch_as<ember::ValueError>(
+      [&] { index.find_or_insert(std::vector<std::uint64_t>{3}, row, end + 4); });
+  REQUIRE(e);
+  CHECK_THAT(e->what(), Catch::Contains("2^39 half-lives"));
+  CHECK(entries_of(index) == before);
+  CHECK(index.last_step() == end + 3);
+  KeyIndex plain(4, {.policy = EvictionPolicy::lfu});  // without decay no step is too late
+  plain.find_or_insert(std::vector<std::uint64_t>{1}, row, 0);
+  plain.find_or_insert(std::vector<std::uint64_t>{2}, row,
+                       std::numeric_limits<std::int64_t>::max());
+  CHECK(plain.size() == 2);
 }
 
 TEST_CASE("KeyIndex refuses bad options and bad batches, changing nothing", "[key_index]") {

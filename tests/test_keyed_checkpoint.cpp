@@ -4,19 +4,25 @@
 // and a failed save that leaves the old file.
 #include "ember/io/keyed_checkpoint.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <ember/io/detail/atomic_write.hpp>
 #include <ember/optim.hpp>
 
 #include "support/error_checks.hpp"
 #include "support/io_files.hpp"
+#include "support/safetensors_metadata.hpp"
 
 namespace {
 
@@ -256,6 +262,121 @@ TEST_CASE("corrupted or mismatched keyed checkpoints throw FormatError, loading 
   CHECK_THROWS_AS(ember::io::load_keyed<float>(junk), ember::FormatError);
 }
 
+namespace {
+
+/// The __metadata__ fields of the keyed checkpoint at `path` whose value is a number as ember
+/// writes it (decimal, or a "%a" hex float).
+std::vector<std::string> numeric_fields(const std::string& path) {
+  const ember::io::SafetensorsFile file(path);
+  std::vector<std::string> fields;
+  for (const auto& [k, v] : file.metadata())
+    if (!v.empty() && v.find_first_not_of("0123456789abcdefABCDEFxXpP.+-") == std::string::npos)
+      fields.push_back(k);
+  return fields;
+}
+
+/// Malformed numbers: each must be a FormatError in any numeric field, integer or real. Those
+/// with a space, a '+', a trailing "x", an underflow or nothing at all were read as the number
+/// before them (or 0) by strtod / strtoll.
+const std::vector<std::string> kMalformedNumbers = {
+    "zz", "", "1.5x", " 2", "2 ", "+2", "\t2", "2\n", " -1", "--1", "0x", "1e-400", "nan", "-inf"};
+
+/// Copies `good` to a scratch file with __metadata__[field] = value and checks that `load` throws
+/// a FormatError naming that file and the field.
+template <class Load>
+void check_malformed(const ember_test::ScratchDir& dir, const std::string& good,
+                     const std::string& field, const std::string& value, const Load& load) {
+  INFO("field '" << field << "' = '" << value << "'");
+  const std::string path = dir.file("malformed.safetensors");
+  std::filesystem::copy_file(good, path, std::filesystem::copy_options::overwrite_existing);
+  ember_test::set_safetensors_metadata(path, field, value);
+  const auto e = ember_test::catch_as<ember::FormatError>([&] { load(path); });
+  REQUIRE(e);
+  CHECK(e->path() == path);
+  CHECK_THAT(e->what(), Catch::Contains(path) && Catch::Contains("'" + field + "'"));
+}
+
+}  // namespace
+
+TEST_CASE("every numeric field of a keyed checkpoint is parsed whole or refused",
+          "[keyed_checkpoint]") {
+  ember_test::ScratchDir dir;
+  // Every field in use: admission, a decayed lfu, an optimizer with per-row state.
+  KeyedEmbedding<float> emb(
+      8, 3, {.index = {.policy = ember::EvictionPolicy::lfu, .min_count = 2, .lfu_half_life = 3}});
+  ember::optim::Adam<float> adam({.lr = 0.05});
+  train(emb, adam, 0, 4);
+  const std::string good = dir.file("good.safetensors");
+  ember::io::save_keyed(good, emb, &adam);
+  const auto load = [](const std::string& path) {
+    ember::optim::Adam<float> target({.lr = 0.05});
+    static_cast<void>(ember::io::load_keyed<float>(path, &target));
+  };
+  REQUIRE_NOTHROW(load(good));
+
+  SECTION("scale") {
+    // The defect: "zz" or "" loaded as scale 0, and every lookup returned zeros.
+    for (const std::string& bad : kMalformedNumbers) check_malformed(dir, good, "scale", bad, load);
+    const std::string path = dir.file("scale.safetensors");
+    std::filesystem::copy_file(good, path);
+    ember_test::set_safetensors_metadata(path, "scale", "zz");
+    REQUIRE_THROWS_AS(ember::io::load_keyed<float>(path), ember::FormatError);
+    REQUIRE_THROWS_WITH(ember::io::load_keyed<float>(path), Catch::Contains("'scale'"));
+    ember_test::set_safetensors_metadata(path, "scale", std::nullopt);
+    REQUIRE_THROWS_WITH(ember::io::load_keyed<float>(path), Catch::Contains("'scale': missing"));
+    // A decimal scale, as a person might write it, reads as the hex float save_keyed writes.
+    for (const char* half : {"0.5", "5e-1", "0x1p-1"}) {
+      ember_test::set_safetensors_metadata(path, "scale", half);
+      CHECK(ember::io::load_keyed<float>(path).scale() == 0.5f);
+    }
+  }
+  SECTION("every other numeric field") {
+    const std::vector<std::string> fields = numeric_fields(good);
+    // Not vacuous: the integer, unsigned and real fields are all among them.
+    for (const char* must : {"capacity", "d_model", "min_count", "lfu_half_life", "sketch_width",
+                             "init.kind", "init.a", "init.b", "seed", "init_rows", "last_step",
+                             "optimizer.steps", "optimizer.planes", "optimizer.width"}) {
+      CHECK(std::find(fields.begin(), fields.end(), must) != fields.end());
+    }
+    for (const std::string& field : fields)
+      for (const std::string& bad : kMalformedNumbers) check_malformed(dir, good, field, bad, load);
+  }
+  SECTION("the seed is unsigned") {
+    // strtoull took " -1" as 2^64 - 1.
+    for (const char* bad : {" -1", "-1", "-0", "18446744073709551616"})
+      check_malformed(dir, good, "seed", bad, load);
+  }
+}
+
+TEST_CASE("the table count and features of keyed table-batched bags are parsed whole",
+          "[keyed_checkpoint]") {
+  ember_test::ScratchDir dir;
+  std::vector<ember::KeyedTableConfig> tables{{.capacity = 6, .d_model = 2},
+                                              {.capacity = 4, .d_model = 3}};
+  ember::KeyedTableBatchedBags<float> kbb(
+      tables, {{.table = 0}, {.table = 1, .mode = ember::BagMode::mean}});
+  const std::string good = dir.file("kbb.safetensors");
+  ember::io::save_keyed(good, kbb);
+  const auto load = [](const std::string& path) {
+    static_cast<void>(ember::io::load_keyed_bags<float>(path));
+  };
+  REQUIRE_NOTHROW(load(good));
+  SECTION("tables and the fields of every table") {
+    const std::vector<std::string> fields = numeric_fields(good);
+    for (const char* must : {"tables", "table0.capacity", "table1.init.a", "table1.seed"})
+      CHECK(std::find(fields.begin(), fields.end(), must) != fields.end());
+    for (const std::string& field : fields)
+      for (const std::string& bad : kMalformedNumbers) check_malformed(dir, good, field, bad, load);
+  }
+  SECTION("the table of each feature") {
+    // strtoll took " 1" and "+1" as 1.
+    for (const char* features : {"0:sum:0, 1:mean:0", "0:sum:0,+1:mean:0", "0:sum:0,1 :mean:0",
+                                 "0:sum:0,:mean:0", "0:sum:0,0x1:mean:0", "0:sum:0,2:mean:0"}) {
+      check_malformed(dir, good, "features", features, load);
+    }
+  }
+}
+
 TEST_CASE("a failed keyed save leaves the old file", "[keyed_checkpoint]") {
   ember_test::ScratchDir dir;
   const std::string path = dir.file("keep.safetensors");
@@ -318,4 +439,111 @@ TEST_CASE("the keyed checkpoint fuzz seeds are what save_keyed writes", "[keyed_
     static_cast<void>(b);
     ember::io::save_keyed(path, bag);
   });
+}
+
+namespace {
+
+/// Overwrites the data of tensor `name` of the safetensors file at `path` with `values` (the same
+/// dtype and size), header untouched.
+template <class V>
+void overwrite_tensor(const std::string& path, const std::string& name,
+                      const std::vector<V>& values) {
+  std::vector<unsigned char> bytes = ember_test::read_bytes(path);
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  const auto header =
+      nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + static_cast<std::ptrdiff_t>(8 + n));
+  const auto begin = header.at(name).at("data_offsets").at(0).get<std::uint64_t>();
+  const auto end = header.at(name).at("data_offsets").at(1).get<std::uint64_t>();
+  REQUIRE(end - begin == values.size() * sizeof(V));
+  std::memcpy(bytes.data() + 8 + n + begin, values.data(), end - begin);
+  ember_test::write_bytes(path, bytes);
+}
+
+/// Maps batches [from, to) of a deterministic stream whose steps are 3 · 2^30 apart, so that
+/// every batch rebases the index's last steps and the older keys' steps are kept apart.
+void map_far(KeyedEmbedding<float>& e, std::int64_t from, std::int64_t to) {
+  for (std::int64_t s = from; s < to; ++s) {
+    Batches b(500 + static_cast<std::uint64_t>(s));
+    static_cast<void>(e.map(b.next(3, 20), s * 3 * (std::int64_t{1} << 30)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("checkpoints keep last steps and decayed counts exactly across far-apart steps",
+          "[keyed_checkpoint]") {
+  ember_test::ScratchDir dir;
+  const std::string path = dir.file("far.safetensors");
+  for (const ember::KeyIndexOptions& io :
+       {ember::KeyIndexOptions{.policy = ember::EvictionPolicy::lru},
+        ember::KeyIndexOptions{.policy = ember::EvictionPolicy::lfu, .lfu_half_life = 1}}) {
+    INFO("policy " << ember::to_string(io.policy));
+    const KeyedOptions o{.index = io, .seed = 5};
+    KeyedEmbedding<float> straight(8, 2, o), first(8, 2, o);
+    map_far(straight, 0, 24);
+    map_far(first, 0, 12);
+    const auto before = entries(first);
+    const std::int64_t long_ago = first.index().last_step() - (std::int64_t{1} << 31);
+    CHECK(std::any_of(before.begin(), before.end(),  // a key older than any base could be
+                      [&](const ember::KeyEntry& e) { return e.last_step < long_ago; }));
+    ember::io::save_keyed(path, first);
+    KeyedEmbedding<float> resumed = ember::io::load_keyed<float>(path);
+    CHECK(entries(resumed) == before);
+    map_far(resumed, 12, 24);
+    CHECK(entries(resumed) == entries(straight));
+  }
+}
+
+TEST_CASE("format-1 keyed checkpoints, with decayed counts as floats, still load",
+          "[keyed_checkpoint]") {
+  ember_test::ScratchDir dir;
+  const std::string path = dir.file("v1.safetensors");
+  const KeyedOptions o{.index = {.policy = ember::EvictionPolicy::lfu, .lfu_half_life = 3},
+                       .seed = 6};
+  KeyedEmbedding<float> emb(16, 4, o);
+  ember::optim::SGD<float> sgd({.lr = 0.1});
+  train(emb, sgd, 0, 40);
+  ember::io::save_keyed(path, emb);
+  const auto expected = entries(emb);
+  const auto decay = ember::io::SafetensorsFile(path).load_array<std::uint64_t>("decay");
+  const std::int64_t latest = (emb.index().last_step() - 0) / 3;  // the stream starts at step 0
+  for (const std::int64_t decay_base : {std::int64_t{0}, latest}) {
+    INFO("decay_base " << decay_base);
+    // Format 1 stored each decayed count as a float relative to 2^decay_base, in `score`.
+    std::vector<double> weights;
+    for (const std::uint64_t d : decay)
+      weights.push_back(ember::detail::DecayedCount::value_at(d, decay_base));
+    ember_test::set_safetensors_metadata(path, "ember.keyed.format", "1");
+    ember_test::set_safetensors_metadata(path, "decay_base", std::to_string(decay_base));
+    overwrite_tensor(path, "score", weights);
+    const KeyedEmbedding<float> back = ember::io::load_keyed<float>(path);
+    CHECK(entries(back) == expected);
+    ember_test::set_safetensors_metadata(path, "decay_base", "x");
+    CHECK_THROWS_WITH(ember::io::load_keyed<float>(path), Catch::Contains("'decay_base'"));
+  }
+  ember_test::set_safetensors_metadata(path, "ember.keyed.format", "3");
+  CHECK_THROWS_WITH(ember::io::load_keyed<float>(path), Catch::Contains("ember.keyed.format"));
+  // A file the format-1 writer wrote, and the same training saved as format 2 (the fuzz seeds).
+  const std::string seeds = std::string(EMBER_FUZZ_DIR) + "/corpus/keyed_checkpoint/";
+  ember::optim::SGD<float> sgd1({.lr = 0.1, .momentum = 0.9}), sgd2 = sgd1;
+  const auto v1 =
+      ember::io::load_keyed<float>(seeds + "lfu_admission_sgd_format1.safetensors", &sgd1);
+  const auto v2 = ember::io::load_keyed<float>(seeds + "lfu_admission_sgd.safetensors", &sgd2);
+  CHECK(entries(v1) == entries(v2));
+  CHECK(v1.table().weight() == v2.table().weight());
+}
+
+TEST_CASE("a decayed count above a float's range is a FormatError", "[keyed_checkpoint]") {
+  ember_test::ScratchDir dir;
+  const std::string path = dir.file("decay.safetensors");
+  KeyedEmbedding<float> emb(8, 2,
+                            {.index = {.policy = ember::EvictionPolicy::lfu, .lfu_half_life = 2}});
+  static_cast<void>(emb.map(Keys{1, 2, 3}, 10));
+  ember::io::save_keyed(path, emb);
+  auto decay = ember::io::SafetensorsFile(path).load_array<std::uint64_t>("decay");
+  decay[1] = (std::uint64_t{5 + 128} << 23);  // 2^128 at the latest half-life, 5
+  overwrite_tensor(path, "decay", decay);
+  CHECK_THROWS_AS(ember::io::load_keyed<float>(path), ember::FormatError);
+  CHECK_THROWS_WITH(ember::io::load_keyed<float>(path), Catch::Contains("'decay'"));
 }

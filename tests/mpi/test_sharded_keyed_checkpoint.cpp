@@ -15,7 +15,9 @@
 #include "ember/errors.hpp"
 #include "ember/keys/keyed_embedding.hpp"
 #include "ember/optim/adam.hpp"
+#include "support/error_checks.hpp"
 #include "support/matrix_compare.hpp"
+#include "support/safetensors_metadata.hpp"
 #include "support/sharded_embedding_reference.hpp"
 #include "support/sharded_keyed_fixtures.hpp"
 
@@ -142,4 +144,53 @@ TEST_CASE("a missing sharded keyed checkpoint raises FormatError on every rank",
   REQUIRE_THROWS_AS(
       ember::distributed::load_keyed_shards<float>(MPI_COMM_WORLD, (dir.path / "none").string()),
       ember::FormatError);
+}
+
+TEST_CASE("a sharded keyed checkpoint's numbers are read whole: a malformed one raises FormatError",
+          "[sharded_keyed_checkpoint]") {
+  const auto w = ember_test::world();
+  const ember_test::SharedDir dir("ember_keyed_numbers_");
+  const std::string prefix = (dir.path / "k").string();
+  const std::string shard0 = ember::distributed::shard_path(prefix, 0, w.size);
+  // Saves a trained checkpoint from every rank, then rank 0 sets `key` of shard `q` to `value`.
+  const auto save = [&](int q, const std::string& key, const std::string& value) {
+    MPI_Barrier(MPI_COMM_WORLD);  // every rank is done with the previous files
+    {
+      ShardedKeyedEmbedding<float> emb(MPI_COMM_WORLD, 32, kDim, {.seed = 5});
+      ember::optim::Adam<float> opt({.lr = 0.05});
+      train(emb, opt, w.rank, 0, 3);
+      ember::distributed::save_keyed_shards(emb, prefix, &opt);
+    }
+    if (w.rank == 0 && !key.empty()) {
+      ember_test::set_safetensors_metadata(ember::distributed::shard_path(prefix, q, w.size), key,
+                                           value);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  };
+  const auto refused = [&](const std::string& path, const std::string& field) {
+    const auto e = ember_test::catch_as<ember::FormatError>([&] {
+      ember::optim::Adam<float> opt({.lr = 0.05});
+      (void)ember::distributed::load_keyed_shards<float>(MPI_COMM_WORLD, prefix, &opt);
+    });
+    REQUIRE(e);
+    CHECK_THAT(e->what(), Catch::Contains(path) && Catch::Contains("'" + field + "'"));
+  };
+  save(0, "", "");
+  REQUIRE_NOTHROW(ember::distributed::load_keyed_shards<float>(MPI_COMM_WORLD, prefix));
+  // strtod read "zz" and "" as a scale of 0 (every lookup zeros), "1.5x" as 1.5, " 2" as 2.
+  for (const char* bad : {"zz", "", "1.5x", " 2", "+2", "1e-400", "nan"}) {
+    INFO("scale = '" << bad << "'");
+    save(0, "scale", bad);
+    refused(shard0, "scale");
+  }
+  for (const char* key : {"capacity", "seed", "init.a", "last_step"}) {
+    INFO(key << " = ' 1'");
+    save(0, key, " 1");
+    refused(shard0, key);
+  }
+  if (w.size > 1) {
+    // Well-formed, but not the scale of shard 0.
+    save(1, "scale", "0x1.8p+0");
+    refused(ember::distributed::shard_path(prefix, 1, w.size), "scale");
+  }
 }

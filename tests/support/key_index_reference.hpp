@@ -15,6 +15,7 @@
 #include <set>
 #include <span>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <ember/keys/key_index.hpp>
@@ -27,7 +28,10 @@ class KeyIndexReference {
     ember::TokenId row = -1;
     std::int64_t last = 0;
     std::uint32_t count = 0;
+    // Decayed lfu: the count is decay · 2^decay_epoch, each sighting at epoch E weighing 2^E,
+    // added as a float relative to the epoch of the latest sighting.
     float decay = 0.0f;
+    std::int64_t decay_epoch = 0;
     double score = 0.0;
   };
 
@@ -98,18 +102,12 @@ class KeyIndexReference {
     if (a > free_rows + evictable) return std::nullopt;
     // The clocks.
     if (origin_ < 0) origin_ = step;
-    if (decayed() && epoch(step) - decay_base_ > 64) {
-      const auto k = static_cast<int>(epoch(step) - decay_base_);
-      for (auto& [key, e] : map_) e.decay = std::ldexp(e.decay, -k);
-      decay_base_ += k;
-    }
     if (halvings > 0) {
       for (auto& x : counters_) x = static_cast<std::uint16_t>(x >> std::min(halvings, 16));
       sketch_epoch_ = (step - origin_) / o_.sketch_half_life;
     }
     last_step = step;
-    const float weight =
-        decayed() ? std::ldexp(1.0f, static_cast<int>(epoch(step) - decay_base_)) : 0.0f;
+    const std::int64_t now_epoch = epoch(step);
     if (o_.min_count > 1) {
       for (const std::uint64_t k : fresh) add(k, sightings[k]);
     }
@@ -119,16 +117,23 @@ class KeyIndexReference {
       Entry& e = map_[keys[i]];
       const std::uint64_t c = counts.empty() ? 1 : static_cast<std::uint64_t>(counts[i]);
       e.count = sat(e.count, c);
-      if (decayed()) e.decay += static_cast<float>(c) * weight;
+      if (decayed()) {
+        e.decay = std::ldexp(e.decay, shift(e.decay_epoch - now_epoch)) + static_cast<float>(c);
+        e.decay_epoch = now_epoch;
+      }
     }
     for (const std::uint64_t k : protected_keys) {
       map_[k].last = step;
       if (o_.policy == ember::EvictionPolicy::score && !scores.empty()) map_[k].score = best[k];
     }
     // Victims: every evictable key, sorted by its tuple.
-    std::vector<std::tuple<double, std::int64_t, std::uint64_t>> all;
-    for (const auto& [k, e] : map_)
-      if (protected_keys.count(k) == 0) all.emplace_back(primary(e), e.last, k);
+    std::vector<std::tuple<std::int64_t, double, std::int64_t, std::uint64_t>> all;
+    for (const auto& [k, e] : map_) {
+      if (protected_keys.count(k) == 0) {
+        const auto [exponent, value] = primary(e);
+        all.emplace_back(exponent, value, e.last, k);
+      }
+    }
     std::sort(all.begin(), all.end());
     std::size_t next = 0;
     std::map<std::uint64_t, ember::TokenId> row_of_new;
@@ -139,7 +144,7 @@ class KeyIndexReference {
         r = *free_.begin();
         free_.erase(free_.begin());
       } else {
-        const std::uint64_t victim = std::get<2>(all[next++]);
+        const std::uint64_t victim = std::get<3>(all[next++]);
         r = map_[victim].row;
         evicted.push_back({victim, r});
         map_.erase(victim);
@@ -148,7 +153,10 @@ class KeyIndexReference {
       e.row = r;
       e.last = step;
       e.count = sat(0, sightings[k]);
-      if (decayed()) e.decay = static_cast<float>(sightings[k]) * weight;
+      if (decayed()) {
+        e.decay = static_cast<float>(sightings[k]);
+        e.decay_epoch = now_epoch;
+      }
       if (o_.policy == ember::EvictionPolicy::score) e.score = best[k];
       map_[k] = e;
       row_of_new[k] = r;
@@ -178,7 +186,7 @@ class KeyIndexReference {
       switch (o_.policy) {
         case ember::EvictionPolicy::lfu:
           x.score = decayed() ? std::ldexp(static_cast<double>(e.decay),
-                                           static_cast<int>(decay_base_ - epoch(last_step)))
+                                           shift(e.decay_epoch - epoch(last_step)))
                               : static_cast<double>(e.count);
           break;
         case ember::EvictionPolicy::score:
@@ -208,15 +216,26 @@ class KeyIndexReference {
   [[nodiscard]] std::int64_t epoch(std::int64_t s) const {
     return decayed() && origin_ >= 0 ? (s - origin_) / o_.lfu_half_life : 0;
   }
-  [[nodiscard]] double primary(const Entry& e) const {
+  /// The policy's primary order as (binary exponent, value): a decayed count as its exponent
+  /// and significand in [0.5, 1), anything else as (0, value).
+  [[nodiscard]] std::pair<std::int64_t, double> primary(const Entry& e) const {
     switch (o_.policy) {
       case ember::EvictionPolicy::lfu:
-        return decayed() ? static_cast<double>(e.decay) : static_cast<double>(e.count);
+        if (decayed()) {
+          int exponent = 0;
+          const double significand = std::frexp(static_cast<double>(e.decay), &exponent);
+          return {e.decay_epoch + exponent, significand};
+        }
+        return {0, static_cast<double>(e.count)};
       case ember::EvictionPolicy::score:
-        return e.score;
+        return {0, e.score};
       default:
-        return 0.0;
+        return {0, 0.0};
     }
+  }
+  /// A power-of-two shift for ldexp: beyond +-2000 every float and double is 0 or infinite.
+  static int shift(std::int64_t k) {
+    return static_cast<int>(std::clamp<std::int64_t>(k, -2000, 2000));
   }
   static std::uint32_t sat(std::uint32_t a, std::uint64_t b) {
     return static_cast<std::uint32_t>(
@@ -257,7 +276,6 @@ class KeyIndexReference {
   ember::Index width_ = 0;
   std::vector<std::uint16_t> counters_;
   std::int64_t origin_ = -1;
-  std::int64_t decay_base_ = 0;
   std::int64_t sketch_epoch_ = 0;
 };
 

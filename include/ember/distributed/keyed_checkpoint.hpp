@@ -7,9 +7,7 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <utility>
@@ -60,6 +58,7 @@ SavedKeyedTable<T> merge_for(const std::vector<SavedKeyedTable<T>>& files, int o
   m.index.last_steps.clear();
   m.index.counts.clear();
   m.index.scores.clear();
+  m.index.decay.clear();
   struct Taken {
     std::size_t file;
     std::size_t entry;
@@ -92,6 +91,7 @@ SavedKeyedTable<T> merge_for(const std::vector<SavedKeyedTable<T>>& files, int o
     m.index.last_steps.push_back(f.index.last_steps[i]);
     m.index.counts.push_back(f.index.counts[i]);
     m.index.scores.push_back(f.index.scores[i]);
+    m.index.decay.push_back(f.index.decay[i]);
     m.weight.row(static_cast<Index>(k)) = f.weight.row(saved_row);
     if (!f.optimizer.present) continue;
     if (std::find(f.pending.begin(), f.pending.end(), saved_row) != f.pending.end()) continue;
@@ -221,11 +221,10 @@ template <class T, class Opt = std::nullptr_t>
         detail::fail_at_byte(paths.back(), 8, "keyed checkpoint field 'ember.rank': not rank ", q,
                              " of ", saved);
       }
-      const double s = std::strtod(f.metadata().at("scale").c_str(), nullptr);
-      if (!std::isfinite(s) || (q > 0 && s != scale)) {
-        detail::fail_at_byte(
-            paths.back(), 8,
-            "keyed checkpoint field 'scale': not finite or not the same on every shard");
+      const double s = detail::keyed_scale(f);  // one whole finite number, else FormatError
+      if (q > 0 && s != scale) {
+        detail::fail_at_byte(paths.back(), 8, "keyed checkpoint field 'scale': ", detail::exact(s),
+                             " differs from ", detail::exact(scale), " in ", paths.front());
       }
       scale = s;
       files.push_back(detail::read_table<T>(f, ""));

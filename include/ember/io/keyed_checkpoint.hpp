@@ -6,11 +6,10 @@
 #pragma once
 
 #include <algorithm>
-#include <cerrno>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <initializer_list>
 #include <limits>
 #include <map>
@@ -28,6 +27,7 @@
 #include "ember/detail/checks.hpp"
 #include "ember/errors.hpp"
 #include "ember/io/detail/checks.hpp"
+#include "ember/io/detail/whole_number.hpp"
 #include "ember/io/safetensors.hpp"
 #include "ember/keys/key_index.hpp"
 #include "ember/keys/keyed_bags.hpp"
@@ -46,7 +46,8 @@ struct KeyIndexSnapshot {
   KeyIndexClocks clock;
   std::vector<std::uint64_t> keys;
   std::vector<std::int64_t> rows, last_steps, counts;
-  std::vector<double> scores;  // lfu with a half-life: the stored weight; score: the score; else 0
+  std::vector<double> scores;        // score: the score; else 0
+  std::vector<std::uint64_t> decay;  // lfu with a half-life: the detail::DecayedCount; else 0
   std::vector<std::uint16_t> sketch;
 };
 
@@ -62,11 +63,10 @@ struct KeyIndexAccess {
       const auto u = static_cast<std::size_t>(r);
       s.keys.push_back(ix.meta_[u].key);
       s.rows.push_back(r);
-      s.last_steps.push_back(ix.clock_.base + ix.meta_[u].last);
+      s.last_steps.push_back(ix.step_of(r));
       s.counts.push_back(ix.meta_[u].count);
-      s.scores.push_back(ix.decayed() ? static_cast<double>(ix.decay_[u])
-                         : ix.options_.policy == EvictionPolicy::score ? ix.scores_[u]
-                                                                       : 0.0);
+      s.scores.push_back(ix.options_.policy == EvictionPolicy::score ? ix.scores_[u] : 0.0);
+      s.decay.push_back(ix.decayed() ? ix.decay_[u] : 0);
     }
     const auto c = ix.sketch_.counters();
     s.sketch.assign(c.begin(), c.end());
@@ -77,16 +77,23 @@ struct KeyIndexAccess {
   [[nodiscard]] static KeyIndex restore(const KeyIndexSnapshot& s) {
     KeyIndex ix(s.capacity, s.options);
     ix.clock_ = s.clock;
+    std::vector<KeyIndex::AncientStep> steps;
     for (std::size_t i = 0; i < s.keys.size(); ++i) {
       const auto r = static_cast<Index>(s.rows[i]);
       const auto u = static_cast<std::size_t>(r);
-      ix.meta_[u] = {s.keys[i], static_cast<std::uint32_t>(s.last_steps[i] - s.clock.base),
-                     static_cast<std::uint32_t>(s.counts[i])};
-      if (ix.decayed()) ix.decay_[u] = static_cast<float>(s.scores[i]);
+      ix.meta_[u] = {s.keys[i], 0, static_cast<std::uint32_t>(s.counts[i])};
+      steps.push_back({static_cast<std::uint32_t>(r), s.last_steps[i]});
+      if (ix.decayed()) ix.decay_[u] = s.decay[i];
       if (s.options.policy == EvictionPolicy::score) ix.scores_[u] = s.scores[i];
       ix.slots_.insert(mix_key(s.keys[i]), r);
       ++ix.size_;
     }
+    // A file may span more steps than the index keeps relative to one base (format 1 kept 2^32):
+    // the rows before the base are then ranked below it, as a rebase does.
+    const std::int64_t base = s.clock.last - s.clock.base <= KeyIndex::kStepSpan
+                                  ? s.clock.base
+                                  : s.clock.last - KeyIndex::kStepSpan / 2;
+    ix.encode_steps(steps, base);
     ix.finish_adopt();
     if (!s.sketch.empty())
       std::copy(s.sketch.begin(), s.sketch.end(), ix.sketch_.counters().begin());
@@ -103,6 +110,27 @@ struct KeyIndexAccess {
     KeyIndex::validate(capacity, o);
   }
 };
+
+/// The detail::DecayedCount of a format-1 decayed count: the float `weight` relative to
+/// 2^decay_base. A weight below one sighting at the first half-life (an old float underflow)
+/// becomes one sighting there, the smallest count.
+inline std::uint64_t decayed_count_of_format1(double weight, std::int64_t decay_base) {
+  if (weight <= 0.0) return 0;
+  int e = 0;
+  const auto significand = static_cast<float>(2.0 * std::frexp(weight, &e));  // in [1, 2)
+  const std::int64_t exponent = decay_base + e - 1;
+  if (exponent < 0) return 0;
+  return (static_cast<std::uint64_t>(exponent) << 23) |
+         (std::bit_cast<std::uint32_t>(significand) & 0x7FFFFFU);
+}
+
+/// The largest detail::DecayedCount that a checkpointed index may hold: a float's range relative
+/// to its latest half-life.
+inline std::uint64_t largest_decayed_count(const KeyIndexSnapshot& ix, const KeyIndexOptions& o) {
+  const std::int64_t epoch =
+      ix.clock.origin < 0 ? 0 : (ix.clock.last - ix.clock.origin) / o.lfu_half_life;
+  return (static_cast<std::uint64_t>(epoch + 127) << 23) | 0x7FFFFFU;
+}
 
 /// The one of `values` whose to_string is `name` (the names a checkpoint stores), or std::nullopt.
 template <class E>
@@ -195,6 +223,7 @@ void add_to(io::SafetensorsWriter& w, const std::string& p, const SavedKeyedTabl
   w.add_array<std::int64_t>(p + "last_step", ix.last_steps);
   w.add_array<std::int64_t>(p + "count", ix.counts);
   w.add_array<double>(p + "score", ix.scores);
+  w.add_array<std::uint64_t>(p + "decay", ix.decay);
   w.add_array<std::uint16_t>(p + "sketch", ix.sketch);
   w.add_array<std::int64_t>(p + "pending", s.pending);
   w.add_array<std::uint64_t>(p + "log_keys", s.log_keys);
@@ -216,7 +245,6 @@ void add_to(io::SafetensorsWriter& w, const std::string& p, const SavedKeyedTabl
   meta("origin_step", std::to_string(ix.clock.origin));
   meta("base_step", std::to_string(ix.clock.base));
   meta("last_step", std::to_string(ix.clock.last));
-  meta("decay_base", std::to_string(ix.clock.decay_base));
   meta("sketch_epoch", std::to_string(ix.clock.sketch_epoch));
   if (s.optimizer.present) {
     meta("optimizer", s.optimizer.name);
@@ -252,22 +280,19 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
     if (it == f.metadata().end()) bad(field, "missing from __metadata__");
     return it->second;
   };
+  // Every numeric field is one whole number (detail::whole_number): "", " 2" or "1.5x" is a
+  // FormatError, never a silent 0, 2 or 1.5.
   const auto integer = [&](const std::string& field) -> std::int64_t {
     const std::string& v = text(field);
-    char* end = nullptr;
-    errno = 0;
-    const long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || end != v.c_str() + v.size() || errno != 0)
-      bad(field, "'", v, "' is not an integer");
-    return static_cast<std::int64_t>(x);
+    const auto x = detail::whole_number<std::int64_t>(v);
+    if (!x) bad(field, detail::quoted(v), " is not a decimal 64-bit integer");
+    return *x;
   };
   const auto real = [&](const std::string& field) -> double {
     const std::string& v = text(field);
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(x))
-      bad(field, "'", v, "' is not a finite number");
-    return x;
+    const auto x = detail::whole_number<double>(v);
+    if (!x) bad(field, detail::quoted(v), " is not a finite number");
+    return *x;
   };
 
   SavedKeyedTable<T> s;
@@ -294,11 +319,9 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   s.options.init = Init{static_cast<Init::Kind>(kind), real("init.a"), real("init.b")};
   {
     const std::string& v = text("seed");
-    char* end = nullptr;
-    errno = 0;
-    s.options.seed = std::strtoull(v.c_str(), &end, 10);
-    if (v.empty() || v[0] == '-' || end != v.c_str() + v.size() || errno != 0)
-      bad("seed", "'", v, "' is not an unsigned integer");
+    const auto seed = detail::whole_number<std::uint64_t>(v);
+    if (!seed) bad("seed", detail::quoted(v), " is not a decimal unsigned 64-bit integer");
+    s.options.seed = *seed;
   }
   s.options.init_rows = integer("init_rows");
   // The options must build the table, checked without allocating anything: the table's and the
@@ -327,13 +350,12 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   ix.clock.origin = integer("origin_step");
   ix.clock.base = integer("base_step");
   ix.clock.last = integer("last_step");
-  ix.clock.decay_base = integer("decay_base");
   ix.clock.sketch_epoch = integer("sketch_epoch");
   if (ix.clock.origin < -1 || (ix.clock.origin >= 0 && (ix.clock.base < ix.clock.origin ||
                                                         ix.clock.last < ix.clock.base))) {
     bad("origin_step", "the steps are out of order (origin <= base <= last)");
   }
-  if (ix.clock.decay_base < 0 || ix.clock.sketch_epoch < 0) bad("decay_base", "is negative");
+  if (ix.clock.sketch_epoch < 0) bad("sketch_epoch", "is negative");
   // The table.
   s.weight = f.template load<T>(p + "weight");
   if (s.options.fallback == KeyFallback::zeros && !s.weight.row(ix.capacity).isZero(0)) {
@@ -346,10 +368,17 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   ix.counts = array_field<std::int64_t>(f, p, "count", bad);
   ix.scores = array_field<double>(f, p, "score", bad);
   ix.sketch = array_field<std::uint16_t>(f, p, "sketch", bad);
+  // Format 1 kept decayed counts as floats in `score`, relative to 2^decay_base; format 2 keeps
+  // them whole in `decay` (detail::DecayedCount).
+  const bool format1 = f.metadata().at("ember.keyed.format") == "1";
+  const std::int64_t decay_base = format1 ? integer("decay_base") : 0;
+  if (decay_base < 0) bad("decay_base", "is negative");
+  ix.decay = format1 ? std::vector<std::uint64_t>(ix.keys.size(), 0)
+                     : array_field<std::uint64_t>(f, p, "decay", bad);
   const std::size_t n = ix.keys.size();
   if (ix.rows.size() != n || ix.last_steps.size() != n || ix.counts.size() != n ||
-      ix.scores.size() != n) {
-    bad("rows", "keys, rows, last_step, count and score differ in length");
+      ix.scores.size() != n || ix.decay.size() != n) {
+    bad("rows", "keys, rows, last_step, count, score and decay differ in length");
   }
   if (ix.clock.origin < 0 && n != 0)
     bad("origin_step", "is -1 (never stepped) but keys are resident");
@@ -365,16 +394,24 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
       bad("keys", "key ", ix.keys[i], " at entry ", i, " is given twice");
     if (ix.counts[i] < 1 || ix.counts[i] > std::numeric_limits<std::uint32_t>::max())
       bad("count", ix.counts[i], " at entry ", i, " is outside [1, 2^32)");
-    if (ix.last_steps[i] < ix.clock.base || ix.last_steps[i] > ix.clock.last ||
-        ix.last_steps[i] - ix.clock.base > std::numeric_limits<std::uint32_t>::max()) {
-      bad("last_step", ix.last_steps[i], " at entry ", i, " is outside [base_step, last_step]");
+    if (ix.last_steps[i] < ix.clock.origin || ix.last_steps[i] > ix.clock.last) {
+      bad("last_step", ix.last_steps[i], " at entry ", i, " is outside [origin_step, last_step]");
     }
     const double sc = ix.scores[i];
     if (!std::isfinite(sc)) bad("score", "not finite at entry ", i);
-    if (decayed && (sc < 0.0 || static_cast<double>(static_cast<float>(sc)) != sc))
-      bad("score", "a decayed count must be a non-negative float at entry ", i);
-    if (!decayed && io.policy != EvictionPolicy::score && sc != 0.0)
+    if (format1 && decayed) {
+      if (sc < 0.0 || static_cast<double>(static_cast<float>(sc)) != sc)
+        bad("score", "a decayed count must be a non-negative float at entry ", i);
+      ix.decay[i] = decayed_count_of_format1(sc, decay_base);
+      ix.scores[i] = 0.0;
+    } else if (io.policy != EvictionPolicy::score && sc != 0.0) {
       bad("score", "must be 0 for this policy at entry ", i);
+    }
+    if (decayed && ix.decay[i] > largest_decayed_count(ix, io)) {
+      bad("decay", ix.decay[i], " at entry ", i,
+          " is above the largest count a float holds relative to the latest half-life");
+    }
+    if (!decayed && ix.decay[i] != 0) bad("decay", "must be 0 for this policy at entry ", i);
   }
   s.pending = array_field<std::int64_t>(f, p, "pending", bad);
   for (const std::int64_t r : s.pending)
@@ -494,14 +531,15 @@ inline io::SafetensorsFile open_keyed(const std::string& path, const char* layer
                          "', found '", found, "'");
   }
   const auto v = f.metadata().find("ember.keyed.format");
-  if (v == f.metadata().end() || v->second != "1") {
-    detail::fail_at_byte(path, 8, "keyed checkpoint field 'ember.keyed.format': expected '1'");
+  if (v == f.metadata().end() || (v->second != "1" && v->second != "2")) {
+    detail::fail_at_byte(path, 8,
+                         "keyed checkpoint field 'ember.keyed.format': expected '2' (or '1')");
   }
   return f;
 }
 
 inline void stamp_keyed(io::SafetensorsWriter& w, const char* layer) {
-  w.metadata("ember.keyed.layer", layer).metadata("ember.keyed.format", "1");
+  w.metadata("ember.keyed.layer", layer).metadata("ember.keyed.format", "2");
 }
 
 /// Writes one keyed table (its state, table and optimizer) as a file of layer `layer`, with the
@@ -516,6 +554,21 @@ void save_one(const std::string& path, const char* layer, const KeyedState<T>& s
   for (const auto& [k, v] : meta) w.metadata(k, v);
   add_to(w, "", s);
   w.save(path);
+}
+
+/// The "scale" of a keyed checkpoint: one whole finite number (detail::whole_number).
+/// Throws: FormatError naming the file and the field when it is missing or malformed.
+inline double keyed_scale(const io::SafetensorsFile& f) {
+  const auto it = f.metadata().find("scale");
+  if (it == f.metadata().end())
+    detail::fail_at_byte(f.path(), 8, "keyed checkpoint field 'scale': missing");
+  const auto scale = detail::whole_number<double>(it->second);
+  if (!scale) {
+    detail::fail_at_byte(f.path(), 8,
+                         "keyed checkpoint field 'scale': ", detail::quoted(it->second),
+                         " is not a finite number");
+  }
+  return *scale;
 }
 
 /// The pooling mode a checkpoint names ("sum", "mean", "max"), or std::nullopt.
@@ -558,12 +611,7 @@ template <class T, class Opt = std::nullptr_t>
                                            KeyedLoadOptions options = {}) {
   const io::SafetensorsFile f = detail::open_keyed(path, "KeyedEmbedding");
   const auto s = detail::read_table<T>(f, "");
-  const auto it = f.metadata().find("scale");
-  double scale = 0.0;
-  if (it == f.metadata().end() ||
-      (scale = std::strtod(it->second.c_str(), nullptr), !std::isfinite(scale))) {
-    detail::fail_at_byte(path, 8, "keyed checkpoint field 'scale': missing or not finite");
-  }
+  const double scale = detail::keyed_scale(f);
   KeyedOptions ko = s.options;
   ko.scale = LookupScale::constant(scale);
   KeyedEmbedding<T> emb(s.index.capacity, s.d_model, ko);
@@ -642,10 +690,10 @@ template <class T, class Opt = optim::SGD<T>>
   const auto tables_it = f.metadata().find("tables");
   const auto features_it = f.metadata().find("features");
   if (tables_it == f.metadata().end() || features_it == f.metadata().end()) bad("tables': missing");
-  char* end = nullptr;
-  const long long nt = std::strtoll(tables_it->second.c_str(), &end, 10);
-  if (end == tables_it->second.c_str() || *end != '\0' || nt < 1 || nt > 4096)
-    bad("tables': not a count in [1, 4096]");
+  const auto count = detail::whole_number<std::int64_t>(tables_it->second);
+  if (!count || *count < 1 || *count > 4096)
+    bad("tables': ", detail::quoted(tables_it->second), " is not a count in [1, 4096]");
+  const std::int64_t nt = *count;
   std::vector<BagFeature> features;
   std::string list = features_it->second;
   std::size_t at = 0;
@@ -654,16 +702,15 @@ template <class T, class Opt = optim::SGD<T>>
     const std::string item = list.substr(at, comma - at);
     const std::size_t c1 = item.find(':');
     const std::size_t c2 = c1 == std::string::npos ? c1 : item.find(':', c1 + 1);
-    if (c2 == std::string::npos) bad("features': '", item, "' is not table:mode:weighted");
+    if (c2 == std::string::npos)
+      bad("features': ", detail::quoted(item), " is not table:mode:weighted");
     BagFeature feat;
-    char* e = nullptr;
-    feat.table = std::strtoll(item.c_str(), &e, 10);
+    const auto table = detail::whole_number<std::int64_t>(std::string_view(item).substr(0, c1));
     const std::optional<BagMode> mode = detail::parse_mode(item.substr(c1 + 1, c2 - c1 - 1));
     const std::string weighted = item.substr(c2 + 1);
-    if (e != item.c_str() + c1 || feat.table < 0 || feat.table >= nt || !mode ||
-        (weighted != "0" && weighted != "1")) {
-      bad("features': '", item, "' is not table:mode:weighted");
-    }
+    if (!table || *table < 0 || *table >= nt || !mode || (weighted != "0" && weighted != "1"))
+      bad("features': ", detail::quoted(item), " is not table:mode:weighted");
+    feat.table = static_cast<Index>(*table);
     feat.mode = *mode;
     feat.weighted = weighted == "1";
     features.push_back(feat);

@@ -25,6 +25,7 @@
 #include "ember/detail/key_slots.hpp"
 #include "ember/detail/parallel.hpp"
 #include "ember/errors.hpp"
+#include "ember/keys/detail/decayed_count.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA {
@@ -54,9 +55,11 @@ struct KeyIndexOptions {
   /// Sightings a key needs before it gets a row (0 or 1: at its first); until then it is counted
   /// in a bounded sketch, costs no row and reads the fallback. At most 65535.
   std::int64_t min_count = 1;
-  /// lfu only: with h > 0, a sighting at step s weighs 2^-floor((now - s0) / h) relative to one
-  /// at the latest step, s0 the index's first step (the count halves every h steps); 0: plain
-  /// counts.
+  /// lfu only, h > 0: decayed counts. Steps fall in epochs of h steps counted from the index's
+  /// first step s0, and a sighting at step s weighs 2^floor((s - s0) / h): at each epoch boundary
+  /// every earlier sighting halves against the new ones, whatever its step within its epoch.
+  /// Counts keep their order however long a key is unseen; steps more than 2^39 epochs after s0
+  /// are refused. 0: plain counts.
   std::int64_t lfu_half_life = 0;
   /// Counters per row of the admission sketch (4 rows, 2 bytes a counter), rounded up to a power
   /// of two, at least 64; 0: the power of two at or above the capacity. Unused when min_count <= 1.
@@ -109,9 +112,8 @@ struct ResizeResult {
 /// The steps a KeyIndex keeps (part of its checkpointed state).
 struct KeyIndexClocks {
   std::int64_t origin = -1;       ///< the first step (decay and sketch epochs count from it)
-  std::int64_t base = 0;          ///< the step the rows' last steps count from
+  std::int64_t base = 0;          ///< the step the rows' last steps count from (>= origin)
   std::int64_t last = -1;         ///< the latest step
-  std::int64_t decay_base = 0;    ///< decayed weights are relative to 2^decay_base
   std::int64_t sketch_epoch = 0;  ///< halvings of the sketch done so far
   friend bool operator==(const KeyIndexClocks&, const KeyIndexClocks&) = default;
 };
@@ -140,7 +142,8 @@ struct KeyIndexHold;
 /// is the plain definition every path is tested against).
 ///
 /// Memory: 16 bytes per row (key, last step, sightings), about 5.6 bytes of slots per row, up to
-/// 2 bytes per row of eviction candidates, 4 more per row with a decayed lfu and 8 with scores,
+/// 2 bytes per row of eviction candidates, 8 more per row with a decayed lfu and 8 with scores,
+/// 16 per key last seen more than 2^31 - 1 steps before the latest base (rare: see docs/keyed.md),
 /// plus the sketch (8 · sketch width bytes) with admission. See docs/keyed.md for measurements.
 ///
 /// Thread safety: const members may run concurrently; find splits large batches across threads
@@ -172,7 +175,7 @@ class KeyIndex {
                     ? static_cast<Index>(options.fallback_row)
                     : -1;
     meta_.assign(static_cast<std::size_t>(capacity), Stat{});
-    if (decayed()) decay_.assign(static_cast<std::size_t>(capacity), 0.0f);
+    if (decayed()) decay_.assign(static_cast<std::size_t>(capacity), 0);
     if (options.policy == EvictionPolicy::score)
       scores_.assign(static_cast<std::size_t>(capacity), 0.0);
     slots_.reset(capacity);
@@ -256,7 +259,8 @@ class KeyIndex {
   ///          the largest of its positions'), empty otherwise; counts[n] or empty (= 1 each): the
   ///          sightings each position counts for (pre-aggregated batches).
   /// Throws:  ShapeError if rows, scores or counts has the wrong size; ValueError if step is
-  ///          negative or below last_step(), a score is not finite or a count is below 1;
+  ///          negative or below last_step() (or, with a decayed lfu, more than 2^39 half-lives
+  ///          after the first step), a score is not finite or a count is below 1;
   ///          CapacityError if the batch needs more rows at once than the index can give it
   ///          (its resident keys plus the new admitted ones above key_capacity(), or with
   ///          EvictionPolicy::none above the free rows). Nothing changes when it throws.
@@ -448,8 +452,8 @@ class KeyIndex {
   /// candidates and per-row marks; the admission sketch (sketch_bytes()) and the scratch of the
   /// largest batch so far (scratch_bytes()) excluded.
   [[nodiscard]] std::size_t memory_bytes() const noexcept {
-    return sizeof(*this) + bytes(meta_) + bytes(decay_) + bytes(scores_) + slots_.bytes() +
-           bytes(free_) + bytes(pool_) + bytes(late_) + bytes(marks_);
+    return sizeof(*this) + bytes(meta_) + bytes(ancient_) + bytes(decay_) + bytes(scores_) +
+           slots_.bytes() + bytes(free_) + bytes(pool_) + bytes(late_) + bytes(marks_);
   }
   /// Bytes of the admission sketch (0 without admission).
   [[nodiscard]] std::size_t sketch_bytes() const noexcept { return sketch_.bytes(); }
@@ -469,12 +473,17 @@ class KeyIndex {
   friend struct detail::KeyIndexAccess;
   friend struct detail::KeyIndexHold;
 
-  /// A row's key, last step (relative to clock_.base) and sightings, in one 16-byte record (one
-  /// cache line read per hit); count == 0 marks a free row.
+  /// A row's key, last step (relative_step) and sightings, in one 16-byte record (one cache line
+  /// read per hit); count == 0 marks a free row.
   struct Stat {
     std::uint64_t key = 0;
     std::uint32_t last = 0;
     std::uint32_t count = 0;
+  };
+  /// The step of a row last seen before clock_.base (see relative_step).
+  struct AncientStep {
+    std::uint32_t row;
+    std::int64_t step;
   };
   /// A key's place in the eviction order: (primary, last, key) ascending, with its row.
   struct Candidate {
@@ -629,6 +638,16 @@ class KeyIndex {
                                      "; steps never decrease"),
           static_cast<double>(step));
     }
+    if (decayed()) {
+      const std::int64_t origin = clock_.origin < 0 ? step : clock_.origin;
+      if ((step - origin) / options_.lfu_half_life > detail::DecayedCount::max_epoch) {
+        throw ValueError(
+            detail::message(where, "step ", step, " is more than 2^39 half-lives (",
+                            options_.lfu_half_life, " steps each) after the first step ", origin,
+                            "; decayed lfu counts end there"),
+            static_cast<double>(step));
+      }
+    }
   }
 
   // ---- rows and their order -------------------------------------------------------------------
@@ -652,9 +671,8 @@ class KeyIndex {
     switch (options_.policy) {
       case EvictionPolicy::lfu:
         if (decayed()) {
-          return f([this](Index r) -> std::uint64_t {
-            return std::bit_cast<std::uint32_t>(decay_[static_cast<std::size_t>(r)]);
-          });
+          return f(
+              [this](Index r) -> std::uint64_t { return decay_[static_cast<std::size_t>(r)]; });
         }
         return f(
             [this](Index r) -> std::uint64_t { return meta_[static_cast<std::size_t>(r)].count; });
@@ -686,11 +704,10 @@ class KeyIndex {
     e.key = meta_[u].key;
     e.row = static_cast<TokenId>(r);
     e.count = meta_[u].count;
-    e.last_step = clock_.base + meta_[u].last;
+    e.last_step = step_of(r);
     switch (options_.policy) {
       case EvictionPolicy::lfu:
-        e.score = decayed() ? std::ldexp(static_cast<double>(decay_[u]),
-                                         static_cast<int>(clock_.decay_base - epoch(clock_.last)))
+        e.score = decayed() ? detail::DecayedCount::value_at(decay_[u], epoch(clock_.last))
                             : static_cast<double>(e.count);
         break;
       case EvictionPolicy::score:
@@ -707,6 +724,67 @@ class KeyIndex {
   [[nodiscard]] std::int64_t epoch(std::int64_t s) const noexcept {
     if (!decayed() || clock_.origin < 0) return 0;
     return (s - clock_.origin) / options_.lfu_half_life;
+  }
+
+  // ---- last steps: 32 bits a row, exact over every int64 step ----------------------------------
+  //
+  // A row's Stat::last v stands for the step clock_.base + (v - kStepBand) when v >= kStepBand:
+  // the steps [base, base + kStepSpan]. Rows last seen before the base hold their rank among
+  // those rows' steps (v < kStepBand, equal steps equal rank) and their step in ancient_. The
+  // order of v is then the order of the steps, and a step past base + kStepSpan rebases.
+
+  static constexpr std::uint32_t kStepBand = std::uint32_t{1} << 31;
+  static constexpr std::int64_t kStepSpan = std::int64_t{kStepBand} - 1;
+
+  /// The Stat::last of `step` against `base` (base <= step <= base + kStepSpan).
+  [[nodiscard]] static std::uint32_t relative_step(std::int64_t step, std::int64_t base) noexcept {
+    return static_cast<std::uint32_t>(step - base + std::int64_t{kStepBand});
+  }
+
+  /// The last step of resident row r.
+  [[nodiscard]] std::int64_t step_of(Index r) const {
+    const std::uint32_t v = meta_[static_cast<std::size_t>(r)].last;
+    if (v >= kStepBand) return clock_.base + (std::int64_t{v} - std::int64_t{kStepBand});
+    const auto at = std::lower_bound(
+        ancient_.begin(), ancient_.end(), r,
+        [](const AncientStep& a, Index row) { return static_cast<Index>(a.row) < row; });
+    EMBER_ASSERT(at != ancient_.end() && static_cast<Index>(at->row) == r);
+    return at->step;
+  }
+
+  /// Rebases the resident rows' last steps to `base` (>= the old base): rows last seen before it
+  /// are ranked into the band below kStepBand. O(C + A log A) for A such rows.
+  void rebase(std::int64_t base) {
+    std::vector<AncientStep> steps;
+    for (Index r = 0; r < capacity_; ++r)
+      if (resident(r)) steps.push_back({static_cast<std::uint32_t>(r), step_of(r)});
+    encode_steps(steps, base);
+  }
+
+  /// Sets every resident row's Stat::last from `steps` (row, step: every resident row once, each
+  /// step <= clock_.last) against `base`, and clock_.base = base.
+  void encode_steps(std::vector<AncientStep>& steps, std::int64_t base) {
+    std::vector<AncientStep> ancient;
+    for (const AncientStep& s : steps) {
+      if (s.step < base) {
+        ancient.push_back(s);
+      } else {
+        meta_[s.row].last = relative_step(s.step, base);
+      }
+    }
+    std::sort(ancient.begin(), ancient.end(), [](const AncientStep& a, const AncientStep& b) {
+      return a.step != b.step ? a.step < b.step : a.row < b.row;
+    });
+    std::uint32_t rank = 0;
+    for (std::size_t i = 0; i < ancient.size(); ++i) {
+      if (i > 0 && ancient[i].step != ancient[i - 1].step) ++rank;
+      meta_[ancient[i].row].last = rank;
+    }
+    std::sort(ancient.begin(), ancient.end(),
+              [](const AncientStep& a, const AncientStep& b) { return a.row < b.row; });
+    ancient_ = std::move(ancient);
+    clock_.base = base;
+    invalidate_pool();
   }
 
   // ---- marks: rows touched (protected) or chosen in the current call ---------------------------
@@ -825,9 +903,8 @@ class KeyIndex {
     miss_at_.clear();
     // When the step would rebase the clock (or in a dry run), commit writes the hits instead.
     const std::int64_t base = clock_.origin < 0 ? step : clock_.base;
-    fused_ = (rows != nullptr || hold) &&
-             step - base <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max());
-    const auto now = static_cast<std::uint32_t>(fused_ ? step - base : 0);
+    fused_ = (rows != nullptr || hold) && step - base <= kStepSpan;
+    const std::uint32_t now = fused_ ? relative_step(step, base) : 0;
     const bool evicting = admit && options_.policy != EvictionPolicy::none;
     const bool safe = n <= (evicting ? key_capacity() : key_capacity() - size_);
     direct_ = fused_ && safe && rows != nullptr;
@@ -1055,10 +1132,9 @@ class KeyIndex {
                       std::span<const std::int64_t> counts, bool evicts) {
     advance_clock(step);
     const auto n = static_cast<Index>(keys.size());
-    const auto now = static_cast<std::uint32_t>(step - clock_.base);
+    const std::uint32_t now = relative_step(step, clock_.base);
     const bool has_decay = decayed();
-    const float weight =
-        has_decay ? std::ldexp(1.0f, static_cast<int>(epoch(step) - clock_.decay_base)) : 0.0f;
+    const std::int64_t now_epoch = epoch(step);
     if (admission()) {
       for (const NewKey& k : new_) sketch_.add(k.key, k.sightings);
     }
@@ -1075,7 +1151,10 @@ class KeyIndex {
           Stat& st = meta_[static_cast<std::size_t>(r)];
           st.count = saturating_add(st.count, c);
         }
-        if (has_decay) decay_[static_cast<std::size_t>(r)] += static_cast<float>(c) * weight;
+        if (has_decay) {
+          std::uint64_t& d = decay_[static_cast<std::size_t>(r)];
+          d = detail::DecayedCount::add(d, c, now_epoch);
+        }
       }
     }
     // A batch that cannot be refused (direct_) had its hits' scores written by the lookup pass.
@@ -1121,7 +1200,7 @@ class KeyIndex {
       }
       const auto at = static_cast<std::size_t>(r);
       meta_[at] = Stat{k.key, now, saturating_add(0, k.sightings)};
-      if (has_decay) decay_[at] = static_cast<float>(k.sightings) * weight;
+      if (has_decay) decay_[at] = detail::DecayedCount::first(k.sightings, now_epoch);
       if (options_.policy == EvictionPolicy::score) scores_[at] = k.score;
       slots_.insert(k.hash, r);
       k.row = static_cast<TokenId>(r);
@@ -1174,30 +1253,15 @@ class KeyIndex {
   }
 
   /// Moves the index's clocks to `step` (validated: step >= clock_.last): the first step sets the
-  /// origins; the relative last steps are rebased before they overflow 32 bits (the oldest then
-  /// saturate at the new base), the decayed weights rescaled before they overflow a float, and
-  /// the sketch halved as its half-life says.
+  /// origin and the base; a step past the base's span rebases the rows' last steps (rebase), and
+  /// the sketch is halved as its half-life says. Decayed counts carry their own exponents
+  /// (detail::DecayedCount), so nothing is rescaled.
   void advance_clock(std::int64_t step) {
     if (clock_.origin < 0) {
       clock_.origin = step;
       clock_.base = step;
     }
-    constexpr std::int64_t span = std::numeric_limits<std::uint32_t>::max();
-    if (step - clock_.base > span) {
-      const std::int64_t shift = step - span - clock_.base;
-      for (auto& s : meta_) {
-        s.last =
-            static_cast<std::uint32_t>(std::max<std::int64_t>(0, std::int64_t{s.last} - shift));
-      }
-      clock_.base += shift;
-      invalidate_pool();
-    }
-    if (decayed() && epoch(step) - clock_.decay_base > 64) {
-      const auto k = static_cast<int>(epoch(step) - clock_.decay_base);
-      for (float& x : decay_) x = std::ldexp(x, -k);
-      clock_.decay_base += k;
-      invalidate_pool();
-    }
+    if (step - clock_.base > kStepSpan) rebase(step - kStepSpan / 2);
     const int h = pending_halvings(step);
     if (h > 0) {
       sketch_.halve(h);
@@ -1222,7 +1286,7 @@ class KeyIndex {
   void release(Index r) {
     meta_[static_cast<std::size_t>(r)] = Stat{};
     meta_[static_cast<std::size_t>(r)].key = 0;
-    if (decayed()) decay_[static_cast<std::size_t>(r)] = 0.0f;
+    if (decayed()) decay_[static_cast<std::size_t>(r)] = 0;
     if (options_.policy == EvictionPolicy::score) scores_[static_cast<std::size_t>(r)] = 0.0;
     free_.push_back(static_cast<std::int32_t>(r));
     std::push_heap(free_.begin(), free_.end(), std::greater<>());
@@ -1511,8 +1575,9 @@ class KeyIndex {
   void adopt(Index to, const KeyIndex& o, Index from) {
     const auto t = static_cast<std::size_t>(to);
     const auto f = static_cast<std::size_t>(from);
-    meta_[t].key = o.meta_[f].key;
     meta_[t] = o.meta_[f];
+    if (meta_[t].last < kStepBand)
+      ancient_.push_back({static_cast<std::uint32_t>(to), o.step_of(from)});
     if (decayed()) decay_[t] = o.decay_[f];
     if (options_.policy == EvictionPolicy::score) scores_[t] = o.scores_[f];
     slots_.insert(detail::mix_key(meta_[t].key), to);
@@ -1521,6 +1586,8 @@ class KeyIndex {
 
   /// After adopting: the free rows are the rows not taken, lowest first.
   void finish_adopt() {
+    std::sort(ancient_.begin(), ancient_.end(),
+              [](const AncientStep& a, const AncientStep& b) { return a.row < b.row; });
     free_.clear();
     Index top = 0;
     for (Index r = 0; r < capacity_; ++r)
@@ -1536,7 +1603,8 @@ class KeyIndex {
   KeyIndexOptions options_;
   Index reserved_ = -1;
   detail::HugePageVector<Stat> meta_;
-  detail::HugePageVector<float> decay_;
+  std::vector<AncientStep> ancient_;  // rows last seen before clock_.base, ascending rows
+  detail::HugePageVector<std::uint64_t> decay_;  // decayed lfu: detail::DecayedCount values
   detail::HugePageVector<double> scores_;
   detail::KeySlots slots_;
   detail::CountSketch sketch_;
