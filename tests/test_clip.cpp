@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -57,6 +59,50 @@ TEMPLATE_TEST_CASE("a tied pair's norm is the norm of sparse + dense", "[clip]",
   RowMatrix<T> after = dense;
   sparse.add_to(after);
   CHECK_THAT(after.template cast<double>().norm(), WithinRel(0.5, 1e-5));
+}
+
+TEMPLATE_TEST_CASE("a row's share of the global norm does not depend on where the row is", "[clip]",
+                   float, double) {
+  using T = TestType;
+  const Index V = 16;
+  const auto same_norm = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  for (std::uint64_t seed = 0; seed < 8; ++seed) {
+    for (const Index d : {5, 37}) {
+      RowMatrix<T> row = ember_test::random_table<T>(1, d, seed);
+      for (const double p : {1.0, 2.0, 3.0, std::numeric_limits<double>::infinity()}) {
+        ember::ClipGroup<T> alone;
+        alone.add(row);
+        const double expected = alone.norm(p);
+        // The row as row r of V x d zeros, d·r elements in (every offset modulo 16): dense alone,
+        // and as the sparse half of a tied pair. Adding the zero rows changes no bit.
+        for (Index r = 0; r < V; ++r) {
+          INFO("seed " << seed << ", d = " << d << ", p = " << p << ", row " << r);
+          RowMatrix<T> dense = RowMatrix<T>::Zero(V, d);
+          dense.row(r) = row;
+          ember::ClipGroup<T> group;
+          group.add(dense);
+          CHECK(same_norm(group.norm(p), expected));
+          ember::SparseRowGrad<T> sparse(V, d);
+          sparse.accumulate(std::vector<TokenId>{static_cast<TokenId>(r)}, row, T(1), V);
+          RowMatrix<T> zeros = RowMatrix<T>::Zero(V, d);
+          ember::ClipGroup<T> tied;
+          tied.add_tied(sparse, zeros);
+          CHECK(same_norm(tied.norm(p), expected));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the max-abs norm of a gradient holding a NaN is NaN, and clip refuses it", "[clip]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  RowMatrix<float> dense = RowMatrix<float>::Ones(2, 3);
+  dense(1, 1) = std::numeric_limits<float>::quiet_NaN();
+  ember::ClipGroup<float> group;
+  group.add(dense);
+  CHECK(std::isnan(group.norm(inf)));
+  REQUIRE_THROWS_WITH(group.clip(0.5, inf), Catch::Contains("not finite"));
+  CHECK(dense(0, 0) == 1.0f);  // nothing scaled
 }
 
 TEST_CASE("clip rejects bad arguments and non-finite norms without scaling", "[clip]") {

@@ -178,6 +178,23 @@ TEMPLATE_TEST_CASE("renorm_rows rescales rows above max_norm with PyTorch's form
   CHECK_THAT(double(e3.weight()(0, 0)), Catch::Matchers::WithinRel(3 / (n3 + 1e-7), 1e-6));
 }
 
+TEMPLATE_TEST_CASE("renorm_rows gives a row the same bits wherever the row starts in memory",
+                   "[embedding][renorm]", float, double) {
+  using T = TestType;
+  const Index V = 16;
+  std::vector<TokenId> all;
+  for (Index r = 0; r < V; ++r) all.push_back(static_cast<TokenId>(r));
+  for (const Index d : {5, 37}) {  // row r starts d·r elements in: every offset modulo 16
+    const RowMatrix<T> table = random_table<T>(1, d, 4).replicate(V, 1);
+    for (const double p : {1.0, 2.0, 3.0, std::numeric_limits<double>::infinity()}) {
+      INFO("d = " << d << ", p = " << p);
+      ember::Embedding<T> emb(table);
+      REQUIRE(emb.renorm_rows(all, 0.1, p) == V);
+      for (Index r = 1; r < V; ++r) CHECK(same_bits(emb.weight().row(r), emb.weight().row(0)));
+    }
+  }
+}
+
 TEST_CASE("renorm_rows skips the padding row and rejects bad input without changing anything",
           "[embedding][renorm]") {
   RowMatrix<double> table = RowMatrix<double>::Constant(3, 2, 10.0);

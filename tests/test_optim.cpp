@@ -1,12 +1,15 @@
 // Tests across ember's optimizers through the umbrella header: the tied (sparse + dense) step,
-// frozen tables and padding rows for every optimizer, and a tiny model whose loss must fall
-// below a stated threshold with lazy Adam.
+// frozen tables and padding rows for every optimizer, bits that do not depend on where a row
+// starts in memory, and a tiny model whose loss must fall below a stated threshold with lazy Adam.
 // SPDX-License-Identifier: MIT
 #include <ember/optim.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "support/inputs.hpp"
@@ -59,6 +62,97 @@ void check_frozen_and_padding(Opt opt) {
   }
   CHECK(same_bits(emb.weight().row(1), before.row(1)));  // padding row: pretrained, never moved
   CHECK_FALSE(same_bits(emb.weight().row(0), before.row(0)));
+}
+
+// The first row of `w` (besides row 0) whose bits differ from row 0's, or -1.
+template <class M>
+Index first_row_unlike_row_0(const M& w) {
+  for (Index r = 1; r < w.rows(); ++r) {
+    if (!same_bits(w.row(r), w.row(0))) return r;
+  }
+  return -1;
+}
+
+// The first row (besides row 0) whose optimizer state differs in bits from row 0's, or -1.
+template <class T, class Opt>
+Index first_state_unlike_row_0(const Opt& opt, Index rows) {
+  for (Index r = 1; r < rows; ++r) {
+    bool same = true;
+    if constexpr (requires { opt.momentum_buffer(r); }) {
+      same = same_bits(opt.momentum_buffer(r), opt.momentum_buffer(0));
+    } else if constexpr (requires { opt.exp_avg(r); }) {
+      same = same_bits(opt.exp_avg(r), opt.exp_avg(0)) &&
+             same_bits(opt.exp_avg_sq(r), opt.exp_avg_sq(0)) &&
+             opt.row_steps(r) == opt.row_steps(0);
+    } else {
+      const T a = opt.accumulator(r), b = opt.accumulator(0);
+      same = std::memcmp(&a, &b, sizeof a) == 0;
+    }
+    if (!same) return r;
+  }
+  return -1;
+}
+
+// Trains the 16 rows of a 16 x d table (d odd) that start out equal, giving every row the same
+// gradient, through every step form: sparse, dense, tied, fused, fused with max_gradient and
+// max_norm, fused tied. Row r starts d·r elements into the table, so the rows start at every
+// offset modulo 16 elements (one 64-byte vector of floats, or two of doubles); after each step
+// every row and its state must hold the bits of row 0.
+template <class T, class Opt>
+void check_bits_free_of_row_address(const Opt& proto, Index d) {
+  const Index V = 16;
+  const RowMatrix<T> first = random_table<T>(1, d, 11);
+  ember::Embedding<T> emb(RowMatrix<T>(first.replicate(V, 1)));
+  Opt opt = proto;
+  std::vector<TokenId> ids;  // every row twice, so the fused step sums two rows for each
+  for (int k = 0; k < 2; ++k) {
+    for (Index r = 0; r < V; ++r) ids.push_back(static_cast<TokenId>(r));
+  }
+  // The rows a fused step renormalises to: below every row's norm (√(d/3) on average).
+  const double max_norm = 0.3 * std::sqrt(static_cast<double>(d));
+  for (std::uint64_t s = 0; s < 18; ++s) {
+    const RowMatrix<T> g = random_table<T>(2, d, 100 + s);
+    RowMatrix<T> grad_out(2 * V, d);  // row r's two positions: g.row(0) at r, g.row(1) at V + r
+    grad_out.topRows(V).rowwise() = g.row(0);
+    grad_out.bottomRows(V).rowwise() = g.row(1);
+    RowMatrix<T> dense(V, d);
+    dense.rowwise() = g.row(1);
+    ember::SparseRowGrad<T> sparse;
+    emb.backward(ids, grad_out, sparse);
+    std::string form;
+    switch (s % 6) {
+      case 0:
+        form = "sparse step";
+        opt.step(emb, sparse);
+        break;
+      case 1:
+        form = "dense step";
+        opt.step(emb, dense);
+        break;
+      case 2:
+        form = "tied step";
+        opt.step(emb, sparse, dense);
+        break;
+      case 3:
+        form = "fused step";
+        opt.backward_step(emb, ids, grad_out);
+        break;
+      case 4:
+        form = "fused step with max_gradient and max_norm";
+        opt.backward_step(emb, ids, grad_out, {.max_gradient = 0.3, .max_norm = max_norm});
+        break;
+      default:
+        form = "fused tied step with max_norm";
+        opt.backward_step(emb, ids, grad_out, dense, {.max_norm = max_norm});
+        break;
+    }
+    INFO("d = " << d << ", step " << s + 1 << " (" << form << ")");
+    const Index w_row = first_row_unlike_row_0(emb.weight());
+    INFO("row " << w_row << " starts at element " << w_row * d << " (offset " << (w_row * d) % 16
+                << " mod 16)");
+    REQUIRE(w_row == -1);
+    REQUIRE(first_state_unlike_row_0<T>(opt, V) == -1);
+  }
 }
 
 // A tiny tied model (as examples/train_adam.cpp): h = tanh(E[id]·√d · M), logits = h·Eᵀ, next
@@ -153,4 +247,31 @@ TEST_CASE("clipping then stepping: ClipGroup bounds the update of a tied step", 
   ember::optim::SGD<double> opt({.lr = 1.0});
   opt.step(emb, sparse, dense);
   CHECK(emb.weight().norm() <= 1.0 + 1e-9);
+}
+
+TEMPLATE_TEST_CASE("every optimizer gives a row the same bits wherever the row starts in memory",
+                   "[optim]", float, double) {
+  using T = TestType;
+  using ember::optim::Adam;
+  using ember::optim::RowwiseAdagrad;
+  using ember::optim::SGD;
+  const auto check = [](const auto& opt) {
+    for (const Index d : {5, 37}) check_bits_free_of_row_address<T>(opt, d);
+  };
+  SECTION("plain SGD") { check(SGD<T>({.lr = 0.1})); }
+  SECTION("SGD with momentum and dampening") {
+    check(SGD<T>({.lr = 0.1, .momentum = 0.9, .dampening = 0.1}));
+  }
+  SECTION("SGD, Nesterov") { check(SGD<T>({.lr = 0.1, .momentum = 0.9, .nesterov = true})); }
+  SECTION("SGD with weight decay") { check(SGD<T>({.lr = 0.1, .weight_decay = 0.01})); }
+  SECTION("Adam") { check(Adam<T>({.lr = 0.05})); }
+  SECTION("Adam with L2 weight decay") { check(Adam<T>({.lr = 0.05, .weight_decay = 0.01})); }
+  SECTION("AdamW") { check(Adam<T>({.lr = 0.05, .weight_decay = 0.1, .decoupled = true})); }
+  SECTION("Adam with per-row steps") { check(Adam<T>({.lr = 0.05, .per_row_steps = true})); }
+  SECTION("row-wise Adagrad") {
+    check(RowwiseAdagrad<T>({.lr = 0.1, .initial_accumulator_value = 0.1}));
+  }
+  SECTION("row-wise Adagrad with weight decay") {
+    check(RowwiseAdagrad<T>({.lr = 0.1, .weight_decay = 0.01}));
+  }
 }

@@ -14,6 +14,7 @@
 #include "ember/codec/plain.hpp"
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
+#include "ember/detail/row_norms.hpp"
 #include "ember/errors.hpp"
 #include "ember/init.hpp"
 #include "ember/sparse_grad.hpp"
@@ -161,7 +162,7 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
       for (const Index r : rows) {
         if (padding_idx_ && r == *padding_idx_) continue;
         auto row = this->storage_.row(r);
-        const double norm = row_norm(row, p);
+        const double norm = detail::row_norm(row.data(), d_model(), p);
         if (norm > max_norm) {
           row *= static_cast<T>(max_norm / (norm + 1e-7));
           ++rescaled;
@@ -204,14 +205,6 @@ class Embedding : public Table<codec::Plain<T>, Owned> {
   }
 
  private:
-  template <class Row>
-  static double row_norm(const Row& row, double p) {
-    if (p == 2.0) return std::sqrt(row.template cast<double>().squaredNorm());
-    if (p == 1.0) return row.template cast<double>().cwiseAbs().sum();
-    if (std::isinf(p)) return static_cast<double>(row.cwiseAbs().maxCoeff());
-    return std::pow(row.template cast<double>().cwiseAbs().array().pow(p).sum(), 1.0 / p);
-  }
-
   std::optional<Index> padding_idx_;
   bool scale_grad_by_freq_ = false;
   bool frozen_ = false;

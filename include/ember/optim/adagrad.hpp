@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "ember/config.hpp"
+#include "ember/detail/row_norms.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/optim/row_optimizer.hpp"
@@ -84,14 +85,17 @@ class RowwiseAdagrad : public RowOptimizer<RowwiseAdagrad<T>, T, AdagradOptions>
   /// FBGEMM's row-wise Adagrad on one row: g += wd·w; G += mean(g²) (G starts at
   /// initial_accumulator_value); w -= lr / (√G + eps) · g.
   void update_row(const Step& c, T* w_row, T* g_row, Index slot, bool fresh, Index d) {
-    Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> w(w_row, d);
-    Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> g(g_row, d);
-    if (options_.weight_decay != 0.0) g += c.wd * w;
+    T* __restrict w = w_row;
+    T* __restrict g = g_row;
+    if (options_.weight_decay != 0.0) {
+      for (Index i = 0; i < d; ++i) g[i] += c.wd * w[i];
+    }
     T& acc = *state_.data(0, slot);
     if (fresh) acc = c.init;
-    acc += g.square().sum() * c.inv_d;
+    // Σ g² in an order fixed by d, so the accumulator never depends on where the row is.
+    acc += detail::ordered_sum<T>(g, d, [](const auto& b) { return b.square(); }) * c.inv_d;
     const T multiplier = c.lr / (std::sqrt(acc) + c.eps);
-    w -= multiplier * g;
+    for (Index i = 0; i < d; ++i) w[i] -= multiplier * g[i];
   }
 };
 

@@ -11,6 +11,7 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
+#include "ember/detail/row_norms.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/errors.hpp"
 #include "ember/sparse_grad.hpp"
@@ -111,19 +112,20 @@ class ClipGroup {
     return Map(t.data, t.rows, t.cols, Eigen::OuterStride<>(t.stride));
   }
 
-  // Accumulates |x|^p (or max |x| for p = inf) of one row.
-  template <class Row>
-  static void add_row(const Row& row, double p, double& acc) {
-    const auto r = row.template cast<double>().array().abs().eval();
+  // Adds Σ|x|^p of row x[0, d) to acc (p = infinity: acc = max(acc, max |x|), a NaN kept): in
+  // detail::ordered_sum's order within the row, rows in turn, so a row's share of the norm does
+  // not depend on where it is in memory.
+  static void add_row(const T* x, Index d, double p, double& acc) {
     if (std::isinf(p)) {
-      if (r.size() > 0) acc = std::max(acc, r.maxCoeff());
-    } else if (p == 2.0) {
-      acc += r.square().sum();
-    } else if (p == 1.0) {
-      acc += r.sum();
+      const double m = detail::max_abs(x, d);
+      if (!(m <= acc) && acc == acc) acc = m;
     } else {
-      acc += r.pow(p).sum();
+      acc += detail::power_sum(x, d, p);
     }
+  }
+  // add_row for each row of a rows x d block whose rows are `stride` apart.
+  static void add_rows(const T* x, Index rows, Index d, Index stride, double p, double& acc) {
+    for (Index r = 0; r < rows; ++r) add_row(x + r * stride, d, p, acc);
   }
 
   double total(double p) const {
@@ -131,24 +133,31 @@ class ClipGroup {
     for (const auto& item : items_) {
       const bool has_dense = item.dense.data != nullptr;
       if (!has_dense) {
-        add_row(item.sparse->values(), p, acc);
+        const auto& values = item.sparse->values();
+        add_rows(values.data(), values.rows(), values.cols(), values.cols(), p, acc);
         continue;
       }
-      const Map dense = as_map(item.dense);
+      const detail::TableRef<T>& dense = item.dense;
       if (item.sparse == nullptr || item.sparse->empty()) {
-        add_row(dense, p, acc);
+        add_rows(dense.data, dense.rows, dense.cols, dense.stride, p, acc);
         continue;
       }
       // Tied: rows present in the sparse part count as dense + sparse.
       const auto rows = item.sparse->rows();
       const auto& values = item.sparse->values();
+      const Index d = dense.cols;
+      std::vector<T> sum(static_cast<std::size_t>(d));
       std::size_t k = 0;
-      for (Index r = 0; r < dense.rows(); ++r) {
+      for (Index r = 0; r < dense.rows; ++r) {
+        const T* dense_row = dense.row(r);
         if (k < rows.size() && static_cast<Index>(rows[k]) == r) {
-          add_row((dense.row(r) + values.row(static_cast<Index>(k))).eval(), p, acc);
+          const T* sparse_row = values.data() + static_cast<Index>(k) * d;
+          for (Index c = 0; c < d; ++c)
+            sum[static_cast<std::size_t>(c)] = dense_row[c] + sparse_row[c];
+          add_row(sum.data(), d, p, acc);
           ++k;
         } else {
-          add_row(dense.row(r), p, acc);
+          add_row(dense_row, d, p, acc);
         }
       }
     }

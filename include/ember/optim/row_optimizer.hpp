@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "ember/detail/checks.hpp"
 #include "ember/detail/parallel.hpp"
 #include "ember/detail/prefetch.hpp"
+#include "ember/detail/row_norms.hpp"
 #include "ember/detail/scatter.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/embedding.hpp"
@@ -123,6 +125,22 @@ void combine(const T* sparse, const T* dense, Index d, T* out) {
     g = Eigen::Map<const RowVector<T>>(dense, d);
   } else {
     g.setZero();
+  }
+}
+
+/// Calls f(std::bool_constant<b>{}...) with one constant for each run-time flag b, in order: an
+/// update rule's options are then fixed outside its loop over the row (if constexpr inside), so
+/// the loop holds no branch on them, and a compiler vectorises it without unswitching it first.
+template <class F>
+EMBER_ALWAYS_INLINE void with_flags(F&& f) {
+  f();
+}
+template <class F, class... Flags>
+EMBER_ALWAYS_INLINE void with_flags(F&& f, bool flag, Flags... rest) {
+  if (flag) {
+    with_flags([&](auto... more) { f(std::true_type{}, more...); }, rest...);
+  } else {
+    with_flags([&](auto... more) { f(std::false_type{}, more...); }, rest...);
   }
 }
 
@@ -306,8 +324,7 @@ class RowOptimizer {
     // (clamped if asked), w the row.
     const auto apply = [&](Index row, T* g, Index slot, bool fresh) {
       if (clip > T(0)) {
-        Eigen::Map<RowVector<T>> gm(g, d);
-        gm = gm.cwiseMax(-clip).cwiseMin(clip);
+        for (Index c = 0; c < d; ++c) g[c] = std::min(std::max(g[c], -clip), clip);
       }
       T* wr = table.row(row).data();
       self().update_row(step, wr, g, slot, fresh, d);
@@ -433,19 +450,20 @@ class RowOptimizer {
       detail::prefetch_row(state_.data(p, slot), state_bytes, state_bytes);
   }
 
+  // PyTorch's renorm of one row: w *= max_norm / (norm + 1e-7) when its L2 norm (in double, in
+  // detail::ordered_sum's order) exceeds max_norm.
   static void renorm(T* w, Index d, double max_norm) {
-    Eigen::Map<RowVector<T>> row(w, d);
-    const double norm = std::sqrt(row.template cast<double>().squaredNorm());
-    if (norm > max_norm) row *= static_cast<T>(max_norm / (norm + 1e-7));
+    const double norm = detail::row_norm(w, d, 2.0);
+    if (norm <= max_norm) return;
+    const auto f = static_cast<T>(max_norm / (norm + 1e-7));
+    for (Index c = 0; c < d; ++c) w[c] *= f;
   }
 
   // The scratch of a step, kept for the next one. A copy of the optimizer starts without it: the
   // copied pointers would name the original's rows, which the original (another table's
   // optimizer, maybe on another thread) goes on writing, or frees.
   struct Scratch {
-    // One gradient row per worker, each its own allocation: every row then starts at the same
-    // (allocator) alignment, so Eigen's reductions over it (Adagrad's mean of g²) add in the same
-    // order on every path and thread.
+    // One gradient row per worker, each its own allocation.
     std::vector<RowVector<T>> g;
     std::vector<T*> g_rows;
     RowMatrix<T> sums;  // the batch rows' sums of a tied fused step
