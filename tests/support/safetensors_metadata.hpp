@@ -43,12 +43,13 @@ inline void set_safetensors_metadata(const std::string& path, const std::string&
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   const std::uint64_t length = text.size();
-  std::vector<unsigned char> out(8);
-  std::memcpy(out.data(), &length, 8);  // little-endian host
-  out.insert(out.end(), text.begin(), text.end());
-  out.insert(out.end(), header_end, bytes.end());
+  unsigned char prefix[8];
+  std::memcpy(prefix, &length, 8);  // little-endian host
+  const auto rest = static_cast<std::streamsize>(bytes.end() - header_end);
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
+  file.write(reinterpret_cast<const char*>(prefix), 8);
+  file.write(text.data(), static_cast<std::streamsize>(text.size()));
+  file.write(reinterpret_cast<const char*>(bytes.data()) + 8 + n, rest);
   if (!file) throw std::runtime_error("set_safetensors_metadata: cannot write " + path);
 }
 

@@ -18,53 +18,50 @@
 
 namespace ember::inline EMBER_ISA::detail {
 
-// sqrt_vectors(x, y, n): y[c] = √x[c] for the whole vectors of the widest instruction set the
-// build targets, from c = 0; returns the number of elements done (the rest is exact_sqrt's). The
-// AVX-512 forms are the masked ones with every lane on, the same instruction: GCC 12 warns
-// (-Wmaybe-uninitialized, a false positive) about the undefined source of _mm512_sqrt_ps.
+// sqrt_width<T>: the values of T in one vector of the widest instruction set the build targets
+// (1 without one: then std::sqrt). sqrt_vectors(x, y, n): y[c] = √x[c] for c in [0, n), n a
+// multiple of sqrt_width<T>, in such vectors. The AVX-512 forms are the masked ones with every lane
+// on, the same instruction: GCC 12 warns (-Wmaybe-uninitialized, a false positive) about the
+// undefined source of _mm512_sqrt_ps.
 #if EMBER_DETAIL_EXACT_SQRT_X86 && defined(__AVX512F__)
-EMBER_ALWAYS_INLINE Index sqrt_vectors(const float* x, float* y, Index n) noexcept {
-  Index c = 0;
-  for (; c + 16 <= n; c += 16) {
+template <class T>
+inline constexpr Index sqrt_width = 64 / static_cast<Index>(sizeof(T));
+EMBER_ALWAYS_INLINE void sqrt_vectors(const float* x, float* y, Index n) noexcept {
+  for (Index c = 0; c < n; c += 16) {
     const __m512 v = _mm512_loadu_ps(x + c);
     _mm512_storeu_ps(y + c, _mm512_mask_sqrt_ps(v, static_cast<__mmask16>(0xFFFF), v));
   }
-  return c;
 }
-EMBER_ALWAYS_INLINE Index sqrt_vectors(const double* x, double* y, Index n) noexcept {
-  Index c = 0;
-  for (; c + 8 <= n; c += 8) {
+EMBER_ALWAYS_INLINE void sqrt_vectors(const double* x, double* y, Index n) noexcept {
+  for (Index c = 0; c < n; c += 8) {
     const __m512d v = _mm512_loadu_pd(x + c);
     _mm512_storeu_pd(y + c, _mm512_mask_sqrt_pd(v, static_cast<__mmask8>(0xFF), v));
   }
-  return c;
 }
 #elif EMBER_DETAIL_EXACT_SQRT_X86 && defined(__AVX__)
-EMBER_ALWAYS_INLINE Index sqrt_vectors(const float* x, float* y, Index n) noexcept {
-  Index c = 0;
-  for (; c + 8 <= n; c += 8) _mm256_storeu_ps(y + c, _mm256_sqrt_ps(_mm256_loadu_ps(x + c)));
-  return c;
+template <class T>
+inline constexpr Index sqrt_width = 32 / static_cast<Index>(sizeof(T));
+EMBER_ALWAYS_INLINE void sqrt_vectors(const float* x, float* y, Index n) noexcept {
+  for (Index c = 0; c < n; c += 8) _mm256_storeu_ps(y + c, _mm256_sqrt_ps(_mm256_loadu_ps(x + c)));
 }
-EMBER_ALWAYS_INLINE Index sqrt_vectors(const double* x, double* y, Index n) noexcept {
-  Index c = 0;
-  for (; c + 4 <= n; c += 4) _mm256_storeu_pd(y + c, _mm256_sqrt_pd(_mm256_loadu_pd(x + c)));
-  return c;
+EMBER_ALWAYS_INLINE void sqrt_vectors(const double* x, double* y, Index n) noexcept {
+  for (Index c = 0; c < n; c += 4) _mm256_storeu_pd(y + c, _mm256_sqrt_pd(_mm256_loadu_pd(x + c)));
 }
 #elif EMBER_DETAIL_EXACT_SQRT_X86
-EMBER_ALWAYS_INLINE Index sqrt_vectors(const float* x, float* y, Index n) noexcept {
-  Index c = 0;
-  for (; c + 4 <= n; c += 4) _mm_storeu_ps(y + c, _mm_sqrt_ps(_mm_loadu_ps(x + c)));
-  return c;
+template <class T>
+inline constexpr Index sqrt_width = 16 / static_cast<Index>(sizeof(T));
+EMBER_ALWAYS_INLINE void sqrt_vectors(const float* x, float* y, Index n) noexcept {
+  for (Index c = 0; c < n; c += 4) _mm_storeu_ps(y + c, _mm_sqrt_ps(_mm_loadu_ps(x + c)));
 }
-EMBER_ALWAYS_INLINE Index sqrt_vectors(const double* x, double* y, Index n) noexcept {
-  Index c = 0;
-  for (; c + 2 <= n; c += 2) _mm_storeu_pd(y + c, _mm_sqrt_pd(_mm_loadu_pd(x + c)));
-  return c;
+EMBER_ALWAYS_INLINE void sqrt_vectors(const double* x, double* y, Index n) noexcept {
+  for (Index c = 0; c < n; c += 2) _mm_storeu_pd(y + c, _mm_sqrt_pd(_mm_loadu_pd(x + c)));
 }
 #else
 template <class T>
-EMBER_ALWAYS_INLINE Index sqrt_vectors(const T*, T*, Index) noexcept {
-  return 0;
+inline constexpr Index sqrt_width = 1;
+template <class T>
+EMBER_ALWAYS_INLINE void sqrt_vectors(const T* x, T* y, Index n) noexcept {
+  for (Index c = 0; c < n; ++c) y[c] = std::sqrt(x[c]);
 }
 #endif
 
@@ -72,10 +69,13 @@ EMBER_ALWAYS_INLINE Index sqrt_vectors(const T*, T*, Index) noexcept {
 /// the vector instructions and the scalar rest give the same bits. Neither alternative does both:
 /// std::sqrt in a loop stays scalar (it may set errno, so compilers vectorise it only with
 /// -fno-math-errno), and Eigen's vectorised sqrt of floats is an approximation under
-/// EIGEN_FAST_MATH, its default, while Eigen's scalar sqrt is exact. For Adam's update_row.
+/// EIGEN_FAST_MATH, its default, while Eigen's scalar sqrt is exact. For Adam's update of a row
+/// that Adam::step or backward_step validated.
 template <class T>
 EMBER_ALWAYS_INLINE void exact_sqrt(const T* x, T* y, Index n) noexcept {
-  for (Index c = sqrt_vectors(x, y, n); c < n; ++c) y[c] = std::sqrt(x[c]);
+  const Index vectors = n - n % sqrt_width<T>;
+  sqrt_vectors(x, y, vectors);
+  for (Index c = vectors; c < n; ++c) y[c] = std::sqrt(x[c]);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail
