@@ -6,7 +6,6 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -88,12 +87,9 @@ struct KeyIndexAccess {
       ix.slots_.insert(mix_key(s.keys[i]), r);
       ++ix.size_;
     }
-    // A file may span more steps than the index keeps relative to one base (format 1 kept 2^32):
-    // the rows before the base are then ranked below it, as a rebase does.
-    const std::int64_t base = s.clock.last - s.clock.base <= KeyIndex::kStepSpan
-                                  ? s.clock.base
-                                  : s.clock.last - KeyIndex::kStepSpan / 2;
-    ix.encode_steps(steps, base);
+    // A format-1 file may span more steps than one base covers (it kept 2^32): base_for then
+    // moves the base as a rebase does, ranking the rows before it below it.
+    ix.encode_steps(steps, KeyIndex::base_for(s.clock.base, s.clock.last));
     ix.finish_adopt();
     if (!s.sketch.empty())
       std::copy(s.sketch.begin(), s.sketch.end(), ix.sketch_.counters().begin());
@@ -110,27 +106,6 @@ struct KeyIndexAccess {
     KeyIndex::validate(capacity, o);
   }
 };
-
-/// The detail::DecayedCount of a format-1 decayed count: the float `weight` relative to
-/// 2^decay_base. A weight below one sighting at the first half-life (an old float underflow)
-/// becomes one sighting there, the smallest count.
-inline std::uint64_t decayed_count_of_format1(double weight, std::int64_t decay_base) {
-  if (weight <= 0.0) return 0;
-  int e = 0;
-  const auto significand = static_cast<float>(2.0 * std::frexp(weight, &e));  // in [1, 2)
-  const std::int64_t exponent = decay_base + e - 1;
-  if (exponent < 0) return 0;
-  return (static_cast<std::uint64_t>(exponent) << 23) |
-         (std::bit_cast<std::uint32_t>(significand) & 0x7FFFFFU);
-}
-
-/// The largest detail::DecayedCount that a checkpointed index may hold: a float's range relative
-/// to its latest half-life.
-inline std::uint64_t largest_decayed_count(const KeyIndexSnapshot& ix, const KeyIndexOptions& o) {
-  const std::int64_t epoch =
-      ix.clock.origin < 0 ? 0 : (ix.clock.last - ix.clock.origin) / o.lfu_half_life;
-  return (static_cast<std::uint64_t>(epoch + 127) << 23) | 0x7FFFFFU;
-}
 
 /// The one of `values` whose to_string is `name` (the names a checkpoint stores), or std::nullopt.
 template <class E>
@@ -385,6 +360,10 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
   std::set<std::int64_t> rows_seen;
   std::set<std::uint64_t> keys_seen;
   const bool decayed = io.policy == EvictionPolicy::lfu && io.lfu_half_life > 0;
+  // A decayed count must read as a float relative to the latest half-life, as the index keeps it.
+  const std::int64_t latest_epoch =
+      decayed && ix.clock.origin >= 0 ? (ix.clock.last - ix.clock.origin) / io.lfu_half_life : 0;
+  const std::uint64_t largest_decay = DecayedCount::largest_at(latest_epoch);
   for (std::size_t i = 0; i < n; ++i) {
     if (ix.rows[i] < 0 || ix.rows[i] >= ix.capacity)
       bad("rows", ix.rows[i], " at entry ", i, " is outside [0, capacity)");
@@ -402,12 +381,12 @@ SavedKeyedTable<T> read_table(const io::SafetensorsFile& f, const std::string& p
     if (format1 && decayed) {
       if (sc < 0.0 || static_cast<double>(static_cast<float>(sc)) != sc)
         bad("score", "a decayed count must be a non-negative float at entry ", i);
-      ix.decay[i] = decayed_count_of_format1(sc, decay_base);
+      ix.decay[i] = DecayedCount::of_value(sc, decay_base);  // an old underflow: one sighting
       ix.scores[i] = 0.0;
     } else if (io.policy != EvictionPolicy::score && sc != 0.0) {
       bad("score", "must be 0 for this policy at entry ", i);
     }
-    if (decayed && ix.decay[i] > largest_decayed_count(ix, io)) {
+    if (decayed && ix.decay[i] > largest_decay) {
       bad("decay", ix.decay[i], " at entry ", i,
           " is above the largest count a float holds relative to the latest half-life");
     }

@@ -741,6 +741,12 @@ class KeyIndex {
     return static_cast<std::uint32_t>(step - base + std::int64_t{kStepBand});
   }
 
+  /// The base for `step` when the base is `base`: unchanged while step is within its span, else
+  /// step - kStepSpan / 2 (room for as many steps again as the rows keep behind it).
+  [[nodiscard]] static std::int64_t base_for(std::int64_t base, std::int64_t step) noexcept {
+    return step - base <= kStepSpan ? base : step - kStepSpan / 2;
+  }
+
   /// The last step of resident row r.
   [[nodiscard]] std::int64_t step_of(Index r) const {
     const std::uint32_t v = meta_[static_cast<std::size_t>(r)].last;
@@ -1261,7 +1267,7 @@ class KeyIndex {
       clock_.origin = step;
       clock_.base = step;
     }
-    if (step - clock_.base > kStepSpan) rebase(step - kStepSpan / 2);
+    if (const std::int64_t base = base_for(clock_.base, step); base != clock_.base) rebase(base);
     const int h = pending_halvings(step);
     if (h > 0) {
       sketch_.halve(h);

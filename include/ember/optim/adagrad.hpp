@@ -85,17 +85,15 @@ class RowwiseAdagrad : public RowOptimizer<RowwiseAdagrad<T>, T, AdagradOptions>
   /// FBGEMM's row-wise Adagrad on one row: g += wd·w; G += mean(g²) (G starts at
   /// initial_accumulator_value); w -= lr / (√G + eps) · g.
   void update_row(const Step& c, T* w_row, T* g_row, Index slot, bool fresh, Index d) {
-    T* __restrict w = w_row;
-    T* __restrict g = g_row;
-    if (options_.weight_decay != 0.0) {
-      for (Index i = 0; i < d; ++i) g[i] += c.wd * w[i];
-    }
+    Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> w(w_row, d);
+    Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> g(g_row, d);
+    if (options_.weight_decay != 0.0) g += c.wd * w;
     T& acc = *state_.data(0, slot);
     if (fresh) acc = c.init;
     // Σ g² in an order fixed by d, so the accumulator never depends on where the row is.
-    acc += detail::ordered_sum<T>(g, d, [](const auto& b) { return b.square(); }) * c.inv_d;
+    acc += detail::ordered_sum<T>(g_row, d, [](const auto& b) { return b.square(); }) * c.inv_d;
     const T multiplier = c.lr / (std::sqrt(acc) + c.eps);
-    for (Index i = 0; i < d; ++i) w[i] -= multiplier * g[i];
+    w -= multiplier * g;
   }
 };
 

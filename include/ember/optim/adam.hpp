@@ -126,46 +126,24 @@ class Adam : public RowOptimizer<Adam<T>, T, AdamOptions> {
 
   /// Adam on one row: g += wd·w (L2) or w *= 1 - lr·wd (decoupled); m += (1-β1)(g - m);
   /// v += (1-β2)(g² - v); w -= step_size·m / (√v + eps).
+  /// The element-wise operations are Eigen's (+, -, ·, / give the same bits in its vector and
+  /// scalar forms, wherever a row starts); √v is detail::exact_sqrt's, written into g once g is
+  /// used, since Eigen's vectorised float √ is an approximation under EIGEN_FAST_MATH.
   void update_row(const Step& c, T* w_row, T* g_row, Index slot, bool, Index d) {
+    using Array = Eigen::Array<T, 1, Eigen::Dynamic>;
+    Eigen::Map<Array> w(w_row, d);
+    Eigen::Map<Array> g(g_row, d);
+    if (c.l2) g += c.wd * w;
+    if (c.decay) w *= c.shrink;
+    Eigen::Map<Array> m(state_.data(0, slot), d);
+    Eigen::Map<Array> v(state_.data(1, slot), d);
+    m += c.c1 * (g - m);
+    v += c.c2 * (g.square() - v);
     T ss = c.step_size;
     const auto& o = options_;
     if (o.per_row_steps) ss = step_size(o.lr, o.beta1, o.beta2, ++state_.steps(slot));
-    T* m = state_.data(0, slot);
-    T* v = state_.data(1, slot);
-    if (c.l2) {
-      adam_row<true, false>(c, ss, w_row, g_row, m, v, d);
-    } else if (c.decay) {
-      adam_row<false, true>(c, ss, w_row, g_row, m, v, d);
-    } else {
-      adam_row<false, false>(c, ss, w_row, g_row, m, v, d);
-    }
-  }
-
-  /// update_row's rule with step size ss, as three plain loops over the row: the moments, their
-  /// roots (detail::exact_sqrt, into g, which is no longer needed), the weights. Each element goes
-  /// through the same expressions (moments, moved) with correctly rounded √ and division, so its
-  /// bits never depend on where the row is in memory, nor on EIGEN_FAST_MATH.
-  template <bool L2, bool Decay>
-  static void adam_row(const Step& c, T ss, T* __restrict w, T* __restrict g, T* __restrict m,
-                       T* __restrict v, Index d) {
-    for (Index i = 0; i < d; ++i) moments<L2>(c, g[i], w[i], m[i], v[i]);
-    detail::exact_sqrt(v, g, d);
-    for (Index i = 0; i < d; ++i) w[i] = moved<Decay>(c, ss, w[i], m[i], g[i]);
-  }
-
-  /// The moments of one element: g += wd·w (L2); m += (1-β1)(g - m); v += (1-β2)(g² - v).
-  template <bool L2>
-  EMBER_ALWAYS_INLINE static void moments(const Step& c, T g, T w, T& m, T& v) noexcept {
-    if constexpr (L2) g += c.wd * w;
-    m += c.c1 * (g - m);
-    v += c.c2 * (g * g - v);
-  }
-
-  /// The new value of one element: w *= 1 - lr·wd (decoupled), then w - ss·m / (√v + eps).
-  template <bool Decay>
-  EMBER_ALWAYS_INLINE static T moved(const Step& c, T ss, T w, T m, T root) noexcept {
-    if constexpr (Decay) w *= c.shrink;
-    return w - ss * m / (root + c.eps);
+    detail::exact_sqrt(v.data(), g_row, d);
+    w -= ss * m / (g + c.eps);
   }
 };
 

@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -125,22 +124,6 @@ void combine(const T* sparse, const T* dense, Index d, T* out) {
     g = Eigen::Map<const RowVector<T>>(dense, d);
   } else {
     g.setZero();
-  }
-}
-
-/// Calls f(std::bool_constant<b>{}...) with one constant for each run-time flag b, in order: an
-/// update rule's options are then fixed outside its loop over the row (if constexpr inside), so
-/// the loop holds no branch on them, and a compiler vectorises it without unswitching it first.
-template <class F>
-EMBER_ALWAYS_INLINE void with_flags(F&& f) {
-  f();
-}
-template <class F, class... Flags>
-EMBER_ALWAYS_INLINE void with_flags(F&& f, bool flag, Flags... rest) {
-  if (flag) {
-    with_flags([&](auto... more) { f(std::true_type{}, more...); }, rest...);
-  } else {
-    with_flags([&](auto... more) { f(std::false_type{}, more...); }, rest...);
   }
 }
 

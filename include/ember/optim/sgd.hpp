@@ -108,47 +108,23 @@ class SGD : public RowOptimizer<SGD<T>, T, SGDOptions> {
   /// PyTorch's SGD on one row: g += wd·w; buf = g on the row's first update, else
   /// mom·buf + (1 - dampening)·g; g = buf (or g + mom·buf with Nesterov); w -= lr·g.
   void update_row(const Step& c, T* w_row, T* g_row, Index slot, bool fresh, Index d) {
-    const bool decay = options_.weight_decay != 0.0;
-    if (slot < 0) {
-      detail::with_flags(
-          [&](auto wd) {
-            sgd_row<decltype(wd)::value, false, false, false>(c, w_row, g_row, nullptr, d);
-          },
-          decay);
-      return;
-    }
-    detail::with_flags(
-        [&](auto wd, auto first, auto nesterov) {
-          sgd_row<decltype(wd)::value, true, decltype(first)::value, decltype(nesterov)::value>(
-              c, w_row, g_row, state_.data(0, slot), d);
-        },
-        decay, fresh, options_.nesterov);
-  }
-
-  /// update_row's rule as one plain loop, its options fixed outside it: each element by the
-  /// same expressions, so its bits never depend on where the row is in memory.
-  template <bool Decay, bool Momentum, bool First, bool Nesterov>
-  static void sgd_row(const Step& c, T* __restrict w, const T* __restrict g, T* __restrict buf,
-                      Index d) {
-    for (Index i = 0; i < d; ++i) {
-      T gi = g[i];
-      if constexpr (Decay) gi += c.wd * w[i];
-      if constexpr (Momentum) {
-        T b;
-        if constexpr (First) {
-          b = gi;
-        } else {
-          b = c.mom * buf[i] + c.damp * gi;
-        }
-        buf[i] = b;
-        if constexpr (Nesterov) {
-          gi += c.mom * b;
-        } else {
-          gi = b;
-        }
+    Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> w(w_row, d);
+    Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> g(g_row, d);
+    if (options_.weight_decay != 0.0) g += c.wd * w;
+    if (slot >= 0) {
+      Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> buf(state_.data(0, slot), d);
+      if (fresh) {
+        buf = g;
+      } else {
+        buf = c.mom * buf + c.damp * g;
       }
-      w[i] -= c.lr * gi;
+      if (options_.nesterov) {
+        g += c.mom * buf;
+      } else {
+        g = buf;
+      }
     }
+    w -= c.lr * g;
   }
 };
 

@@ -49,6 +49,24 @@ struct DecayedCount {
     return std::ldexp(significand, static_cast<int>(std::clamp<std::int64_t>(e, -1100, 1100)));
   }
 
+  /// The count whose value relative to 2^epoch is `value` (value_at's inverse for the values a
+  /// float holds). A value under one sighting at epoch 0 (which no count has) becomes that one
+  /// sighting, the smallest count.
+  [[nodiscard]] static std::uint64_t of_value(double value, std::int64_t epoch) noexcept {
+    if (!(value > 0.0)) return 0;
+    int e = 0;
+    const auto significand = static_cast<float>(2.0 * std::frexp(value, &e));  // in [1, 2)
+    const std::int64_t exponent = epoch + e - 1;
+    if (exponent < 0) return 0;
+    return (static_cast<std::uint64_t>(exponent) << 23) |
+           (std::bit_cast<std::uint32_t>(significand) & 0x7FFFFFU);
+  }
+
+  /// The largest count whose value relative to 2^epoch a float holds (FLT_MAX).
+  [[nodiscard]] static std::uint64_t largest_at(std::int64_t epoch) noexcept {
+    return (static_cast<std::uint64_t>(epoch + 127) << 23) | 0x7FFFFFU;
+  }
+
  private:
   static constexpr std::int64_t kOneBits = 0x3F800000;        // the bits of 1.0f
   static constexpr std::int64_t kMinNormalBits = 0x00800000;  // the bits of FLT_MIN
