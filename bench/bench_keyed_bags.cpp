@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include <ember/keys/keyed_bags.hpp>
+#include <ember/keyed/keyed_bags.hpp>
 #include <ember/optim.hpp>
 
 #include "support/bench_support.hpp"

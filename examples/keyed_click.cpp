@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include <ember/keys/keyed_bags.hpp>
+#include <ember/keyed/keyed_bags.hpp>
 #include <ember/optim.hpp>
 #include <ember/random.hpp>
 

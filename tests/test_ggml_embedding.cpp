@@ -193,7 +193,7 @@ TEST_CASE(
     const ember::io::GgufFile f(path);
     const RowMatrix<float> w = f.load<float>("tok");
     const GgmlEmbeddingView view = f.table("tok");
-    for (Index n = 1; n <= ember::detail::logits_stream_max_rows; ++n) {
+    for (Index n = 1; n <= ember::detail::max_pass_rows; ++n) {
       INFO("n = " << n);
       const RowMatrix<float> h =
           ember_test::gguf_normal_table(n, d, 10 + static_cast<std::uint64_t>(n));

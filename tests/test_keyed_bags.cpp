@@ -1,7 +1,7 @@
-// Tests of ember/keys/keyed_bags.hpp: KeyedEmbeddingBag and KeyedTableBatchedBags against the
+// Tests of ember/keyed/keyed_bags.hpp: KeyedEmbeddingBag and KeyedTableBatchedBags against the
 // unkeyed bags on the mapped rows, the fallback's place in a pool, the fused steps, the strong
 // guarantee of a multi-table map and bad input.
-#include "ember/keys/keyed_bags.hpp"
+#include "ember/keyed/keyed_bags.hpp"
 
 #include <cstdint>
 #include <vector>

@@ -1,6 +1,6 @@
-// Tests of ember/keys/keyed_embedding.hpp: KeyedEmbedding's lookups, training, the reset of
+// Tests of ember/keyed/keyed_embedding.hpp: KeyedEmbedding's lookups, training, the reset of
 // reused rows for every optimizer, deltas, resizing and bad input.
-#include "ember/keys/keyed_embedding.hpp"
+#include "ember/keyed/keyed_embedding.hpp"
 
 #include <cstdint>
 #include <random>

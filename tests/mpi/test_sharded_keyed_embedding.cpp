@@ -15,7 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include "ember/errors.hpp"
-#include "ember/keys/keyed_embedding.hpp"
+#include "ember/keyed/keyed_embedding.hpp"
 #include "ember/optim/adam.hpp"
 #include "ember/optim/sgd.hpp"
 #include "support/matrix_compare.hpp"

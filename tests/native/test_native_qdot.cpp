@@ -12,7 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "ember/detail/float_dots.hpp"
-#include "ember/detail/int8_dot.hpp"
+#include "ember/codec/detail/int8_dot.hpp"
 #include "ember/detail/pass_rows.hpp"
 #include "ember/ggml/dot.hpp"
 #include "ember/ggml/encode.hpp"

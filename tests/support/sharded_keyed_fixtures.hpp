@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ember/distributed/sharded_keyed_embedding.hpp"
-#include "ember/keys/keyed_embedding.hpp"
+#include "ember/keyed/keyed_embedding.hpp"
 #include "support/matrix_compare.hpp"
 
 using ember::Index;

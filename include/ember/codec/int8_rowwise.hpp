@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "ember/config.hpp"
-#include "ember/detail/int8_dot.hpp"
+#include "ember/codec/detail/int8_dot.hpp"
 #include "ember/detail/simd.hpp"
 #include "ember/types.hpp"
 
@@ -57,7 +57,7 @@ struct Int8Rowwise {
   }
 
   /// LogitsMode::quantized_hidden: hidden rows rounded in blocks of 32 as ggml's Q8_1, integer
-  /// dot products with the codes (detail/int8_dot.hpp: the same bits in every build).
+  /// dot products with the codes (codec/detail/int8_dot.hpp: the same bits in every build).
   [[nodiscard]] static constexpr bool quantizes_hidden() noexcept { return true; }
   [[nodiscard]] static detail::QuantizedHidden quantize_hidden(const float* h, Index h_stride,
                                                                Index n, Index d) {

@@ -13,10 +13,10 @@
 #include <type_traits>
 
 #include "ember/config.hpp"
+#include "ember/detail/half.hpp"
 #include "ember/detail/pass_rows.hpp"
 #include "ember/detail/prefetch.hpp"
 #include "ember/detail/quantized_hidden.hpp"
-#include "ember/ggml/blocks.hpp"
 #include "ember/types.hpp"
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__) && defined(__F16C__) && \
@@ -29,14 +29,12 @@
 
 namespace ember::inline EMBER_ISA::detail {
 
-/// Hidden rows one pass of the small-n kernels serves, and the lanes of their accumulators.
-inline constexpr Index dots_max_rows = 8;
 inline constexpr int dots_lanes = 32;
 
 /// A stored row of IEEE half bits (little-endian) as floats.
 struct Fp16Element {
   [[nodiscard]] static float at(const std::uint8_t* row, Index c) noexcept {
-    return ggml::load_half(row + 2 * c);  // exact: every half is a float
+    return fp16_to_fp32(load_u16(row + 2 * c));  // exact: every half is a float
   }
   static constexpr Index bytes = 2;
 };
@@ -44,7 +42,7 @@ struct Fp16Element {
 /// A stored row of bfloat16 bits (little-endian) as floats.
 struct Bf16Element {
   [[nodiscard]] static float at(const std::uint8_t* row, Index c) noexcept {
-    return ggml::bf16_to_fp32(ggml::load_u16(row + 2 * c));
+    return bf16_to_fp32(load_u16(row + 2 * c));
   }
   static constexpr Index bytes = 2;
 };
@@ -318,7 +316,7 @@ EMBER_ALWAYS_INLINE void dots_n(E e, const std::uint8_t* rows, Index row_stride,
 template <class E>
 void float_row_dots(E e, const std::uint8_t* rows, Index row_stride, Index count, Index d,
                     const float* v, Index v_stride, Index nj, float* out, Index out_stride) {
-  EMBER_ASSERT(nj >= 1 && nj <= dots_max_rows);
+  EMBER_ASSERT(nj >= 1 && nj <= max_pass_rows);
 #if EMBER_DETAIL_FLOAT_DOTS_AVX
   const auto run = [&](auto n) {
 #if defined(__AVX512F__)
@@ -354,8 +352,8 @@ template <class E>
     const float* x = h + j * h_stride;
     float* v = q.row_values(j);
     for (Index c = 0; c < d; ++c) {
-      v[c] = std::is_same_v<E, Fp16Element> ? ggml::fp16_to_fp32(ggml::fp32_to_fp16(x[c]))
-                                            : ggml::bf16_to_fp32(ggml::fp32_to_bf16(x[c]));
+      v[c] = std::is_same_v<E, Fp16Element> ? fp16_to_fp32(fp32_to_fp16(x[c]))
+                                            : bf16_to_fp32(fp32_to_bf16(x[c]));
     }
   }
   return q;

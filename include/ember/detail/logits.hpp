@@ -53,11 +53,6 @@ void decode_block(const CodecRows<Codec>& table, Index r0, Index len,
     table.decode(r0 + r, typename Codec::Value(1), block.row(r).data());
 }
 
-/// Hidden rows up to which a codec with its own dot product (dot_rows) reads the encoded table
-/// once, row by row, instead of decoding blocks of rows for a GEMM: the decode-time case, where
-/// a GEMM of a few rows is bound by reading W anyway.
-inline constexpr Index logits_stream_max_rows = 8;
-
 /// Table rows per chunk of the quantized and streaming logits: about 256 KB of encoded rows, so
 /// that a chunk stays in L2 while every tile of 8 hidden rows passes over it.
 [[nodiscard]] inline Index logits_chunk_rows(Index row_bytes) noexcept {
@@ -65,14 +60,14 @@ inline constexpr Index logits_stream_max_rows = 8;
 }
 
 /// out = hidden · tableᵀ over a plain table or a float master (rows `stride` values apart): up to
-/// dots_max_rows float hidden rows stream the table once (float_row_dots, chunks of rows split
+/// max_pass_rows float hidden rows stream the table once (float_row_dots, chunks of rows split
 /// across threads: each logit computed alike whatever the split), more go to one GEMM.
 template <class T>
 void plain_logits(const T* data, Index rows, Index d, Index stride,
                   const Eigen::Ref<const RowMatrix<T>>& hidden, Eigen::Ref<RowMatrix<T>> out) {
   const Index n = hidden.rows();
   if constexpr (std::is_same_v<T, float>) {
-    if (n <= dots_max_rows) {
+    if (n <= max_pass_rows) {
       const auto* bytes = reinterpret_cast<const std::uint8_t*>(data);
       const Index row_bytes = stride * Index{sizeof(float)};
       parallel_rows(rows, rows * d * n, [&](Index begin, Index end, int /*worker*/) {
@@ -92,7 +87,7 @@ void plain_logits(const T* data, Index rows, Index d, Index stride,
 /// - quantized_hidden on a codec that rounds hidden rows (QuantDot, quantizes_hidden()): the
 ///   hidden rows rounded once, then
 ///   chunks of rows (split across threads) dotted with tiles of 8 of them;
-/// - the codec's dot_rows over the encoded rows for n <= logits_stream_max_rows (DotRows;
+/// - the codec's dot_rows over the encoded rows for n <= max_pass_rows (DotRows;
 ///   chunks of rows split across threads, each logit computed alike whatever the split);
 ///   float_row_dots over the decoded rows for the other float codecs (the bits of plain_logits
 ///   over the decoded table);
@@ -126,9 +121,9 @@ void logits(const LogitsTable<Codec, DotRows, QuantDot>& w,
         parallel_rows(v, v * table.d * n, [&](Index begin, Index end, int /*worker*/) {
           for (Index r0 = begin; r0 < end; r0 += chunk) {
             const Index len = std::min(chunk, end - r0);
-            for (Index j0 = 0; j0 < n; j0 += dots_max_rows) {
+            for (Index j0 = 0; j0 < n; j0 += max_pass_rows) {
               table.codec.dot_rows_quantized(table.row(r0), table.stride, len, table.d, qh, j0,
-                                             std::min(dots_max_rows, n - j0),
+                                             std::min(max_pass_rows, n - j0),
                                              out.data() + j0 * out.outerStride() + r0,
                                              out.outerStride());
             }
@@ -138,7 +133,7 @@ void logits(const LogitsTable<Codec, DotRows, QuantDot>& w,
       }
     }
     if constexpr (DotRows) {
-      if (hidden.rows() <= logits_stream_max_rows) {
+      if (hidden.rows() <= max_pass_rows) {
         parallel_rows(v, v * table.d * hidden.rows(), [&](Index begin, Index end, int /*worker*/) {
           table.codec.dot_rows(table.row(begin), table.stride, end - begin, table.d, hidden.data(),
                                hidden.outerStride(), hidden.rows(), out.data() + begin,
@@ -149,7 +144,7 @@ void logits(const LogitsTable<Codec, DotRows, QuantDot>& w,
     } else if constexpr (std::is_same_v<V, float>) {
       // The plain kernel over the decoded rows (the bits of a plain table holding them): read
       // through the codec's element type where it has one, else decoded a chunk at a time.
-      if (hidden.rows() <= dots_max_rows) {
+      if (hidden.rows() <= max_pass_rows) {
         const Index n = hidden.rows();
         parallel_rows(v, v * table.d * n, [&](Index begin, Index end, int /*worker*/) {
           if constexpr (requires { Codec::dot_element(); }) {

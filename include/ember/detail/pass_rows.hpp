@@ -1,6 +1,6 @@
 /// The two loops shared by the small-n logits kernels: the dispatch on the hidden rows of a pass
-/// (1 to 8), so each pass size gets its own instantiation with its accumulators in registers, and
-/// the order in which a kernel that reads whole rows one at a time takes them.
+/// (1 to max_pass_rows), so each pass size gets its own instantiation with its accumulators in
+/// registers, and the order in which a kernel that reads whole rows one at a time takes them.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -12,36 +12,26 @@
 
 namespace ember::inline EMBER_ISA::detail {
 
-/// Calls f(std::integral_constant<Index, n>{}) for the n = nj hidden rows of one pass (8 for any
-/// nj above 7). Precondition: 1 <= nj <= 8.
+/// The most hidden rows one pass of a small-n logits kernel takes: each encoded row is read once
+/// per this many hidden rows, whose accumulators stay in registers. Every kernel, dispatch and
+/// chunking of hidden rows names this one constant.
+inline constexpr Index max_pass_rows = 8;
+
+template <class F, Index... J>
+EMBER_ALWAYS_INLINE void visit_pass_rows_over(Index nj, F& f,
+                                              std::integer_sequence<Index, J...> /*sizes*/) {
+  // The first J + 1 equal to nj, or the last size: a chain of comparisons the compiler folds.
+  (void)((nj == J + 1 || J + 1 == max_pass_rows ? (f(std::integral_constant<Index, J + 1>{}), true)
+                                                : false) ||
+         ...);
+}
+
+/// Calls f(std::integral_constant<Index, n>{}) for the n = nj hidden rows of one pass, so each
+/// pass size gets its own instantiation (max_pass_rows for any nj above it). Precondition:
+/// 1 <= nj.
 template <class F>
 EMBER_ALWAYS_INLINE void visit_pass_rows(Index nj, F&& f) {
-  switch (nj) {
-    case 1:
-      f(std::integral_constant<Index, 1>{});
-      break;
-    case 2:
-      f(std::integral_constant<Index, 2>{});
-      break;
-    case 3:
-      f(std::integral_constant<Index, 3>{});
-      break;
-    case 4:
-      f(std::integral_constant<Index, 4>{});
-      break;
-    case 5:
-      f(std::integral_constant<Index, 5>{});
-      break;
-    case 6:
-      f(std::integral_constant<Index, 6>{});
-      break;
-    case 7:
-      f(std::integral_constant<Index, 7>{});
-      break;
-    default:
-      f(std::integral_constant<Index, 8>{});
-      break;
-  }
+  visit_pass_rows_over(nj, f, std::make_integer_sequence<Index, max_pass_rows>{});
 }
 
 /// Calls f(std::integral_constant<Index, j>{}) for j = 0 .. N - 1, unrolled at compile time: the

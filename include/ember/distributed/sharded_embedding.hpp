@@ -15,7 +15,7 @@
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
 #include "ember/detail/gather.hpp"
-#include "ember/detail/key_slots.hpp"
+#include "ember/keys/detail/key_slots.hpp"
 #include "ember/detail/table_ref.hpp"
 #include "ember/distributed/detail/mpi.hpp"
 #include "ember/distributed/row_partition.hpp"

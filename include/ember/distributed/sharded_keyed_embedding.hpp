@@ -17,14 +17,14 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
-#include "ember/detail/key_slots.hpp"
+#include "ember/keys/detail/key_slots.hpp"
 #include "ember/distributed/detail/mpi.hpp"
 #include "ember/distributed/sharded_embedding.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/fused_step.hpp"
 #include "ember/keys/key_index.hpp"
-#include "ember/keys/keyed_embedding.hpp"
+#include "ember/keyed/keyed_embedding.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 

@@ -210,7 +210,7 @@ inline void qdot_rows(GgmlType type, const std::uint8_t* rows, Index row_stride,
                       Index d, const QuantizedHidden& h, Index j0, Index nj, float* out,
                       Index out_stride) {
   EMBER_ASSERT(decodes(type) && type != GgmlType::F32 && d % traits(type).block_size == 0);
-  EMBER_ASSERT(nj >= 1 && nj <= 8 && j0 + nj <= h.rows);
+  EMBER_ASSERT(nj >= 1 && nj <= max_pass_rows && j0 + nj <= h.rows);
   if (type == GgmlType::F16 || type == GgmlType::BF16) {
     if (type == GgmlType::F16) {
       rounded_row_dots(Fp16Element{}, rows, row_stride, count, d, h, j0, nj, out, out_stride);

@@ -1,6 +1,6 @@
 /// Row kernels over ggml's block formats for lookups and tied logits: a row decoded and scaled
 /// straight into its output (cached or streaming stores), and dot products of encoded rows with up
-/// to eight float vectors at a time (dot_group), reading each encoded row once per eight. AVX2
+/// to eight float vectors at a time (max_pass_rows), reading each encoded row once per eight. AVX2
 /// where the build has it, ggml's reference decoders (ggml/decode.hpp) otherwise; the decoded
 /// values are those of the reference decoders bit for bit in every build.
 // SPDX-License-Identifier: MIT
@@ -30,10 +30,6 @@
 #endif
 
 namespace ember::inline EMBER_ISA::detail::ggml {
-
-/// Hidden rows one pass of dot_rows serves: each encoded row is decoded once per group of up to
-/// this many vectors.
-inline constexpr Index dot_group = 8;
 
 #if EMBER_DETAIL_GGML_AVX2
 namespace avx2 {
@@ -1058,7 +1054,7 @@ void decode_row_scaled(GgmlType type, const std::uint8_t* row, Index d, float s,
 
 /// out[j·out_stride + r] = Σ_c decoded(row r)[c] · h[j·h_stride + c] for the `count` encoded rows
 /// starting at `rows` (row_stride bytes apart) and the n vectors of h, each row decoded once per
-/// group of dot_group vectors and never stored whole, in order. The kernel of
+/// group of max_pass_rows vectors and never stored whole, in order. The kernel of
 /// tied logits for a few hidden rows (exact mode).
 ///
 /// The decoded values are decode_row's exactly; their products with h are summed in float in an
@@ -1071,8 +1067,8 @@ inline void dot_rows(GgmlType type, const std::uint8_t* rows, Index row_stride, 
                      Index d, const float* h, Index h_stride, Index n, float* out,
                      Index out_stride) {
   EMBER_ASSERT(decodes(type) && d % traits(type).block_size == 0);
-  for (Index j0 = 0; j0 < n; j0 += dot_group) {
-    const Index g = std::min(dot_group, n - j0);
+  for (Index j0 = 0; j0 < n; j0 += max_pass_rows) {
+    const Index g = std::min(max_pass_rows, n - j0);
     const float* hj = h + j0 * h_stride;
     float* oj = out + j0 * out_stride;
 #if EMBER_DETAIL_GGML_AVX2

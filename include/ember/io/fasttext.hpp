@@ -29,7 +29,7 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
-#include "ember/detail/fasttext.hpp"
+#include "ember/io/detail/fasttext_arithmetic.hpp"
 #include "ember/detail/prefetch.hpp"
 #include "ember/errors.hpp"
 #include "ember/io/detail/byteorder.hpp"

@@ -29,8 +29,8 @@
 #include "ember/io/detail/whole_number.hpp"
 #include "ember/io/safetensors.hpp"
 #include "ember/keys/key_index.hpp"
-#include "ember/keys/keyed_bags.hpp"
-#include "ember/keys/keyed_embedding.hpp"
+#include "ember/keyed/keyed_bags.hpp"
+#include "ember/keyed/keyed_embedding.hpp"
 #include "ember/optim/sgd.hpp"
 #include "ember/types.hpp"
 

@@ -20,9 +20,9 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
-#include "ember/detail/count_sketch.hpp"
+#include "ember/keys/detail/count_sketch.hpp"
 #include "ember/detail/huge_pages.hpp"
-#include "ember/detail/key_slots.hpp"
+#include "ember/keys/detail/key_slots.hpp"
 #include "ember/detail/parallel.hpp"
 #include "ember/errors.hpp"
 #include "ember/keys/detail/decayed_count.hpp"

@@ -1,5 +1,5 @@
-/// IEEE half (binary16) and bfloat16 <-> float conversion for ember's loaders, through Eigen's
-/// Eigen::half and Eigen::bfloat16 (round to nearest even on the way down).
+/// Half and bfloat16 values in files: loads and stores of 2-, 4- and 8-byte floats for ember's
+/// loaders, with the 16-bit conversions of detail/half.hpp (round to nearest even on the way down).
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <Eigen/Core>
 
 #include "ember/config.hpp"
+#include "ember/detail/half.hpp"
 #include "ember/io/detail/byteorder.hpp"
 
 namespace ember::inline EMBER_ISA::detail {
@@ -17,13 +18,23 @@ namespace ember::inline EMBER_ISA::detail {
 /// The float value of the bit pattern `bits` of S (Eigen::half or Eigen::bfloat16): exact.
 template <class S>
 [[nodiscard]] float bits_to_float(std::uint16_t bits) noexcept {
-  return static_cast<float>(Eigen::numext::bit_cast<S>(bits));
+  if constexpr (std::same_as<S, Eigen::half>) {
+    return fp16_to_fp32(bits);
+  } else {
+    static_assert(std::same_as<S, Eigen::bfloat16>, "S is Eigen::half or Eigen::bfloat16");
+    return bf16_to_fp32(bits);
+  }
 }
 
 /// The bit pattern of the S nearest to `v` (round to nearest even; overflow gives infinity).
 template <class S>
 [[nodiscard]] std::uint16_t float_to_bits(float v) noexcept {
-  return Eigen::numext::bit_cast<std::uint16_t>(S(v));
+  if constexpr (std::same_as<S, Eigen::half>) {
+    return fp32_to_fp16(v);
+  } else {
+    static_assert(std::same_as<S, Eigen::bfloat16>, "S is Eigen::half or Eigen::bfloat16");
+    return fp32_to_bf16(v);
+  }
 }
 
 /// The value at p of a float of `bytes` bytes (2: S, 4: float, 8: double) in `little_endian`

@@ -110,7 +110,7 @@ class RowState {
   }
 
   /// Forgets the state of `row`, so its next update is a first update (a row reused for another
-  /// key, see keys/keyed_embedding.hpp); the last slot moves into its place. No-op for a row
+  /// key, see keyed/keyed_embedding.hpp); the last slot moves into its place. No-op for a row
   /// without state.
   void erase(Index row) {
     const Index s = slot(row);

@@ -1,6 +1,6 @@
 /// KeyedEmbedding<T>: a KeyIndex in front of a trainable Embedding<T>, so raw 64-bit keys read,
 /// train and evict rows of an ordinary ember table; with the batches, deltas and state every keyed
-/// layer shares (keys/keyed_bags.hpp, distributed/sharded_keyed_embedding.hpp).
+/// layer shares (keyed/keyed_bags.hpp, distributed/sharded_keyed_embedding.hpp).
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -16,7 +16,7 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
-#include "ember/detail/key_slots.hpp"
+#include "ember/keys/detail/key_slots.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/fused_step.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ember/config.hpp"
-#include "ember/detail/key_slots.hpp"
+#include "ember/keys/detail/key_slots.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::detail {

@@ -20,7 +20,7 @@
 #include "ember/errors.hpp"
 #include "ember/fused_step.hpp"
 #include "ember/keys/key_index.hpp"
-#include "ember/keys/keyed_embedding.hpp"
+#include "ember/keyed/keyed_embedding.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/table_batched_bags.hpp"
 #include "ember/types.hpp"
