@@ -89,6 +89,15 @@ TEST_CASE("ember's codecs meet the contract they claim", "[codec]") {
   STATIC_REQUIRE(codec::QuantizedDot<codec::Reduced<Eigen::bfloat16>>);
   STATIC_REQUIRE_FALSE(codec::QuantizedDot<codec::Plain<float>>);
   STATIC_REQUIRE_FALSE(codec::QuantizedDot<codec::Plain<double>>);
+  // What the tied logits make of each codec: derived from the hooks above.
+  using codec::LogitsKind;
+  STATIC_REQUIRE(codec::logits_kind_v<codec::Plain<float>> == LogitsKind::plain);
+  STATIC_REQUIRE(codec::logits_kind_v<codec::Plain<double>> == LogitsKind::plain);
+  STATIC_REQUIRE(codec::logits_kind_v<codec::Reduced<Eigen::half>> == LogitsKind::quantized_dot);
+  STATIC_REQUIRE(codec::logits_kind_v<codec::Reduced<Eigen::bfloat16>> ==
+                 LogitsKind::quantized_dot);
+  STATIC_REQUIRE(codec::logits_kind_v<codec::Int8Rowwise> == LogitsKind::quantized_dot);
+  STATIC_REQUIRE(codec::logits_kind_v<codec::Ggml> == LogitsKind::streaming_and_quantized_dot);
 }
 
 TEST_CASE("a type that misses part of the contract is not a codec", "[codec]") {
@@ -102,6 +111,7 @@ TEST_CASE("the codec sketch of docs/tables.md is a codec whose tables work like 
           "[codec]") {
   STATIC_REQUIRE(codec::EncodingCodec<codec::MyFormat>);
   STATIC_REQUIRE_FALSE(codec::StreamingDot<codec::MyFormat>);
+  STATIC_REQUIRE(codec::logits_kind_v<codec::MyFormat> == codec::LogitsKind::decoded);
   const RowMatrix<float> w = ember_test::random_table<float>(40, 12, 3);
   const ember::MyEmbedding mine = ember::MyEmbedding::from_float(w);
   CHECK(mine.vocab_size() == 40);

@@ -1,11 +1,11 @@
 // ggml's dot-product types and the integer kernels of LogitsMode::quantized_hidden (ember/ggml/
-// hidden.hpp, dot.hpp): the hidden rows rounded byte for byte as ggml's reference quantizers
+// hidden.hpp, quant_dot.hpp): the hidden rows rounded byte for byte as ggml's reference quantizers
 // round them (golden files of tests/data/ggml/, see the README there), each weight type's dot
 // type as ggml-cpu's table gives it, the kernels of this build within the documented bound of
 // the int64 reference of support/lm_head_reference.hpp, batch- and split-invariant, and the exact
 // kernels' summation order unchanged by their passes of 8.
 // SPDX-License-Identifier: MIT
-#include "ember/ggml/dot.hpp"
+#include "ember/ggml/quant_dot.hpp"
 
 #include <bit>
 #include <cmath>
@@ -17,7 +17,7 @@
 #include <catch2/catch.hpp>
 
 #include "ember/ggml/encode.hpp"
-#include "ember/ggml/rows.hpp"
+#include "ember/ggml/exact_dot.hpp"
 #include "ember/random.hpp"
 #include "support/ggml_inputs.hpp"
 #include "support/io_files.hpp"

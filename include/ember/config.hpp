@@ -197,19 +197,31 @@ namespace detail {
 /// vectors of its target-attributed kernels). Kernels with a rounding contract (ggml's
 /// reference arithmetic, the fused lookups, bags and backward) use this and nothing else; a product
 /// that is only stored needs nothing, and explicit FMA intrinsics say what they fuse.
+/// One definition per architecture: on x86 a scalar or vector goes through an SSE/AVX register
+/// ("+x") and a class through memory; on other targets of GCC and clang everything goes through
+/// memory; other compilers have no such inline assembly and get x back as is.
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 template <class T>
 [[nodiscard]] EMBER_ALWAYS_INLINE T rounded(T x) noexcept {
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
   if constexpr (std::is_class_v<T>) {
     asm volatile("" : "+m"(x));
   } else {
     asm("" : "+x"(x));
   }
-#elif defined(__GNUC__) || defined(__clang__)
-  asm volatile("" : "+m"(x));
-#endif
   return x;
 }
+#elif defined(__GNUC__) || defined(__clang__)
+template <class T>
+[[nodiscard]] EMBER_ALWAYS_INLINE T rounded(T x) noexcept {
+  asm volatile("" : "+m"(x));
+  return x;
+}
+#else
+template <class T>
+[[nodiscard]] EMBER_ALWAYS_INLINE T rounded(T x) noexcept {
+  return x;
+}
+#endif
 
 /// rounded() for the values of a buffer, in place: they are in memory, as computed, before any
 /// later read of them.

@@ -590,8 +590,7 @@ class Table : public H<C> {
 
   /// W for the logits kernels: the stored rows, and the master if one is kept (it has the
   /// table's shape: set_float_master checks it, and no table with a master changes its shape).
-  [[nodiscard]] detail::LogitsTable<C, codec::StreamingDot<C>, codec::QuantizedDot<C>>
-  logits_table() const noexcept {
+  [[nodiscard]] detail::LogitsTable<C, codec::logits_kind_v<C>> logits_table() const noexcept {
     return {detail::rows_of(*this), master_.get()};
   }
 

@@ -7,6 +7,7 @@
 
 #include <Eigen/Core>
 
+#include "ember/codec/concepts.hpp"
 #include "ember/codec/plain.hpp"
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
@@ -44,8 +45,8 @@ void logits(const Eigen::MatrixBase<Derived>& table,
   // A Ref views a matrix, block or Map without a copy (and evaluates an expression once).
   const Eigen::Ref<const RowMatrix<T>> ref(table.derived());
   const auto t = detail::const_table(ref);
-  detail::logits(detail::LogitsTable<codec::Plain<T>>{{{}, t.data, t.rows, t.cols, t.stride}},
-                 hidden, out);
+  using W = detail::LogitsTable<codec::Plain<T>, codec::logits_kind_v<codec::Plain<T>>>;
+  detail::logits(W{{{}, t.data, t.rows, t.cols, t.stride}}, hidden, out);
 }
 
 /// Owning form of logits(table, hidden, out, mode): returns the n x V logits.
@@ -75,9 +76,9 @@ void logits_backward(const Eigen::MatrixBase<Derived>& table,
                                 grad_logits, grad_hidden, grad_weight);
   const Eigen::Ref<const RowMatrix<T>> ref(table.derived());
   const auto t = detail::const_table(ref);
-  detail::logits_backward(
-      detail::LogitsTable<codec::Plain<T>>{{{}, t.data, t.rows, t.cols, t.stride}}, hidden,
-      grad_logits, grad_hidden, grad_weight);
+  using W = detail::LogitsTable<codec::Plain<T>, codec::logits_kind_v<codec::Plain<T>>>;
+  detail::logits_backward(W{{{}, t.data, t.rows, t.cols, t.stride}}, hidden, grad_logits,
+                          grad_hidden, grad_weight);
 }
 
 }  // namespace ember::inline EMBER_ISA

@@ -1,9 +1,8 @@
-// ggml row kernels built with -march=native (binary ember_native_tests): the AVX2 block decoders
-// and dot products of ember/ggml/rows.hpp exist only when the target has AVX2, which the portable
-// ember_tests build does not assume. Checked here against ggml's reference decoders as the
-// benchmarks run them: decoded values bit for bit (any block bytes, streaming stores or not), dot
-// products within float rounding.
-// SPDX-License-Identifier: MIT
+// ggml row kernels built with -march=native (binary ember_native_tests): the AVX2 lookup and exact
+// dot products of ember/ggml/lookup.hpp and exact_dot.hpp exist only when the target has AVX2,
+// which the portable ember_tests build does not assume. Checked here against ggml's reference
+// decoders as the benchmarks run them: decoded values bit for bit (any block bytes, streaming
+// stores or not), dot products within float rounding. SPDX-License-Identifier: MIT
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -13,7 +12,8 @@
 
 #include "ember/ggml/decode.hpp"
 #include "ember/ggml/encode.hpp"
-#include "ember/ggml/rows.hpp"
+#include "ember/ggml/exact_dot.hpp"
+#include "ember/ggml/lookup.hpp"
 #include "ember/random.hpp"
 
 namespace gg = ember::detail::ggml;
@@ -122,8 +122,8 @@ std::vector<float> whole_rows(ember::GgmlType t, const std::vector<std::uint8_t>
   std::vector<float> out(N * static_cast<std::size_t>(rows), -1.0f);
   gg::avx2::visit_unit(t, [&](auto unit) {
     using Unit = typename decltype(unit)::type;
-    gg::avx2::dot_whole_rows<Unit, N>(q.data(), gg::row_bytes(t, d), rows, d, h.data(), d, AskAhead,
-                                      out.data(), rows);
+    gg::avx2::dot_whole_rows<Unit, gg::exact_isa::Dots<N>>(q.data(), gg::row_bytes(t, d), rows, d,
+                                                           h.data(), d, AskAhead, out.data(), rows);
   });
   return out;
 }
@@ -160,14 +160,14 @@ TEST_CASE("the whole-row dot kernel gives the same bits asking for the rows ahea
 }
 #endif
 
-#if EMBER_DETAIL_GGML_AVX2 && defined(__AVX512F__)
+#if EMBER_DETAIL_GGML_AVX512
 namespace {
 
 /// A sink that is not a Dots, so that feed takes the K-quants' generic path (a Codes32 per 32
 /// columns) into the Dots it forwards to.
 template <std::size_t N>
 struct ThroughCodes32 {
-  gg::avx2::Dots<N>& dots;
+  gg::avx512::Dots<N>& dots;
   template <bool Offset, bool Same, bool Signed>
   void codes(Index c, const gg::avx2::Codes32<Offset, Same, Signed>& g) {
     dots.codes(c, g);
@@ -184,7 +184,7 @@ std::vector<float> super_block_dots(const std::vector<std::uint8_t>& q, Index ro
   std::vector<float> coef(static_cast<std::size_t>(groups));
   std::vector<float> out;
   for (Index r = 0; r < rows; ++r) {
-    gg::avx2::Dots<N> dots{h.data(), d, hsum.data(), groups, coef.data()};
+    gg::avx512::Dots<N> dots{h.data(), d, hsum.data(), groups, coef.data()};
     const std::uint8_t* row = q.data() + r * (d / 256) * Index{sizeof(B)};
     for (Index s = 0; s < d / 256; ++s) {
       const std::uint8_t* b = row + s * Index{sizeof(B)};
@@ -192,7 +192,7 @@ std::vector<float> super_block_dots(const std::vector<std::uint8_t>& q, Index ro
         ThroughCodes32<N> sink{dots};
         gg::avx2::feed(std::type_identity<B>{}, b, 256 * s, sink);
       } else {
-        dots.template super_block<B>(b, 256 * s);
+        gg::avx512::Vec512::super_block<B>(dots, b, 256 * s);
       }
     }
     float results[N];
@@ -239,7 +239,7 @@ TEST_CASE("the K-quants' super-block dot path gives the bits of a Codes32 per 32
   for (const ember::GgmlType t : gg::codec_types) {
     gg::visit_block(t, [&](auto block) {
       using B = typename decltype(block)::type;
-      if constexpr (gg::avx2::is_k_super<B>) {
+      if constexpr (gg::avx512::is_k_super<B>) {
         for (const Index d : {Index{256}, Index{1280}}) {
           INFO(gg::traits(t).name << " d = " << d);
           const Index rows = 5;

@@ -11,11 +11,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "ember/detail/float_dots.hpp"
 #include "ember/codec/detail/int8_dot.hpp"
+#include "ember/detail/float_dots.hpp"
 #include "ember/detail/pass_rows.hpp"
-#include "ember/ggml/dot.hpp"
 #include "ember/ggml/encode.hpp"
+#include "ember/ggml/quant_dot.hpp"
 #include "ember/random.hpp"
 
 namespace gg = ember::detail::ggml;
@@ -41,20 +41,6 @@ std::vector<float> qdot_normal(Index n, std::uint64_t seed) {
   return v;
 }
 
-/// Sets detail::row_parts() for its lifetime.
-class RowParts {
- public:
-  explicit RowParts(Index parts) : saved_(ember::detail::row_parts()) {
-    ember::detail::row_parts() = parts;
-  }
-  RowParts(const RowParts&) = delete;
-  RowParts& operator=(const RowParts&) = delete;
-  ~RowParts() { ember::detail::row_parts() = saved_; }
-
- private:
-  Index saved_;
-};
-
 /// Runs `kernel(j0, nj, out)` over n hidden rows in passes of 8.
 template <class K>
 std::vector<float> qdot_passes(Index n, Index rows, K kernel) {
@@ -68,7 +54,8 @@ std::vector<float> qdot_passes(Index n, Index rows, K kernel) {
 
 TEST_CASE("the quantized-hidden kernels of this build give the portable kernels' bits",
           "[ggml_dot][kernels][native]") {
-  INFO("VNNI kernels: " << EMBER_DETAIL_QDOT_VNNI << ", AVX2 kernels: " << EMBER_DETAIL_QDOT_AVX2);
+  INFO("VNNI kernels: " << EMBER_DETAIL_GGML_AVX512VNNI
+                        << ", AVX2 kernels: " << EMBER_DETAIL_GGML_AVX2);
   const Index rows = 5;
   for (const GgmlType t :
        {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
@@ -89,16 +76,16 @@ TEST_CASE("the quantized-hidden kernels of this build give the portable kernels'
         const std::vector<float> h = qdot_normal(n * d, 4);
         const auto qh = gg::quantize_hidden(t, h.data(), d, n, d);
         const auto built = qdot_passes(n, rows, [&](Index j0, Index nj, float* out) {
-          gg::qdot_rows(t, q.data(), rb, rows, d, qh, j0, nj, out, rows);
+          gg::qdot_rows(t, q.data(), rb, rows, d, qh, j0, nj, out, rows,
+                        ember::detail::default_row_parts());
         });
-        // The rows in 1 and 4 parts (row_parts(): the vendor's choice by default).
+        // The rows in 1 and 4 parts (default_row_parts(): the vendor's choice).
         for (const Index parts : {Index{1}, Index{4}}) {
           INFO(parts << " parts");
-          const RowParts order(parts);
           CHECK(qdot_same(qdot_passes(n, rows,
                                       [&](Index j0, Index nj, float* out) {
                                         gg::qdot_rows(t, q.data(), rb, rows, d, qh, j0, nj, out,
-                                                      rows);
+                                                      rows, parts);
                                       }),
                           built));
         }
@@ -108,10 +95,9 @@ TEST_CASE("the quantized-hidden kernels of this build give the portable kernels'
             gg::portable::qdot_block_rows<B>(q.data(), rb, rows, d, qh, j0, nj, out, rows);
           });
           CHECK(qdot_same(built, portable));
-#if EMBER_DETAIL_QDOT_VNNI && EMBER_DETAIL_QDOT_AVX2
+#if EMBER_DETAIL_GGML_AVX512VNNI && EMBER_DETAIL_GGML_AVX2
           const auto avx2 = qdot_passes(n, rows, [&](Index j0, Index nj, float* out) {
-            gg::simd_block_rows<B>(gg::qdot_avx2::Isa{}, q.data(), rb, rows, d, qh, j0, nj, out,
-                                   rows);
+            gg::simd_block_rows<B>(gg::avx2::Isa{}, q.data(), rb, rows, d, qh, j0, nj, out, rows);
           });
           CHECK(qdot_same(avx2, portable));
 #endif
@@ -143,7 +129,8 @@ TEST_CASE("the int8-row and 16-bit kernels of this build give the portable bits"
     const std::vector<float> h = qdot_normal(n * d, 5);
     const auto qh = ember::detail::int8_rows_hidden(h.data(), d, n, d);
     const auto built = qdot_passes(n, rows, [&](Index j0, Index nj, float* out) {
-      ember::detail::int8_rows_qdot(rows8.data(), rb, rows, d, qh, j0, nj, out, rows);
+      ember::detail::int8_rows_qdot(rows8.data(), rb, rows, d, qh, j0, nj, out, rows,
+                                    ember::detail::default_row_parts());
     });
     const auto portable = qdot_passes(n, rows, [&](Index j0, Index nj, float* out) {
       ember::detail::qdot_units_portable<0, true>(
@@ -156,11 +143,10 @@ TEST_CASE("the int8-row and 16-bit kernels of this build give the portable bits"
     CHECK(qdot_same(built, portable));
     for (const Index parts : {Index{1}, Index{4}}) {
       INFO(parts << " parts");
-      const RowParts order(parts);
       CHECK(qdot_same(qdot_passes(n, rows,
                                   [&](Index j0, Index nj, float* out) {
                                     ember::detail::int8_rows_qdot(rows8.data(), rb, rows, d, qh, j0,
-                                                                  nj, out, rows);
+                                                                  nj, out, rows, parts);
                                   }),
                       portable));
     }
@@ -172,7 +158,8 @@ TEST_CASE("the int8-row and 16-bit kernels of this build give the portable bits"
       for (Index r = 0; r < rows; ++r) gg::quantize(t, w.data() + r * d, d, q.data() + r * 2 * d);
       const auto hv = gg::quantize_hidden(t, h.data(), d, n, d);
       const auto vec = qdot_passes(n, rows, [&](Index j0, Index nj, float* out) {
-        gg::qdot_rows(t, q.data(), 2 * d, rows, d, hv, j0, nj, out, rows);
+        gg::qdot_rows(t, q.data(), 2 * d, rows, d, hv, j0, nj, out, rows,
+                      ember::detail::default_row_parts());
       });
       std::vector<float> loops(static_cast<std::size_t>(n * rows));
       for (Index j = 0; j < n; ++j) {
@@ -192,7 +179,7 @@ TEST_CASE("the int8-row and 16-bit kernels of this build give the portable bits"
   }
 }
 
-#if EMBER_DETAIL_FLOAT_DOTS_AVX  // x86 builds with AVX2 and FMA: products fused
+#if EMBER_DETAIL_FLOAT_DOTS_AVX2  // x86 builds with AVX2 and FMA: products fused
 TEST_CASE("the plain float kernel of this build sums each lane in column order, fused",
           "[ggml_dot][kernels][native]") {
   // float_row_dots over float rows (the exact logits of Embedding<float> for up to 8 hidden rows):

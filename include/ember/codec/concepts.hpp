@@ -1,7 +1,7 @@
 /// The codec contract as concepts: what every storage format of ember/codec/ provides (RowCodec),
 /// what owning tables and from_float need of it (OwnedCodec, EncodingCodec), and the optional
 /// members the shared code uses when a codec has them (ChecksEncodable, StreamingDecode,
-/// StreamingDot, QuantizedDot).
+/// StreamingDot, QuantizedDot), and what the tied logits make of them (logits_kind_v).
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "ember/config.hpp"
+#include "ember/detail/logits_kind.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/types.hpp"
 
@@ -100,5 +101,34 @@ concept QuantizedDot = RowCodec<C> &&
   { c.quantize_hidden(h, i, i, i) } -> std::same_as<detail::QuantizedHidden>;
   c.dot_rows_quantized(rows, i, i, i, qh, i, i, out, i);
 };
+
+/// How the tied logits read the rows of a codec (detail/logits_kind.hpp): plain, decoded,
+/// streaming_dot, quantized_dot or streaming_and_quantized_dot.
+using LogitsKind = detail::LogitsKind;
+
+/// The LogitsKind of codec C, from the hooks it has: `plain` for is_plain; otherwise
+/// StreamingDot<C> gives dot_rows to the logits of up to 8 hidden rows and QuantizedDot<C> gives
+/// dot_rows_quantized to LogitsMode::quantized_hidden. Derived here once: the tables hand it to
+/// the logits kernels with their rows (detail::LogitsTable).
+template <RowCodec C>
+struct logits_kind {
+  static constexpr LogitsKind value = [] {
+    if constexpr (C::is_plain) {
+      return LogitsKind::plain;
+    } else if constexpr (StreamingDot<C> && QuantizedDot<C>) {
+      return LogitsKind::streaming_and_quantized_dot;
+    } else if constexpr (StreamingDot<C>) {
+      return LogitsKind::streaming_dot;
+    } else if constexpr (QuantizedDot<C>) {
+      return LogitsKind::quantized_dot;
+    } else {
+      return LogitsKind::decoded;
+    }
+  }();
+};
+
+/// logits_kind<C>::value.
+template <RowCodec C>
+inline constexpr LogitsKind logits_kind_v = logits_kind<C>::value;
 
 }  // namespace ember::inline EMBER_ISA::codec

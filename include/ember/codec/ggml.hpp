@@ -9,8 +9,9 @@
 
 #include "ember/config.hpp"
 #include "ember/errors.hpp"
-#include "ember/ggml/dot.hpp"
-#include "ember/ggml/rows.hpp"
+#include "ember/ggml/exact_dot.hpp"
+#include "ember/ggml/lookup.hpp"
+#include "ember/ggml/quant_dot.hpp"
 #include "ember/ggml/type.hpp"
 #include "ember/types.hpp"
 
@@ -25,8 +26,9 @@ namespace ember::inline EMBER_ISA::codec {
 /// ggml's dequantize_row_* output (ggml/decode.hpp, tested against ggml's own bytes and
 /// floats), and s is applied to it in one more rounding, never folded into a block's scale.
 ///
-/// Tied logits of up to 8 hidden rows read each encoded row once and dot it with the hidden rows
-/// as it is decoded (dot_rows); more hidden rows decode blocks of rows for a GEMM.
+/// Tied logits of up to 8 hidden rows (detail::max_pass_rows) read each encoded row once and dot it
+/// with the hidden rows as it is decoded (dot_rows); more hidden rows decode blocks of rows for a
+/// GEMM.
 ///
 /// Thread safety: a codec is an immutable value.
 class Ggml {
@@ -63,15 +65,14 @@ class Ggml {
     detail::ggml::decode_row_scaled<false>(type_, row, d, s, dst);
   }
 
-#if EMBER_DETAIL_GGML_AVX2
-  /// decode_row with non-temporal stores (builds with AVX2 only: without, a lookup has nothing
-  /// to stream), for outputs too large to stay in cache; dst must be 32-byte aligned, and the
-  /// caller issues an sfence before the output is read by another thread.
-  EMBER_ALWAYS_INLINE void decode_row_streaming(const std::uint8_t* row, Index d, float s,
-                                                float* dst) const {
+  /// decode_row with non-temporal stores (builds with AVX2 only, detail::ggml::lookup_streams:
+  /// without, a lookup has nothing to stream), for outputs too large to stay in cache; dst must be
+  /// 32-byte aligned, and the caller issues an sfence before the output is read by another thread.
+  template <bool Streams = detail::ggml::lookup_streams>
+  requires Streams EMBER_ALWAYS_INLINE void decode_row_streaming(const std::uint8_t* row, Index d,
+                                                                 float s, float* dst) const {
     detail::ggml::decode_row_scaled<true>(type_, row, d, s, dst);
   }
-#endif
 
   /// True unless the rows are F32 (whose dot type is F32: quantized_hidden computes as exact).
   [[nodiscard]] bool quantizes_hidden() const noexcept { return type_ != GgmlType::F32; }

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "ember/config.hpp"
 #include "ember/codec/detail/int8_dot.hpp"
+#include "ember/config.hpp"
 #include "ember/detail/simd.hpp"
 #include "ember/types.hpp"
 
@@ -66,7 +66,8 @@ struct Int8Rowwise {
   static void dot_rows_quantized(const std::uint8_t* rows, Index row_stride, Index count, Index d,
                                  const detail::QuantizedHidden& qh, Index j0, Index nj, float* out,
                                  Index out_stride) {
-    detail::int8_rows_qdot(rows, row_stride, count, d, qh, j0, nj, out, out_stride);
+    detail::int8_rows_qdot(rows, row_stride, count, d, qh, j0, nj, out, out_stride,
+                           detail::default_row_parts());
   }
 
   /// FBGEMM's FloatToFused8BitRowwiseQuantizedSBFloat, reference (scalar) version: bias = min,

@@ -33,6 +33,54 @@ inline constexpr const char* storage_name = std::is_same_v<S, Eigen::half> ? "ha
 
 }  // namespace ember::inline EMBER_ISA
 
+namespace ember::inline EMBER_ISA::detail {
+
+namespace portable {
+
+/// dst[c] = float(row[c]) · s for the d halves at `row` (Eigen's exact conversion).
+EMBER_ALWAYS_INLINE void half_row_times(const Eigen::half* row, Index d, float s,
+                                        float* dst) noexcept {
+  for (Index c = 0; c < d; ++c) dst[c] = static_cast<float>(row[c]) * s;
+}
+
+}  // namespace portable
+
+#if defined(__F16C__) && defined(__AVX__)
+namespace f16c {
+
+/// half_row_times with F16C's vcvtph2ps (exact, as the portable conversion), the rest by
+/// portable::half_row_times.
+EMBER_ALWAYS_INLINE void half_row_times(const Eigen::half* row, Index d, float s,
+                                        float* dst) noexcept {
+  Index c = 0;
+  const __m256 vs = _mm256_set1_ps(s);
+  for (; c + 16 <= d; c += 16) {  // two conversions per step: more loads in flight
+    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c));
+    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c + 8));
+    _mm256_storeu_ps(dst + c, _mm256_mul_ps(_mm256_cvtph_ps(h0), vs));
+    _mm256_storeu_ps(dst + c + 8, _mm256_mul_ps(_mm256_cvtph_ps(h1), vs));
+  }
+  for (; c + 8 <= d; c += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c));
+    _mm256_storeu_ps(dst + c, _mm256_mul_ps(_mm256_cvtph_ps(h), vs));
+  }
+  portable::half_row_times(row + c, d - c, s, dst + c);
+}
+
+}  // namespace f16c
+#endif
+
+/// dst[c] = float(row[c]) · s for the d halves at `row`: F16C's conversion where the build has
+/// it, else Eigen's (both exact).
+/// Signature: half_row_times(const Eigen::half* row, Index d, float s, float* dst).
+#if defined(__F16C__) && defined(__AVX__)
+using f16c::half_row_times;
+#else
+using portable::half_row_times;
+#endif
+
+}  // namespace ember::inline EMBER_ISA::detail
+
 namespace ember::inline EMBER_ISA::codec {
 
 /// A row of d values stored as d 16-bit floats S and decoded exactly to float (every half and
@@ -68,21 +116,7 @@ struct Reduced {
         dst[c] = f * s;
       }
     } else {
-      Index c = 0;
-#if defined(__F16C__) && defined(__AVX__)
-      const __m256 vs = _mm256_set1_ps(s);
-      for (; c + 16 <= d; c += 16) {  // two conversions per step: more loads in flight
-        const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c));
-        const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c + 8));
-        _mm256_storeu_ps(dst + c, _mm256_mul_ps(_mm256_cvtph_ps(h0), vs));
-        _mm256_storeu_ps(dst + c + 8, _mm256_mul_ps(_mm256_cvtph_ps(h1), vs));
-      }
-      for (; c + 8 <= d; c += 8) {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c));
-        _mm256_storeu_ps(dst + c, _mm256_mul_ps(_mm256_cvtph_ps(h), vs));
-      }
-#endif
-      for (; c < d; ++c) dst[c] = static_cast<float>(row[c]) * s;
+      detail::half_row_times(row, d, s, dst);
     }
   }
 

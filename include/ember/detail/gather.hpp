@@ -62,9 +62,7 @@ void scaled_add_rows(Rows rows, ConstTableRef<T> table, std::span<const Id> ids,
       scaled_add_row(rows, table.row(id), pe.row(p), scale, out.row(i), d);
       if (++p == p_end) p = offset;
     }
-#if EMBER_DETAIL_HAVE_AVX_ROWS
     if constexpr (is_streaming_rows<Rows>) stream_fence();
-#endif
   });
 }
 
@@ -126,9 +124,7 @@ EMBER_ALWAYS_INLINE void lookup_rows(const CodecRows<Codec>& rows, std::span<con
         Eigen::Map<RowVector<O>>(out.row(i), d) = scratch.template cast<O>();
       }
     }
-#if EMBER_DETAIL_HAVE_AVX_ROWS
     if (stream) stream_fence();
-#endif
   });
 }
 

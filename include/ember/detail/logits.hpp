@@ -14,6 +14,7 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/float_dots.hpp"
+#include "ember/detail/logits_kind.hpp"
 #include "ember/detail/parallel.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/detail/table_ref.hpp"
@@ -35,12 +36,13 @@ template <class Codec>
 }
 
 /// The table W of the tied logits: a plain table (used as stored), a float master, or the rows
-/// of `table` decoded (master null, codec not plain). DotRows: the codec has dot_rows
-/// (codec::StreamingDot), which the logits of a few hidden rows use; QuantDot: it rounds hidden
-/// rows to a dot type and dots with them (codec::QuantizedDot), which LogitsMode::quantized_hidden
-/// uses.
-template <class Codec, bool DotRows = false, bool QuantDot = false>
+/// of `table` read as Kind says (master null, codec not plain). Kind is the codec's
+/// codec::logits_kind_v, which the table that builds this passes.
+template <class Codec, LogitsKind Kind>
 struct LogitsTable {
+  static_assert((Kind == LogitsKind::plain) == Codec::is_plain,
+                "LogitsTable: Kind is plain exactly for a plain codec (codec::logits_kind_v)");
+  static constexpr LogitsKind kind = Kind;
   CodecRows<Codec> table;
   const RowMatrix<float>* master = nullptr;
 };
@@ -82,20 +84,20 @@ void plain_logits(const T* data, Index rows, Index d, Index stride,
   out.noalias() = hidden * Map(data, rows, d, Eigen::OuterStride<>(stride)).transpose();
 }
 
-/// hidden[n, d], W[V, d] -> out[n, V] = hidden · Wᵀ:
+/// hidden[n, d], W[V, d] -> out[n, V] = hidden · Wᵀ, as W's LogitsKind says:
 /// - a plain table or the master: plain_logits;
-/// - quantized_hidden on a codec that rounds hidden rows (QuantDot, quantizes_hidden()): the
-///   hidden rows rounded once, then
+/// - quantized_hidden on a codec that rounds hidden rows (has_quantized_dot, quantizes_hidden()):
+///   the hidden rows rounded once, then
 ///   chunks of rows (split across threads) dotted with tiles of 8 of them;
-/// - the codec's dot_rows over the encoded rows for n <= max_pass_rows (DotRows;
+/// - the codec's dot_rows over the encoded rows for n <= max_pass_rows (has_streaming_dot;
 ///   chunks of rows split across threads, each logit computed alike whatever the split);
 ///   float_row_dots over the decoded rows for the other float codecs (the bits of plain_logits
 ///   over the decoded table);
 /// - else one GEMM per block of logits_block_rows decoded rows.
 /// Validated by the public logits() callers (hidden n x d, finite for quantized_hidden; out n x V,
 /// overlapping neither; mode an enumerator).
-template <class Codec, bool DotRows, bool QuantDot>
-void logits(const LogitsTable<Codec, DotRows, QuantDot>& w,
+template <class Codec, LogitsKind Kind>
+void logits(const LogitsTable<Codec, Kind>& w,
             const Eigen::Ref<const RowMatrix<typename Codec::Value>>& hidden,
             Eigen::Ref<RowMatrix<typename Codec::Value>> out, LogitsMode mode = LogitsMode::exact) {
   using V = typename Codec::Value;
@@ -103,7 +105,7 @@ void logits(const LogitsTable<Codec, DotRows, QuantDot>& w,
   EMBER_ASSERT(hidden.cols() == table.d && out.rows() == hidden.rows() && out.cols() == table.rows);
   static_cast<void>(mode);  // plain tables compute quantized_hidden as exact
   if (hidden.rows() == 0) return;
-  if constexpr (Codec::is_plain) {
+  if constexpr (Kind == LogitsKind::plain) {
     plain_logits<V>(table.data, table.rows, table.d, table.stride, hidden, out);
   } else {
     if (w.master != nullptr) {
@@ -112,7 +114,7 @@ void logits(const LogitsTable<Codec, DotRows, QuantDot>& w,
       return;
     }
     const Index v = table.rows;
-    if constexpr (QuantDot) {
+    if constexpr (has_quantized_dot(Kind)) {
       if (mode == LogitsMode::quantized_hidden && table.codec.quantizes_hidden()) {
         const Index n = hidden.rows();
         const QuantizedHidden qh =
@@ -132,7 +134,7 @@ void logits(const LogitsTable<Codec, DotRows, QuantDot>& w,
         return;
       }
     }
-    if constexpr (DotRows) {
+    if constexpr (has_streaming_dot(Kind)) {
       if (hidden.rows() <= max_pass_rows) {
         parallel_rows(v, v * table.d * hidden.rows(), [&](Index begin, Index end, int /*worker*/) {
           table.codec.dot_rows(table.row(begin), table.stride, end - begin, table.d, hidden.data(),
@@ -179,8 +181,8 @@ void logits(const LogitsTable<Codec, DotRows, QuantDot>& w,
 /// Backward of logits: grad_hidden[n, d] = grad_logits[n, V] · W (assigned) and
 /// grad_weight[V, d] += grad_logitsᵀ · hidden (accumulated). W as in logits(); validated by the
 /// public logits_backward() callers.
-template <class Codec, bool DotRows, bool QuantDot>
-void logits_backward(const LogitsTable<Codec, DotRows, QuantDot>& w,
+template <class Codec, LogitsKind Kind>
+void logits_backward(const LogitsTable<Codec, Kind>& w,
                      const Eigen::Ref<const RowMatrix<typename Codec::Value>>& hidden,
                      const Eigen::Ref<const RowMatrix<typename Codec::Value>>& grad_logits,
                      Eigen::Ref<RowMatrix<typename Codec::Value>> grad_hidden,
@@ -189,7 +191,7 @@ void logits_backward(const LogitsTable<Codec, DotRows, QuantDot>& w,
   const CodecRows<Codec>& table = w.table;
   EMBER_ASSERT(grad_logits.cols() == table.rows && grad_hidden.cols() == table.d &&
                grad_hidden.rows() == grad_logits.rows());
-  if constexpr (Codec::is_plain) {
+  if constexpr (Kind == LogitsKind::plain) {
     grad_hidden.noalias() = grad_logits * as_matrix(table);
   } else {
     if (w.master != nullptr) {

@@ -46,31 +46,29 @@ EMBER_ALWAYS_INLINE void unrolled(F&& f) {
   unrolled_over(f, std::make_integer_sequence<Index, N>{});
 }
 
-/// Contiguous parts of its rows that for_rows_in_parts takes in turn, a row of each, so that
-/// several rows are being read at once: by default chosen by the processor's vendor as measured
-/// (cold, V = 32000, d = 4096, N = 1, docs/lm_head.md): on an Intel Xeon 4 parts were
-/// 1.02-1.25x faster than 1 (8 no faster than 4; measured before the kernels asked for their rows
-/// ahead), on an AMD EPYC (Zen 5, the kernels asking ahead) 1 part was 1.1-1.5x faster than 4.
-/// A reference, so that tests and benchmarks can set it (never while a kernel runs): results do
-/// not depend on it.
-[[nodiscard]] inline Index& row_parts() noexcept {
+/// The parts for_rows_in_parts splits its rows into on this processor: 1 on AMD, 4 elsewhere
+/// (measurements in bench/README.md). Reading rows from several parts at once helps where the
+/// hardware prefetchers follow several streams better than one long one. Computed once, on first
+/// use, and never changed: results do not depend on it.
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
-  static Index parts = [] {
+[[nodiscard]] inline Index default_row_parts() noexcept {
+  static const Index parts = [] {
     __builtin_cpu_init();
     return __builtin_cpu_is("amd") ? Index{1} : Index{4};
   }();
-#else
-  static Index parts = 4;
-#endif
   return parts;
 }
+#else
+[[nodiscard]] inline Index default_row_parts() noexcept { return 4; }
+#endif
 
-/// Calls f(r) once for each r in [0, count): the range split into row_parts() contiguous parts, a
-/// row of each in turn, each part in increasing r (the hardware's sequential prefetchers follow
-/// each part). For kernels whose result for a row does not depend on the order rows are taken in.
+/// Calls f(r) once for each r in [0, count): the range split into `parts` contiguous parts, a row
+/// of each in turn, each part in increasing r (the hardware's sequential prefetchers follow each
+/// part). For kernels whose result for a row does not depend on the order rows are taken in.
+/// Precondition: parts >= 1.
 template <class F>
-EMBER_ALWAYS_INLINE void for_rows_in_parts(Index count, F&& f) {
-  const Index parts = row_parts();
+EMBER_ALWAYS_INLINE void for_rows_in_parts(Index count, Index parts, F&& f) {
+  EMBER_ASSERT(parts >= 1);
   const Index part = (count + parts - 1) / parts;
   for (Index i = 0; i < part; ++i) {
     for (Index r = i; r < count; r += part) f(r);

@@ -47,15 +47,14 @@ EMBER_ALWAYS_INLINE void prefetch_row(const void* row, Eigen::Index bytes,
 }
 
 /// The locality of the requests of kernels that read whole rows in order (the tied logits): the
-/// outer cache levels only. On an Intel Xeon (cold, V = 32000, d = 4096, one thread), requests
-/// into the first level were as fast or slower, and requests without locality (NTA) 2x slower.
+/// outer cache levels only, so that a row asked for ahead does not evict the first level's
+/// working set, and stays cached until it is read (measurements in bench/README.md).
 inline constexpr int kStreamPrefetchLocality = 1;
 
 /// How far ahead, at least, a kernel reading rows in order asks for a row: the row that many
-/// bytes on (the next row for rows of 2 KB or more). On an AMD EPYC, cold, N = 1, int8 rows of
-/// d = 768 (V = 50257) took 1.5x as long with the next row asked for as with no requests, and
-/// 0.67x as long with the row 2 KB on (d = 512, V = 37000: 0.82x and 0.59x); rows of d = 4096 of
-/// every ggml block type measured the same with 2 KB and 4 KB.
+/// bytes on (the next row for rows of 2 KB or more): a request for the next one of short rows
+/// comes too late to hide the latency of memory and costs more than it saves (measurements in
+/// bench/README.md).
 inline constexpr Eigen::Index kStreamPrefetchLeadBytes = 2048;
 
 /// Rows of lead for rows `row_stride` bytes apart: kStreamPrefetchLeadBytes / row_stride rounded
@@ -68,7 +67,7 @@ inline constexpr Eigen::Index kStreamPrefetchLeadBytes = 2048;
 /// Asks for the cache lines of bytes [begin, end) of the row at `row` into the outer cache levels.
 /// Kernels that read rows whole in order call it for the row they will read next, a slice per
 /// block they decode of the current row: memory is then read while they compute, not only when a
-/// load misses (docs/lm_head.md). A hint only, as prefetch_row.
+/// load misses (docs/dev/lm_head.md). A hint only, as prefetch_row.
 EMBER_ALWAYS_INLINE void prefetch_slice(const void* row, Eigen::Index begin,
                                         Eigen::Index end) noexcept {
 #if defined(__GNUC__) || defined(__clang__)

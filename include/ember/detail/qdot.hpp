@@ -75,18 +75,18 @@ inline std::int32_t put_unit(QuantizedHidden& q, Index j, Index u, const std::ui
   return (t4[0] + t4[2]) + (t4[1] + t4[3]);
 }
 
-/// The row loop of the vector kernels: the `count` rows at `rows` in for_rows_in_parts's order.
-/// For each row, N accumulators f and gx of type V zeroed, acc(row, ahead, f, gx), then
-/// out[j·out_stride + r] = Tree(f[j]) (+ Tree(gx[j]) with Extra), Tree the ISA's lane_tree: each
-/// row's result does not depend on the order the rows are taken in. `ahead` is the row
-/// stream_lead_rows on from it (the row itself near the end), which acc asks for a slice per
-/// block it decodes (prefetch_slice; asking for whole rows at once, into the first level, measured
-/// up to 1.7x slower, cold, on AMD EPYC).
+/// The row loop of the vector kernels: the `count` rows at `rows` in for_rows_in_parts's order
+/// over `parts` parts. For each row, N accumulators f and gx of type V zeroed,
+/// acc(row, ahead, f, gx), then out[j·out_stride + r] = Tree(f[j]) (+ Tree(gx[j]) with Extra),
+/// Tree the ISA's lane_tree: each row's result does not depend on the order the rows are taken in.
+/// `ahead` is the row stream_lead_rows on from it (the row itself near the end), which acc asks
+/// for a slice per block it decodes (prefetch_slice; whole rows asked for at once, into the first
+/// level, were slower: bench/README.md).
 template <class V, auto Tree, bool Extra, Index N, class Acc>
 EMBER_ALWAYS_INLINE void each_row(const std::uint8_t* rows, Index row_stride, Index count,
-                                  float* out, Index out_stride, const Acc& acc) {
+                                  Index parts, float* out, Index out_stride, const Acc& acc) {
   const Index lead = stream_lead_rows(row_stride);
-  for_rows_in_parts(count, [&](Index r) EMBER_INLINE_LAMBDA {
+  for_rows_in_parts(count, parts, [&](Index r) EMBER_INLINE_LAMBDA {
     const std::uint8_t* row = rows + r * row_stride;
     V f[static_cast<std::size_t>(N)] = {};
     V gx[static_cast<std::size_t>(N)] = {};

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include <Eigen/Core>
 
@@ -195,14 +196,49 @@ EMBER_DETAIL_TARGET_AVX512 inline void scaled_add_row(Avx512RowsT<Stream>, const
   }
   scaled_add_scalars(w, p, s, o, c, d);
 }
+#else
+/// stream_fence where no row policy streams: nothing to order.
+inline void stream_fence() noexcept {}
 #endif
 
-/// dst[c] = float(q[c]) · a + b for c < d, the product rounded before the add in every build: one
-/// pass in the widest vectors, the rest by times_plus.
+namespace portable {
+
+/// codes_times_plus in plain loops (times_plus).
+inline void codes_times_plus(const std::uint8_t* q, Index d, float a, float b,
+                             float* dst) noexcept {
+  times_plus(
+      d, [q](Index k) { return static_cast<float>(q[k]); }, a, [b](Index) { return b; }, dst);
+}
+
+}  // namespace portable
+
+#if EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX2__)
+namespace avx2 {
+
+/// codes_times_plus in 256-bit vectors, the rest by portable::codes_times_plus.
 inline void codes_times_plus(const std::uint8_t* q, Index d, float a, float b,
                              float* dst) noexcept {
   Index c = 0;
+  const __m256 va = _mm256_set1_ps(a);
+  const __m256 vb = _mm256_set1_ps(b);
+  for (; c + 8 <= d; c += 8) {
+    const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c));
+    const __m256 prod = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes)), va);
+    _mm256_storeu_ps(dst + c, _mm256_add_ps(rounded(prod), vb));
+  }
+  portable::codes_times_plus(q + c, d - c, a, b, dst + c);
+}
+
+}  // namespace avx2
+#endif
+
 #if EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX512F__)
+namespace avx512 {
+
+/// codes_times_plus in 512-bit vectors, the rest by portable::codes_times_plus.
+inline void codes_times_plus(const std::uint8_t* q, Index d, float a, float b,
+                             float* dst) noexcept {
+  Index c = 0;
   const __m512 va = _mm512_set1_ps(a);
   const __m512 vb = _mm512_set1_ps(b);
   for (; c + 16 <= d; c += 16) {
@@ -214,19 +250,22 @@ inline void codes_times_plus(const std::uint8_t* q, Index d, float a, float b,
     const __m512 prod = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, ints), va);
     _mm512_storeu_ps(dst + c, _mm512_add_ps(rounded(prod), vb));
   }
-#elif EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX2__)
-  const __m256 va = _mm256_set1_ps(a);
-  const __m256 vb = _mm256_set1_ps(b);
-  for (; c + 8 <= d; c += 8) {
-    const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c));
-    const __m256 prod = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes)), va);
-    _mm256_storeu_ps(dst + c, _mm256_add_ps(rounded(prod), vb));
-  }
-#endif
-  times_plus(
-      d - c, [codes = q + c](Index k) { return static_cast<float>(codes[k]); }, a,
-      [b](Index) { return b; }, dst + c);
+  portable::codes_times_plus(q + c, d - c, a, b, dst + c);
 }
+
+}  // namespace avx512
+#endif
+
+/// dst[c] = float(q[c]) · a + b for c < d, the product rounded before the add in every build: one
+/// pass in the widest vectors the build targets, the rest by times_plus.
+/// Signature: codes_times_plus(const std::uint8_t* q, Index d, float a, float b, float* dst).
+#if EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX512F__)
+using avx512::codes_times_plus;
+#elif EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX2__)
+using avx2::codes_times_plus;
+#else
+using portable::codes_times_plus;
+#endif
 
 /// True for the row policies whose stores are non-temporal (a chunk ends with stream_fence()).
 template <class Rows>
@@ -238,26 +277,31 @@ template <>
 inline constexpr bool is_streaming_rows<Avx512StreamRows> = true;
 #endif
 
-/// Calls f(policy) with this build's row policy for an output of `bytes` bytes: AVX-512 or AVX
-/// when targeted (streaming from kStreamMinBytes), the portable loop otherwise.
+/// This build's row policies, with ordinary and with streaming stores: AVX-512 or AVX when
+/// targeted, the portable loop (which has no streaming form) otherwise.
+#if EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX512F__)
+using BuildRows = Avx512Rows;
+using BuildStreamRows = Avx512StreamRows;
+#elif EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX__)
+using BuildRows = AvxRows;
+using BuildStreamRows = AvxStreamRows;
+#else
+using BuildRows = PlainRows;
+using BuildStreamRows = PlainRows;
+#endif
+
+/// Calls f(policy) with this build's row policy for an output of `bytes` bytes: the streaming
+/// one from kStreamMinBytes, where the build has one.
 template <class F>
 EMBER_ALWAYS_INLINE void with_row_policy(Index bytes, F&& f) {
-#if EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX512F__)
-  if (bytes >= kStreamMinBytes) {
-    f(Avx512StreamRows{});
+  if constexpr (std::is_same_v<BuildRows, BuildStreamRows>) {
+    static_cast<void>(bytes);
+    f(BuildRows{});
+  } else if (bytes >= kStreamMinBytes) {
+    f(BuildStreamRows{});
   } else {
-    f(Avx512Rows{});
+    f(BuildRows{});
   }
-#elif EMBER_DETAIL_HAVE_AVX_ROWS && defined(__AVX__)
-  if (bytes >= kStreamMinBytes) {
-    f(AvxStreamRows{});
-  } else {
-    f(AvxRows{});
-  }
-#else
-  static_cast<void>(bytes);
-  f(PlainRows{});
-#endif
 }
 
 }  // namespace ember::inline EMBER_ISA::detail

@@ -176,16 +176,16 @@ using detail::fp32_to_fp16;
   return fp16_to_fp32(load_u16(p));
 }
 
-#if defined(__F16C__) || defined(__AVX512VL__)
-/// load_half by the conversion instruction (the same value, NaNs quieted alike) without its
-/// branches: for the vector kernels' block scales.
-[[nodiscard]] EMBER_ALWAYS_INLINE float load_half_f16c(const std::uint8_t* p) noexcept {
 #if defined(__AVX512VL__)
+/// load_half by the conversion instruction (the same value, NaNs quieted alike) without its
+/// branches: for the vector kernels' block scales (AVX-512 VL's masked form here, F16C's below).
+[[nodiscard]] EMBER_ALWAYS_INLINE float load_half_f16c(const std::uint8_t* p) noexcept {
   const __m128i h = _mm_cvtsi32_si128(load_u16(p));
   return _mm_cvtss_f32(_mm_maskz_cvtph_ps(__mmask8{1}, h));
-#else
+}
+#elif defined(__F16C__)
+[[nodiscard]] EMBER_ALWAYS_INLINE float load_half_f16c(const std::uint8_t* p) noexcept {
   return _cvtsh_ss(load_u16(p));
-#endif
 }
 #endif
 

@@ -1,6 +1,7 @@
-/// ggml's block decoders, bit-identical to its reference C code (dequantize_row_* of
+/// The portable unpacking of ggml's block layouts (block_codes, one routine per layout), ggml's
+/// block decoders built on it, bit-identical to its reference C code (dequantize_row_* of
 /// ggml-quants.c), a row decoder over any type ember decodes, and the fused reference dot product
-/// of an encoded row with a float vector.
+/// of an encoded row with a float vector (the portable exact dot of ggml/exact_dot.hpp).
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -30,16 +31,50 @@ EMBER_ALWAYS_INLINE void store_plus(float (&p)[N], float offset, float* y) noexc
   for (std::size_t j = 0; j < N; ++j) y[j] = p[j] + offset;
 }
 
-/// The 32 codes of a Q4_0/Q4_1/Q5_0/Q5_1 block: element j the low nibble of qs[j], element j + 16
-/// its high nibble, with bit j of qh as bit 4 of element j (Q5_0, Q5_1).
+/// The codes of block b of type B in column order, w[0, B::elements): the one portable unpacking of
+/// each layout, which the decoders below and the portable quantized dot (ggml/quant_dot.hpp) read.
+/// A code is the stored integer before its block's offset: Q4_0 ... Q5_1 the nibble (with bit
+/// 4 from qh for Q5_0, Q5_1), Q8_0 the int8 byte as stored, Q2_K and Q3_K the 2 bits (Q3_K with
+/// its hmask bit as bit 2), Q4_K and Q5_K the nibble (Q5_K with its qh bit as bit 4), Q6_K the 4
+/// bits of ql with the 2 of qh as bits 4 and 5.
 template <class B>
-inline void nibble_codes(const std::uint8_t* b, int* q) noexcept {
-  const std::uint8_t* qs = b + offsetof(B, qs);
-  std::uint32_t qh = 0;
-  if constexpr (has_fifth_bit<B>) qh = load_u32(b + offsetof(B, qh));
-  for (int j = 0; j < 16; ++j) {
-    q[j] = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10u);
-    q[j + 16] = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10u);
+inline void block_codes(const std::uint8_t* b, std::uint8_t* w) noexcept {
+  if constexpr (std::is_same_v<B, BlockQ8_0>) {
+    for (int e = 0; e < 32; ++e) w[e] = b[offsetof(B, qs) + static_cast<std::size_t>(e)];
+  } else if constexpr (is_nibble_block<B>) {
+    // Element j the low nibble of qs[j], element j + 16 its high nibble; bit j of qh bit 4 of
+    // element j.
+    const std::uint8_t* qs = b + offsetof(B, qs);
+    std::uint32_t qh = 0;
+    if constexpr (has_fifth_bit<B>) qh = load_u32(b + offsetof(B, qh));
+    for (int j = 0; j < 16; ++j) {
+      w[j] = static_cast<std::uint8_t>((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10u));
+      w[j + 16] = static_cast<std::uint8_t>((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10u));
+    }
+  } else {
+    // Column e: 128-column half e / 128, 32-column quarter (e % 128) / 32 of it, byte e % 32.
+    for (std::size_t e = 0; e < 256; ++e) {
+      const std::size_t half = e / 128;
+      const std::size_t i = e % 32;
+      const std::size_t quarter = (e % 128) / 32;
+      if constexpr (std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>) {
+        int v = (b[offsetof(B, qs) + 32 * half + i] >> (2 * quarter)) & 3;
+        if constexpr (std::is_same_v<B, BlockQ3_K>) {
+          v |= ((b[offsetof(B, hmask) + i] >> (4 * half + quarter)) & 1) << 2;
+        }
+        w[e] = static_cast<std::uint8_t>(v);
+      } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
+        const int low =
+            (b[offsetof(B, ql) + 64 * half + 32 * (quarter % 2) + i] >> (4 * (quarter / 2))) & 0xF;
+        const int high = (b[offsetof(B, qh) + 32 * half + i] >> (2 * quarter)) & 3;
+        w[e] = static_cast<std::uint8_t>(low | (high << 4));
+      } else {  // Q4_K, Q5_K: sub-block e / 32 holds nibble (e / 32) % 2 of 32 bytes of qs
+        const std::size_t sub = e / 32;
+        int v = (b[offsetof(B, qs) + 32 * (sub / 2) + i] >> (4 * (sub % 2))) & 0xF;
+        if constexpr (std::is_same_v<B, BlockQ5_K>) v |= ((b[offsetof(B, qh) + i] >> sub) & 1) << 4;
+        w[e] = static_cast<std::uint8_t>(v);
+      }
+    }
   }
 }
 
@@ -48,8 +83,8 @@ template <class B>
 requires is_nibble_block<B>
 inline void decode_block(std::type_identity<B>, const std::uint8_t* b, float* y) noexcept {
   const float d = load_half(b + offsetof(B, d));
-  int q[B::elements];
-  nibble_codes<B>(b, q);
+  std::uint8_t q[B::elements];
+  block_codes<B>(b, q);
   if constexpr (has_offset_term<B>) {
     float p[B::elements];
     for (int j = 0; j < B::elements; ++j) p[j] = static_cast<float>(q[j]) * d;
@@ -62,88 +97,61 @@ inline void decode_block(std::type_identity<B>, const std::uint8_t* b, float* y)
 inline void decode_block(std::type_identity<BlockQ8_0>, const std::uint8_t* b, float* y) noexcept {
   using B = BlockQ8_0;
   const float d = load_half(b + offsetof(B, d));
-  const std::uint8_t* qs = b + offsetof(B, qs);
+  std::uint8_t q[B::elements];
+  block_codes<B>(b, q);
   for (int j = 0; j < B::elements; ++j)
-    y[j] = static_cast<float>(static_cast<std::int8_t>(qs[j])) * d;
+    y[j] = static_cast<float>(static_cast<std::int8_t>(q[j])) * d;
 }
 
+/// Q2_K: sub-block s of 16 is (d · scale) · q - (dmin · min), scale and min the nibbles of
+/// scales[s].
 inline void decode_block(std::type_identity<BlockQ2_K>, const std::uint8_t* b, float* y) noexcept {
   using B = BlockQ2_K;
+  std::uint8_t q[B::elements];
+  block_codes<B>(b, q);
   const std::uint8_t* scales = b + offsetof(B, scales);
-  const std::uint8_t* q = b + offsetof(B, qs);
   const float d = load_half(b + offsetof(B, d));
   const float min = load_half(b + offsetof(B, dmin));
-  int is = 0;
-  for (int n = 0; n < B::elements; n += 128) {
-    for (int shift = 0; shift < 8; shift += 2) {
-      for (int half = 0; half < 2; ++half) {
-        const std::uint8_t sc = scales[is++];
-        const float dl = d * static_cast<float>(sc & 0xF);
-        const float ml = min * static_cast<float>(sc >> 4);
-        const std::uint8_t* qq = q + static_cast<std::ptrdiff_t>(16 * half);
-        float p[16];
-        for (int l = 0; l < 16; ++l) p[l] = dl * static_cast<float>((qq[l] >> shift) & 3);
-        store_plus(p, -ml, y);
-        y += 16;
-      }
-    }
-    q += 32;
+  for (int s = 0; s < 16; ++s) {
+    const float dl = d * static_cast<float>(scales[s] & 0xF);
+    const float ml = min * static_cast<float>(scales[s] >> 4);
+    float p[16];
+    for (int l = 0; l < 16; ++l) p[l] = dl * static_cast<float>(q[16 * s + l]);
+    store_plus(p, -ml, y + 16 * s);
   }
 }
 
+/// Q3_K: sub-block s of 16 is (d · (scale - 32)) · (q - 4), q with its high bit as bit 2.
 inline void decode_block(std::type_identity<BlockQ3_K>, const std::uint8_t* b, float* y) noexcept {
   using B = BlockQ3_K;
-  const std::uint8_t* hm = b + offsetof(B, hmask);
-  const std::uint8_t* q = b + offsetof(B, qs);
+  std::uint8_t q[B::elements];
+  block_codes<B>(b, q);
   const float d_all = load_half(b + offsetof(B, d));
   int sc[16];
   q3_k_scales(b + offsetof(B, scales), sc);
-  int is = 0;
-  int bit = 0;  // ggml's mask m = 1 << bit
-  for (int n = 0; n < B::elements; n += 128) {
-    for (int shift = 0; shift < 8; shift += 2) {
-      for (int half = 0; half < 2; ++half) {
-        const float dl = d_all * static_cast<float>(sc[is++] - 32);
-        const std::uint8_t* qq = q + static_cast<std::ptrdiff_t>(16 * half);
-        const std::uint8_t* hh = hm + static_cast<std::ptrdiff_t>(16 * half);
-        for (int l = 0; l < 16; ++l) {
-          // q - (high bit ? 0 : 4), without a branch.
-          const int v = ((qq[l] >> shift) & 3) + (((hh[l] >> bit) & 1) << 2) - 4;
-          y[l] = dl * static_cast<float>(v);
-        }
-        y += 16;
-      }
-      ++bit;
-    }
-    q += 32;
+  for (int s = 0; s < 16; ++s) {
+    const float dl = d_all * static_cast<float>(sc[s] - 32);
+    for (int l = 0; l < 16; ++l) y[16 * s + l] = dl * static_cast<float>(q[16 * s + l] - 4);
   }
 }
 
-/// Q4_K and Q5_K: sub-blocks 2j and 2j + 1 hold the low and high nibbles of 32 bytes of qs (Q5_K:
-/// plus bits 2j and 2j + 1 of qh as bit 4); x = (d · scale) · q - (dmin · min).
+/// Q4_K and Q5_K: sub-block j of 32 is (d · scale) · q - (dmin · min).
 template <class B>
 inline void decode_k4(const std::uint8_t* b, float* y) noexcept {
+  std::uint8_t q[B::elements];
+  block_codes<B>(b, q);
   const float d = load_half(b + offsetof(B, d));
   const float min = load_half(b + offsetof(B, dmin));
   const std::uint8_t* scales = b + offsetof(B, scales);
-  const std::uint8_t* q = b + offsetof(B, qs);
   for (int j = 0; j < 8; ++j) {
     int sc = 0;
     int m = 0;
     scale_min_k4(j, scales, sc, m);
     const float dl = d * static_cast<float>(sc);
     const float ml = min * static_cast<float>(m);
-    const int shift = 4 * (j % 2);
     float p[32];
-    for (int l = 0; l < 32; ++l) {
-      int v = (q[l] >> shift) & 0xF;
-      if constexpr (std::is_same_v<B, BlockQ5_K>)
-        v += ((b[offsetof(B, qh) + static_cast<std::size_t>(l)] >> j) & 1) << 4;
-      p[l] = dl * static_cast<float>(v);
-    }
-    store_plus(p, -ml, y);
-    y += 32;
-    if (j % 2 == 1) q += 32;
+    for (int l = 0; l < 32; ++l) p[l] = dl * static_cast<float>(q[32 * j + l]);
+    store_plus(p, -ml, y + 32 * j);
   }
 }
 
@@ -155,31 +163,16 @@ inline void decode_block(std::type_identity<BlockQ5_K>, const std::uint8_t* b, f
   decode_k4<BlockQ5_K>(b, y);
 }
 
+/// Q6_K: sub-block s of 16 is (d · scales[s]) · (q - 32).
 inline void decode_block(std::type_identity<BlockQ6_K>, const std::uint8_t* b, float* y) noexcept {
   using B = BlockQ6_K;
-  const std::uint8_t* ql = b + offsetof(B, ql);
-  const std::uint8_t* qh = b + offsetof(B, qh);
+  std::uint8_t q[B::elements];
+  block_codes<B>(b, q);
   const std::uint8_t* sc = b + offsetof(B, scales);
   const float d = load_half(b + offsetof(B, d));
-  for (int n = 0; n < B::elements; n += 128) {
-    float ds[8];
-    for (int k = 0; k < 8; ++k) ds[k] = d * static_cast<float>(static_cast<std::int8_t>(sc[k]));
-    for (int half = 0; half < 2; ++half) {
-      for (int l = 16 * half; l < 16 * half + 16; ++l) {
-        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        y[l] = ds[half] * static_cast<float>(q1);
-        y[l + 32] = ds[half + 2] * static_cast<float>(q2);
-        y[l + 64] = ds[half + 4] * static_cast<float>(q3);
-        y[l + 96] = ds[half + 6] * static_cast<float>(q4);
-      }
-    }
-    y += 128;
-    ql += 64;
-    qh += 32;
-    sc += 8;
+  for (int s = 0; s < 16; ++s) {
+    const float ds = d * static_cast<float>(static_cast<std::int8_t>(sc[s]));
+    for (int l = 0; l < 16; ++l) y[16 * s + l] = ds * static_cast<float>(q[16 * s + l] - 32);
   }
 }
 

@@ -13,8 +13,9 @@
 #include "ember/detail/pass_rows.hpp"
 #include "ember/detail/qdot.hpp"
 #include "ember/detail/quantized_hidden.hpp"
-#include "ember/ggml/dot.hpp"
 #include "ember/ggml/hidden.hpp"
+#include "ember/ggml/isa.hpp"
+#include "ember/ggml/quant_dot.hpp"
 #include "ember/types.hpp"
 
 namespace ember::inline EMBER_ISA::detail {
@@ -54,37 +55,39 @@ inline void int8_row_params(const std::uint8_t* row, Index d, float& scale, floa
   std::memcpy(&bias, row + d + Index{sizeof(float)}, sizeof bias);
 }
 
-/// out[(j - j0)·out_stride + r] = the dot product of int8 row r of the `count` at `rows`
-/// (row_stride bytes apart, d codes + scale + bias each) with hidden row j of q
-/// (int8_rows_hidden), nj <= 8: units of 32 codes, dw = the row's scale, mw = its bias.
+// int8_rows_qdot's kernels, one per instruction set: units of 32 codes, dw = the row's scale, mw =
+// its bias (arguments as int8_rows_qdot).
+
+namespace portable {
+
 inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index count, Index d,
                            const QuantizedHidden& q, Index j0, Index nj, float* out,
-                           Index out_stride) {
-  EMBER_ASSERT(nj >= 1 && nj <= 8 && j0 + nj <= q.rows);
+                           Index out_stride, Index /*parts*/) {
+  qdot_units_portable<0, true>(
+      [d](const std::uint8_t* row, Index u, WeightUnit& wu) {
+        const Index begin = u * qdot_unit;
+        for (Index e = 0; e < qdot_unit; ++e) wu.w[e] = begin + e < d ? row[begin + e] : 0;
+        int8_row_params(row, d, wu.dw, wu.mw);
+      },
+      rows, row_stride, count, (d + qdot_unit - 1) / qdot_unit, q, j0, nj, out, out_stride);
+}
+
+}  // namespace portable
+
+#if EMBER_DETAIL_GGML_AVX2
+namespace avx2 {
+
+inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                           const QuantizedHidden& q, Index j0, Index nj, float* out,
+                           Index out_stride, Index parts) {
   const Index units = (d + qdot_unit - 1) / qdot_unit;
-  const auto run = [&](auto rows_in_pass) {
+  visit_pass_rows(nj, [&](auto rows_in_pass) {
     constexpr Index N = decltype(rows_in_pass)::value;
-    static_cast<void>(N);
-#if EMBER_DETAIL_QDOT_VNNI
-    ggml::qdot_vnni::units_rows<0, true, N>(
-        [d](const std::uint8_t* row, Index g, Index active, ggml::qdot_vnni::Units& t) {
-          ggml::qdot_vnni::load_contiguous_units(row + g * qdot_group,
-                                                 std::min(d - g * qdot_group, qdot_group), t.w);
-          float scale = 0;
-          float bias = 0;
-          int8_row_params(row, d, scale, bias);
-          t.dw = _mm512_set1_ps(scale);
-          t.mw = _mm512_set1_ps(bias);
-          static_cast<void>(active);
-        },
-        rows, row_stride, d + int8_row_overhead, count, units, q, j0, out, out_stride);
-#elif EMBER_DETAIL_QDOT_AVX2
     // Codes minus 128 through the sign trick, corrected by +128 · Σ hidden codes.
-    ggml::qdot_avx2::units_rows<-128, true, true, N>(
-        [d](const std::uint8_t* row, Index first, Index active, ggml::qdot_avx2::Units& t) {
+    ggml::avx2::units_rows<-128, true, true, N>(
+        [d](const std::uint8_t* row, Index first, Index active, ggml::avx2::Units& t) {
           const Index begin = first * qdot_unit;
-          ggml::qdot_avx2::load_contiguous_units(row + begin, std::min(d - begin, 8 * qdot_unit),
-                                                 t.w);
+          ggml::avx2::load_contiguous_units(row + begin, std::min(d - begin, 8 * qdot_unit), t.w);
           float scale = 0;
           float bias = 0;
           int8_row_params(row, d, scale, bias);
@@ -92,22 +95,54 @@ inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index cou
           t.mw = _mm256_set1_ps(bias);
           static_cast<void>(active);
         },
-        rows, row_stride, d + int8_row_overhead, count, units, q, j0, out, out_stride);
-#else
-    qdot_units_portable<0, true>(
-        [d](const std::uint8_t* row, Index u, WeightUnit& wu) {
-          const Index begin = u * qdot_unit;
-          for (Index e = 0; e < qdot_unit; ++e) wu.w[e] = begin + e < d ? row[begin + e] : 0;
-          int8_row_params(row, d, wu.dw, wu.mw);
+        rows, row_stride, d + int8_row_overhead, count, units, q, j0, out, out_stride, parts);
+  });
+}
+
+}  // namespace avx2
+#endif
+
+#if EMBER_DETAIL_GGML_AVX512VNNI
+namespace avx512vnni {
+
+inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                           const QuantizedHidden& q, Index j0, Index nj, float* out,
+                           Index out_stride, Index parts) {
+  const Index units = (d + qdot_unit - 1) / qdot_unit;
+  visit_pass_rows(nj, [&](auto rows_in_pass) {
+    constexpr Index N = decltype(rows_in_pass)::value;
+    ggml::avx512vnni::units_rows<0, true, N>(
+        [d](const std::uint8_t* row, Index g, Index active, ggml::avx512vnni::Units& t) {
+          ggml::avx512vnni::load_contiguous_units(row + g * qdot_group,
+                                                  std::min(d - g * qdot_group, qdot_group), t.w);
+          float scale = 0;
+          float bias = 0;
+          int8_row_params(row, d, scale, bias);
+          t.dw = _mm512_set1_ps(scale);
+          t.mw = _mm512_set1_ps(bias);
+          static_cast<void>(active);
         },
-        rows, row_stride, count, units, q, j0, nj, out, out_stride);
-#endif
-  };
-#if EMBER_DETAIL_QDOT_VNNI || EMBER_DETAIL_QDOT_AVX2
-  visit_pass_rows(nj, run);
+        rows, row_stride, d + int8_row_overhead, count, units, q, j0, out, out_stride, parts);
+  });
+}
+
+}  // namespace avx512vnni
+namespace int8_dot_isa = avx512vnni;
+#elif EMBER_DETAIL_GGML_AVX2
+namespace int8_dot_isa = avx2;
 #else
-  run(std::integral_constant<Index, 1>{});
+namespace int8_dot_isa = portable;
 #endif
+
+/// out[(j - j0)·out_stride + r] = the dot product of int8 row r of the `count` at `rows`
+/// (row_stride bytes apart, d codes + scale + bias each) with hidden row j of q
+/// (int8_rows_hidden), nj <= max_pass_rows, in the units order of detail/qdot.hpp: the build's
+/// widest kernel, the same bits from each, whatever `parts` (detail::for_rows_in_parts).
+inline void int8_rows_qdot(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                           const QuantizedHidden& q, Index j0, Index nj, float* out,
+                           Index out_stride, Index parts = default_row_parts()) {
+  EMBER_ASSERT(nj >= 1 && nj <= max_pass_rows && j0 + nj <= q.rows);
+  int8_dot_isa::int8_rows_qdot(rows, row_stride, count, d, q, j0, nj, out, out_stride, parts);
 }
 
 }  // namespace ember::inline EMBER_ISA::detail

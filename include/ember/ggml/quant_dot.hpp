@@ -1,7 +1,9 @@
 /// Tied logits of ggml rows with quantized hidden rows, as ggml computes a matrix product: each
 /// hidden row rounded once to the weight type's dot type (Q8_0, Q8_1, Q8_K, F16 or BF16, by
 /// ggml's reference quantizers) and the products taken in integers (the block types) or in float
-/// (F16, BF16), in the one order of detail/qdot.hpp whatever the instruction set.
+/// (F16, BF16), in the one order of detail/qdot.hpp whatever the instruction set. The AVX2 kernels
+/// are in ggml/quant_dot_avx2.hpp, the AVX-512 VNNI ones in ggml/quant_dot_avx512vnni.hpp; the
+/// portable ones are here.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -18,25 +20,11 @@
 #include "ember/ggml/blocks.hpp"
 #include "ember/ggml/decode.hpp"
 #include "ember/ggml/hidden.hpp"
+#include "ember/ggml/isa.hpp"
+#include "ember/ggml/quant_dot_avx2.hpp"
+#include "ember/ggml/quant_dot_avx512vnni.hpp"
 #include "ember/ggml/type.hpp"
 #include "ember/types.hpp"
-
-// The kernels this build has: AVX-512 VNNI (with BW, VL, VBMI and BITALG), AVX2 (with F16C), and
-// the portable ones, which every build has and the others are tested against.
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX512F__) && defined(__AVX512BW__) && \
-    defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__AVX512VBMI__) &&                \
-    defined(__AVX512BITALG__)
-#define EMBER_DETAIL_QDOT_VNNI 1
-#include "ember/ggml/dot_vnni.hpp"
-#else
-#define EMBER_DETAIL_QDOT_VNNI 0
-#endif
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__) && defined(__F16C__)
-#define EMBER_DETAIL_QDOT_AVX2 1
-#include "ember/ggml/dot_avx2.hpp"
-#else
-#define EMBER_DETAIL_QDOT_AVX2 0
-#endif
 
 namespace ember::inline EMBER_ISA::detail::ggml {
 
@@ -89,8 +77,7 @@ inline QuantizedHidden quantize_hidden(GgmlType weight, const float* h, Index h_
   return q;
 }
 
-// ---- the portable kernels: one block type's units or super-blocks
-// --------------------------------
+// ---- the portable kernels: one block type's units or super-blocks ----------------------------
 
 /// Unit u of a row of 32-element blocks: codes, scale and offset.
 template <class B>
@@ -98,12 +85,9 @@ inline void weight_unit(const std::uint8_t* row, Index u, WeightUnit& wu) noexce
   const std::uint8_t* b = row + u * Index{sizeof(B)};
   wu.dw = load_half(b + offsetof(B, d));
   wu.mw = 0.0f;
+  block_codes<B>(b, wu.w);
   if constexpr (std::is_same_v<B, BlockQ8_0>) {
-    for (std::size_t e = 0; e < 32; ++e) wu.w[e] = b[offsetof(B, qs) + e] ^ 0x80u;
-  } else {
-    int q[32];
-    nibble_codes<B>(b, q);
-    for (std::size_t e = 0; e < 32; ++e) wu.w[e] = static_cast<std::uint8_t>(q[e]);
+    for (std::size_t e = 0; e < 32; ++e) wu.w[e] = static_cast<std::uint8_t>(wu.w[e] ^ 0x80u);
   }
   if constexpr (has_offset_term<B>) wu.mw = load_half(b + offsetof(B, m));
 }
@@ -114,28 +98,7 @@ inline void weight_super_block(const std::uint8_t* row, Index s, WeightSuperBloc
   const std::uint8_t* b = row + s * Index{sizeof(B)};
   wb.d = load_half(b + offsetof(B, d));
   wb.dmin = 0.0f;
-  for (std::size_t e = 0; e < 256; ++e) {
-    const std::size_t half = e / 128;  // 128-element halves
-    const std::size_t i = e % 32;
-    const std::size_t quarter = (e % 128) / 32;
-    if constexpr (std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>) {
-      int w = (b[offsetof(B, qs) + 32 * half + i] >> (2 * quarter)) & 3;
-      if constexpr (std::is_same_v<B, BlockQ3_K>) {
-        w |= ((b[offsetof(B, hmask) + i] >> (4 * half + quarter)) & 1) << 2;
-      }
-      wb.w[e] = static_cast<std::uint8_t>(w);
-    } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
-      const int low =
-          (b[offsetof(B, ql) + 64 * half + 32 * (quarter % 2) + i] >> (4 * (quarter / 2))) & 0xF;
-      const int high = (b[offsetof(B, qh) + 32 * half + i] >> (2 * quarter)) & 3;
-      wb.w[e] = static_cast<std::uint8_t>(low | (high << 4));
-    } else {  // Q4_K, Q5_K: sub-block e / 32 holds nibble (e / 32) % 2 of 32 bytes of qs
-      const std::size_t sub = e / 32;
-      int w = (b[offsetof(B, qs) + 32 * (sub / 2) + i] >> (4 * (sub % 2))) & 0xF;
-      if constexpr (std::is_same_v<B, BlockQ5_K>) w |= ((b[offsetof(B, qh) + i] >> sub) & 1) << 4;
-      wb.w[e] = static_cast<std::uint8_t>(w);
-    }
-  }
+  block_codes<B>(b, wb.w);
   if constexpr (std::is_same_v<B, BlockQ2_K>) {
     for (std::size_t l = 0; l < 16; ++l) {
       wb.sc[l] = b[offsetof(B, scales) + l] & 0xF;
@@ -184,31 +147,61 @@ void qdot_block_rows(const std::uint8_t* rows, Index row_stride, Index count, In
 
 }  // namespace portable
 
-/// The vector kernels of block type B for nj <= 8 hidden rows (arguments as qdot_rows), of the
-/// instruction set whose tag is `isa` (qdot_vnni::Isa, qdot_avx2::Isa: found by its namespace).
+/// The vector kernels of block type B for nj <= max_pass_rows hidden rows (arguments as qdot_rows),
+/// of the instruction set whose tag is `isa` (avx512vnni::Isa, avx2::Isa: found by its namespace).
 template <class B, class Isa>
 void simd_block_rows(Isa isa, const std::uint8_t* rows, Index row_stride, Index count, Index d,
-                     const QuantizedHidden& h, Index j0, Index nj, float* out, Index out_stride) {
+                     const QuantizedHidden& h, Index j0, Index nj, float* out, Index out_stride,
+                     Index parts = default_row_parts()) {
   constexpr bool extra = has_offset_term<B> || has_mins<B>;
   visit_pass_rows(nj, [&](auto n) {
     constexpr Index N = decltype(n)::value;
     if constexpr (B::elements == 32) {
       block_units_rows<B, code_offset<B>, extra, N>(isa, rows, row_stride, count, d, h, j0, out,
-                                                    out_stride);
+                                                    out_stride, parts);
     } else {
       super_rows<B, code_offset<B>, extra, N>(isa, rows, row_stride, count, d, h, j0, out,
-                                              out_stride);
+                                              out_stride, parts);
     }
   });
 }
 
+#if EMBER_DETAIL_GGML_AVX512VNNI
+/// The kernel of block type B for nj <= max_pass_rows hidden rows (arguments as qdot_rows): the
+/// build's widest instruction set's.
+template <class B>
+void qdot_block_rows(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                     const QuantizedHidden& h, Index j0, Index nj, float* out, Index out_stride,
+                     Index parts) {
+  simd_block_rows<B>(avx512vnni::Isa{}, rows, row_stride, count, d, h, j0, nj, out, out_stride,
+                     parts);
+}
+#elif EMBER_DETAIL_GGML_AVX2
+template <class B>
+void qdot_block_rows(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                     const QuantizedHidden& h, Index j0, Index nj, float* out, Index out_stride,
+                     Index parts) {
+  simd_block_rows<B>(avx2::Isa{}, rows, row_stride, count, d, h, j0, nj, out, out_stride, parts);
+}
+#else
+/// The portable kernel (its rows in order: it takes no parts).
+template <class B>
+void qdot_block_rows(const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                     const QuantizedHidden& h, Index j0, Index nj, float* out, Index out_stride,
+                     Index /*parts*/) {
+  portable::qdot_block_rows<B>(rows, row_stride, count, d, h, j0, nj, out, out_stride);
+}
+#endif
+
 /// out[(j - j0)·out_stride + r] = the dot product of encoded row r (of the `count` rows at `rows`,
 /// row_stride bytes apart) with hidden row j of `h` (quantized for `type` by quantize_hidden),
-/// for j in [j0, j0 + nj), nj <= 8, in the order of detail/qdot.hpp (F16, BF16: float_dots'
-/// exact-product order): the same bits from every kernel. Preconditions: as quantize_hidden.
+/// for j in [j0, j0 + nj), nj <= max_pass_rows, in the order of detail/qdot.hpp (F16, BF16:
+/// float_dots' exact-product order): the same bits from every kernel, whatever `parts` (the
+/// contiguous parts the vector kernels take the rows in, a row of each in turn:
+/// detail::for_rows_in_parts). Preconditions: as quantize_hidden; parts >= 1.
 inline void qdot_rows(GgmlType type, const std::uint8_t* rows, Index row_stride, Index count,
                       Index d, const QuantizedHidden& h, Index j0, Index nj, float* out,
-                      Index out_stride) {
+                      Index out_stride, Index parts = default_row_parts()) {
   EMBER_ASSERT(decodes(type) && type != GgmlType::F32 && d % traits(type).block_size == 0);
   EMBER_ASSERT(nj >= 1 && nj <= max_pass_rows && j0 + nj <= h.rows);
   if (type == GgmlType::F16 || type == GgmlType::BF16) {
@@ -221,13 +214,7 @@ inline void qdot_rows(GgmlType type, const std::uint8_t* rows, Index row_stride,
   }
   visit_block(type, [&](auto block) {
     using B = typename decltype(block)::type;
-#if EMBER_DETAIL_QDOT_VNNI
-    simd_block_rows<B>(qdot_vnni::Isa{}, rows, row_stride, count, d, h, j0, nj, out, out_stride);
-#elif EMBER_DETAIL_QDOT_AVX2
-    simd_block_rows<B>(qdot_avx2::Isa{}, rows, row_stride, count, d, h, j0, nj, out, out_stride);
-#else
-    portable::qdot_block_rows<B>(rows, row_stride, count, d, h, j0, nj, out, out_stride);
-#endif
+    qdot_block_rows<B>(rows, row_stride, count, d, h, j0, nj, out, out_stride, parts);
   });
 }
 

@@ -1,13 +1,13 @@
-/// The AVX-512 VNNI kernels of ggml/dot.hpp (vpdpbusd, with VBMI's byte permutes to gather the
-/// codes of 16 blocks into the lanes of one register): the order of detail/qdot.hpp, the same
-/// bits as the portable kernels. Included by ggml/dot.hpp where the build has AVX-512 F, BW, VL,
-/// VNNI and VBMI.
+/// The AVX-512 VNNI kernels of ggml/quant_dot.hpp (vpdpbusd, with VBMI's byte permutes to gather
+/// the codes of 16 blocks into the lanes of one register): the order of detail/qdot.hpp, the same
+/// bits as the portable kernels. Built where the build has AVX-512 F, BW, VL, VNNI, VBMI and
+/// BITALG.
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX512F__) && defined(__AVX512BW__) && \
-    defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__AVX512VBMI__) &&                \
-    defined(__AVX512BITALG__)
+#include "ember/ggml/isa.hpp"
+
+#if EMBER_DETAIL_GGML_AVX512VNNI
 #include <immintrin.h>
 
 #include <algorithm>
@@ -25,9 +25,10 @@
 #include "ember/ggml/k_scales.hpp"
 #include "ember/types.hpp"
 
-namespace ember::inline EMBER_ISA::detail::ggml::qdot_vnni {
+namespace ember::inline EMBER_ISA::detail::ggml::avx512vnni {
 
-/// The tag of these kernels: ggml/dot.hpp's simd_block_rows finds the AVX-512 VNNI kernels by it.
+/// The tag of these kernels: ggml/quant_dot.hpp's simd_block_rows finds the AVX-512 VNNI kernels by
+/// it.
 struct Isa {};
 
 // ---- gathering the codes of 16 blocks -----------------------------------------------------------
@@ -246,12 +247,12 @@ EMBER_ALWAYS_INLINE __m512i offset_init(const std::int32_t* sums) noexcept {
 template <int Offset, bool Extra, Index N, class Load>
 void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index row_bytes,
                 Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
-                Index out_stride) {
+                Index out_stride, Index parts) {
   const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
   // The bytes of a row asked for per group: one division per call, none per row.
   const Index slice = (row_bytes + groups - 1) / std::max<Index>(groups, 1);
   each_row<__m512, lane_tree, Extra, N>(
-      rows, row_stride, count, out, out_stride,
+      rows, row_stride, count, parts, out, out_stride,
       [&](const std::uint8_t* row, const std::uint8_t* ahead, __m512* f,
           __m512* gx) EMBER_INLINE_LAMBDA {
         for (Index g = 0; g < groups; ++g) {
@@ -402,10 +403,10 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
 /// The super-block kernel of block type B for N hidden rows: see detail::qdot_super_portable.
 template <class B, int Offset, bool Mins, Index N>
 void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Index count, Index d,
-                const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
+                const QuantizedHidden& h, Index j0, float* out, Index out_stride, Index parts) {
   const Index supers = d / 256;
   each_row<__m512, lane_tree, Mins, N>(
-      rows, row_stride, count, out, out_stride,
+      rows, row_stride, count, parts, out, out_stride,
       [&](const std::uint8_t* row, const std::uint8_t* ahead, __m512* f,
           __m512* gx) EMBER_INLINE_LAMBDA {
         for (Index s = 0; s < supers; ++s) {
@@ -438,17 +439,18 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
       });
 }
 
-/// The units kernel of 32-element block type B for N hidden rows (ggml/dot.hpp: qdot_rows).
+/// The units kernel of 32-element block type B for N hidden rows (ggml/quant_dot.hpp: qdot_rows).
 template <class B, int Offset, bool Extra, Index N>
 void block_units_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Index count,
-                      Index d, const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
+                      Index d, const QuantizedHidden& h, Index j0, float* out, Index out_stride,
+                      Index parts) {
   units_rows<Offset, Extra, N>(
       [](const std::uint8_t* row, Index g, Index active, Units& t) {
         load_units<B>(row + g * 16 * Index{sizeof(B)}, active, t);
       },
-      rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride);
+      rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride, parts);
 }
 
-}  // namespace ember::inline EMBER_ISA::detail::ggml::qdot_vnni
+}  // namespace ember::inline EMBER_ISA::detail::ggml::avx512vnni
 
-#endif
+#endif  // EMBER_DETAIL_GGML_AVX512VNNI

@@ -1,10 +1,12 @@
-/// The AVX2 kernels of ggml/dot.hpp (vpmaddubsw / vpmaddwd): the order of detail/qdot.hpp, the
-/// same bits as the portable kernels; the 16 lanes of the order are two 8-lane registers.
-/// Included by ggml/dot.hpp where the build has AVX2 and F16C (and not the VNNI kernels).
+/// The AVX2 kernels of ggml/quant_dot.hpp (vpmaddubsw / vpmaddwd): the order of detail/qdot.hpp,
+/// the same bits as the portable kernels; the 16 lanes of the order are two 8-lane registers. The
+/// codes come from ggml/unpack_avx2.hpp's codes32, as for the other operations.
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__) && defined(__F16C__)
+#include "ember/ggml/isa.hpp"
+
+#if EMBER_DETAIL_GGML_AVX2
 #include <immintrin.h>
 
 #include <algorithm>
@@ -20,11 +22,12 @@
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/ggml/blocks.hpp"
 #include "ember/ggml/k_scales.hpp"
+#include "ember/ggml/unpack_avx2.hpp"
 #include "ember/types.hpp"
 
-namespace ember::inline EMBER_ISA::detail::ggml::qdot_avx2 {
+namespace ember::inline EMBER_ISA::detail::ggml::avx2 {
 
-/// The tag of these kernels: ggml/dot.hpp's simd_block_rows finds the AVX2 kernels by it.
+/// The tag of these kernels: ggml/quant_dot.hpp's simd_block_rows finds the AVX2 kernels by it.
 struct Isa {};
 
 /// Σ over pairs of u8 a · s8 b, then over pairs again: 8 sums of 4 products (a < 128 or b's
@@ -64,29 +67,6 @@ EMBER_ALWAYS_INLINE void transpose8(__m256i* v) noexcept {
   v[5] = _mm256_permute2x128_si256(s1, s5, 0x31);
   v[6] = _mm256_permute2x128_si256(s2, s6, 0x31);
   v[7] = _mm256_permute2x128_si256(s3, s7, 0x31);
-}
-
-/// The 32 codes of a 32-element block in order: unsigned for Q4_0 ... Q5_1, signed for Q8_0.
-template <class B>
-EMBER_ALWAYS_INLINE __m256i block_codes(const std::uint8_t* b) noexcept {
-  if constexpr (std::is_same_v<B, BlockQ8_0>) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(B, qs)));
-  } else {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, qs)));
-    const __m128i low4 = _mm_set1_epi8(0x0F);
-    __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(x, low4)),
-                                        _mm_and_si128(_mm_srli_epi16(x, 4), low4), 1);
-    if constexpr (std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1>) {
-      // Byte e of `bits` is all ones when bit e of qh is set (ggml's bytes_from_bits_32).
-      const __m256i spread = _mm256_shuffle_epi8(
-          _mm256_set1_epi32(static_cast<int>(load_u32(b + offsetof(B, qh)))),
-          _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-      const __m256i bits = _mm256_cmpeq_epi8(
-          _mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
-      q = _mm256_or_si256(q, _mm256_and_si256(bits, _mm256_set1_epi8(16)));
-    }
-    return q;
-  }
 }
 
 /// The 8 halves at byte offset `offset` of blocks 0..7 (`active` of them; zero past) as floats.
@@ -151,7 +131,7 @@ struct Units {
 template <class B>
 EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* first, Index active, Units& t) noexcept {
   EMBER_UNROLL for (Index u = 0; u < 8; ++u) {
-    t.w[u] = u < active ? block_codes<B>(first + u * Index{sizeof(B)}) : _mm256_setzero_si256();
+    t.w[u] = u < active ? codes32<B>(first + u * Index{sizeof(B)}, 0) : _mm256_setzero_si256();
   }
   transpose8(t.w);
   t.dw = block_halves<B>(first, active, offsetof(B, d));
@@ -168,13 +148,13 @@ EMBER_ALWAYS_INLINE void load_units(const std::uint8_t* first, Index active, Uni
 template <int Offset, bool Signed, bool Extra, Index N, class Load>
 void units_rows(const Load& load, const std::uint8_t* rows, Index row_stride, Index row_bytes,
                 Index count, Index units, const QuantizedHidden& h, Index j0, float* out,
-                Index out_stride) {
+                Index out_stride, Index parts) {
   const Index groups = (units + qdot_lanes - 1) / qdot_lanes;
   // The bytes of a row asked for per group: one division per call, none per row.
   const Index slice = (row_bytes + groups - 1) / std::max<Index>(groups, 1);
   // Accumulators in pairs: lanes 0..7, 8..15.
   each_row<__m256[2], lane_tree, Extra, N>(
-      rows, row_stride, count, out, out_stride,
+      rows, row_stride, count, parts, out, out_stride,
       [&](const std::uint8_t* row, const std::uint8_t* ahead, __m256(*f)[2],
           __m256(*gx)[2]) EMBER_INLINE_LAMBDA {
         for (Index g = 0; g < groups; ++g) {
@@ -220,20 +200,6 @@ struct Super {
   float dmin;
 };
 
-/// Each byte's bits [shift, shift + width) as values, shift an immediate.
-template <int Shift, int Mask>
-EMBER_ALWAYS_INLINE __m256i bits(__m256i v) noexcept {
-  return _mm256_and_si256(_mm256_srli_epi16(v, Shift), _mm256_set1_epi8(static_cast<char>(Mask)));
-}
-EMBER_ALWAYS_INLINE __m256i bits_at(__m256i v, int shift, int mask) noexcept {
-  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)),
-                          _mm256_set1_epi8(static_cast<char>(mask)));
-}
-
-EMBER_ALWAYS_INLINE __m256i load32(const std::uint8_t* p) noexcept {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
 /// 16 bytes as 16 int32 in two registers (zero- or sign-extended).
 template <bool Signed>
 EMBER_ALWAYS_INLINE void widen16(__m128i bytes, __m256i* out) noexcept {
@@ -247,52 +213,24 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
   t.d = load_half_f16c(b + offsetof(B, d));
   t.dmin = 0.0f;
   t.m[0] = t.m[1] = _mm256_setzero_si256();
-  if constexpr (std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>) {
-    EMBER_UNROLL for (int c = 0; c < 4; ++c) {
-      const __m256i q = load32(b + offsetof(B, qs) + 32 * (c / 2));
-      t.w[c][0] = bits_at(q, 4 * (c % 2), 3);
-      t.w[c][1] = bits_at(q, 4 * (c % 2) + 2, 3);
-      if constexpr (std::is_same_v<B, BlockQ3_K>) {
-        const __m256i hm = load32(b + offsetof(B, hmask));
-        const int bit = 4 * (c / 2) + 2 * (c % 2);
-        t.w[c][0] = _mm256_or_si256(t.w[c][0], _mm256_slli_epi16(bits_at(hm, bit, 1), 2));
-        t.w[c][1] = _mm256_or_si256(t.w[c][1], _mm256_slli_epi16(bits_at(hm, bit + 1, 1), 2));
-      }
+  // Codes: w[c][half] the 32 columns of piece 2c + half.
+  EMBER_UNROLL for (int c = 0; c < 4; ++c) {
+    EMBER_UNROLL for (int half = 0; half < 2; ++half) t.w[c][half] = codes32<B>(b, 2 * c + half);
+  }
+  if constexpr (std::is_same_v<B, BlockQ2_K>) {
+    __m256i s[2];
+    widen16<false>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))), s);
+    EMBER_UNROLL for (int half = 0; half < 2; ++half) {
+      t.sc[half] = _mm256_and_si256(s[half], _mm256_set1_epi32(0xF));
+      t.m[half] = _mm256_srli_epi32(s[half], 4);
     }
-    if constexpr (std::is_same_v<B, BlockQ2_K>) {
-      __m256i s[2];
-      widen16<false>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))), s);
-      EMBER_UNROLL for (int half = 0; half < 2; ++half) {
-        t.sc[half] = _mm256_and_si256(s[half], _mm256_set1_epi32(0xF));
-        t.m[half] = _mm256_srli_epi32(s[half], 4);
-      }
-      t.dmin = load_half_f16c(b + offsetof(B, dmin));
-    } else {
-      widen16<false>(q3k_scales_v(b + offsetof(B, scales)), t.sc);
-      EMBER_UNROLL for (auto& s : t.sc) s = _mm256_sub_epi32(s, _mm256_set1_epi32(32));
-    }
+    t.dmin = load_half_f16c(b + offsetof(B, dmin));
+  } else if constexpr (std::is_same_v<B, BlockQ3_K>) {
+    widen16<false>(q3k_scales_v(b + offsetof(B, scales)), t.sc);
+    EMBER_UNROLL for (auto& s : t.sc) s = _mm256_sub_epi32(s, _mm256_set1_epi32(32));
   } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
-    EMBER_UNROLL for (int c = 0; c < 4; ++c) {
-      EMBER_UNROLL for (int half = 0; half < 2; ++half) {
-        const __m256i ql = load32(b + offsetof(B, ql) + 64 * (c / 2) + 32 * half);
-        const __m256i low = bits_at(ql, 4 * (c % 2), 0x0F);
-        const __m256i qh = load32(b + offsetof(B, qh) + 32 * (c / 2));
-        const __m256i high = bits_at(qh, 4 * (c % 2) + 2 * half, 3);
-        t.w[c][half] = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-      }
-    }
     widen16<true>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))), t.sc);
   } else {  // Q4_K, Q5_K
-    EMBER_UNROLL for (int c = 0; c < 4; ++c) {
-      const __m256i q = load32(b + offsetof(B, qs) + 32 * c);
-      t.w[c][0] = bits<0, 0x0F>(q);
-      t.w[c][1] = bits<4, 0x0F>(q);
-      if constexpr (std::is_same_v<B, BlockQ5_K>) {
-        const __m256i qh = load32(b + offsetof(B, qh));
-        t.w[c][0] = _mm256_or_si256(t.w[c][0], _mm256_slli_epi16(bits_at(qh, 2 * c, 1), 4));
-        t.w[c][1] = _mm256_or_si256(t.w[c][1], _mm256_slli_epi16(bits_at(qh, 2 * c + 1, 1), 4));
-      }
-    }
     const __m128i sm = k4_scales_mins_v(b + offsetof(B, scales));
     const __m128i pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     widen16<false>(_mm_shuffle_epi8(sm, pairs), t.sc);
@@ -315,10 +253,10 @@ EMBER_ALWAYS_INLINE void load_super(const std::uint8_t* b, Super& t) noexcept {
 /// The super-block kernel of block type B for N hidden rows: see detail::qdot_super_portable.
 template <class B, int Offset, bool Mins, Index N>
 void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Index count, Index d,
-                const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
+                const QuantizedHidden& h, Index j0, float* out, Index out_stride, Index parts) {
   const Index supers = d / 256;
   each_row<__m256[2], lane_tree, Mins, N>(
-      rows, row_stride, count, out, out_stride,
+      rows, row_stride, count, parts, out, out_stride,
       [&](const std::uint8_t* row, const std::uint8_t* ahead, __m256(*f)[2],
           __m256(*gx)[2]) EMBER_INLINE_LAMBDA {
         for (Index s = 0; s < supers; ++s) {
@@ -358,19 +296,20 @@ void super_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Ind
       });
 }
 
-/// The units kernel of 32-element block type B for N hidden rows (ggml/dot.hpp: qdot_rows).
+/// The units kernel of 32-element block type B for N hidden rows (ggml/quant_dot.hpp: qdot_rows).
 template <class B, int Offset, bool Extra, Index N>
 void block_units_rows(Isa /*kernels*/, const std::uint8_t* rows, Index row_stride, Index count,
-                      Index d, const QuantizedHidden& h, Index j0, float* out, Index out_stride) {
+                      Index d, const QuantizedHidden& h, Index j0, float* out, Index out_stride,
+                      Index parts) {
   // Q8_0's codes are signed here (the sign trick): no offset to correct.
   constexpr bool is_signed = std::is_same_v<B, BlockQ8_0>;
   units_rows<is_signed ? 0 : Offset, is_signed, Extra, N>(
       [](const std::uint8_t* row, Index first, Index active, Units& t) {
         load_units<B>(row + first * Index{sizeof(B)}, active, t);
       },
-      rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride);
+      rows, row_stride, d / 32 * Index{sizeof(B)}, count, d / 32, h, j0, out, out_stride, parts);
 }
 
-}  // namespace ember::inline EMBER_ISA::detail::ggml::qdot_avx2
+}  // namespace ember::inline EMBER_ISA::detail::ggml::avx2
 
-#endif
+#endif  // EMBER_DETAIL_GGML_AVX2
