@@ -8,6 +8,7 @@
 #include <string>
 
 #include <ember/io/gguf.hpp>
+#include <ember/io/gguf_writer.hpp>
 #include <ember/random.hpp>
 
 int main() {

@@ -10,6 +10,7 @@
 
 #include <ember/embedding.hpp>
 #include <ember/io/gguf.hpp>
+#include <ember/io/gguf_writer.hpp>
 #include <ember/quantized.hpp>
 #include <ember/random.hpp>
 #include <ember/reduced.hpp>

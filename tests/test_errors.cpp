@@ -35,6 +35,10 @@ static_assert(std::is_base_of_v<ember::Error, ember::ValueError>);
 static_assert(!std::is_same_v<ember::ShapeError, ember::ValueError>);
 static_assert(!std::is_base_of_v<ember::ShapeError, ember::ValueError>);
 
+static_assert(std::is_base_of_v<std::invalid_argument, ember::OverlapError>);
+static_assert(std::is_base_of_v<ember::Error, ember::OverlapError>);
+static_assert(std::is_copy_constructible_v<ember::OverlapError>);
+
 static_assert(std::is_base_of_v<std::runtime_error, ember::FormatError>);
 static_assert(std::is_base_of_v<ember::Error, ember::FormatError>);
 // A file that cannot be opened is a FormatError too, so code catching FormatError still works.

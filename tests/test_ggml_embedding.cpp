@@ -22,6 +22,7 @@
 #include "ember/embedding_view.hpp"
 #include "ember/errors.hpp"
 #include "ember/io/gguf.hpp"
+#include "ember/io/gguf_writer.hpp"
 #include "ember/positional.hpp"
 #include "support/gguf_fixtures.hpp"
 #include "support/inputs.hpp"

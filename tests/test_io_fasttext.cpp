@@ -19,6 +19,11 @@
 
 #include <catch2/catch.hpp>
 
+#if defined(__linux__)
+#include <sys/inotify.h>
+#include <unistd.h>
+#endif
+
 #include "ember/bag.hpp"
 #include "ember/embedding_view.hpp"
 #include "ember/query/similarity.hpp"
@@ -586,3 +591,49 @@ TEST_CASE("a model trained now by the installed fastText answers as it does",
   }
   CHECK(models == 10);
 }
+
+TEST_CASE("a missing model is a FileError naming load_fasttext, the path and the reason",
+          "[fasttext][io]") {
+  ember_test::check_missing_file("io::load_fasttext",
+                                 [](const std::string& p) { static_cast<void>(load_fasttext(p)); });
+  const ember_test::ScratchDir dir;
+  const std::string sub = dir.file("a_directory");
+  std::filesystem::create_directory(sub);
+  const auto e = ember_test::catch_as<ember::FileError>([&] { (void)load_fasttext(sub); });
+  REQUIRE(e);
+  CHECK(std::string(e->what()) ==
+        "io::load_fasttext: cannot open \"" + sub + "\": not a regular file (it is a directory)");
+  CHECK(e->code() == std::errc::is_a_directory);
+}
+
+#if defined(__linux__)
+TEST_CASE("load_fasttext opens the file once: the map and the matrices come from one descriptor",
+          "[fasttext][io]") {
+  // The dictionary is parsed from a map and the matrices are read with pread: when the two came
+  // from two opens of the path, a file replaced in between gave a model made of two files. The
+  // kernel reports each open of a watched file (IN_OPEN), so the count shows how many there were.
+  // The kernel merges an event into an identical one just before it, so the directory is watched
+  // too: each open is then reported to both watches in turn, and no two in a row are identical.
+  const ember_test::ScratchDir dir;
+  const std::string path = dir.file("model.bin");
+  ember_test::write_bytes(path, ember_test::write_model(ember_test::small_supervised()).bytes);
+  const int watch = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  REQUIRE(watch >= 0);
+  const int on_file = ::inotify_add_watch(watch, path.c_str(), IN_OPEN);
+  REQUIRE(on_file >= 0);
+  REQUIRE(::inotify_add_watch(watch, dir.file("").c_str(), IN_OPEN) >= 0);
+  const FastTextModel m = load_fasttext(path);
+  CHECK(m.nwords() == 3);
+  int opens = 0;
+  alignas(inotify_event) char buf[4096];
+  for (::ssize_t n; (n = ::read(watch, buf, sizeof buf)) > 0;) {
+    for (char* p = buf; p < buf + n;) {
+      const auto* ev = reinterpret_cast<const inotify_event*>(p);
+      if (ev->wd == on_file && (ev->mask & IN_OPEN) != 0) ++opens;
+      p += sizeof(inotify_event) + ev->len;
+    }
+  }
+  ::close(watch);
+  CHECK(opens == 1);
+}
+#endif

@@ -4,6 +4,7 @@
 // dimensions, offsets, alignments, type ids, duplicates, versions and magic. Each rejection is a
 // FormatError naming the file, the byte offset and what was expected.
 #include "ember/io/gguf.hpp"
+#include "ember/io/gguf_writer.hpp"
 
 #include <bit>
 #include <cmath>
@@ -811,4 +812,27 @@ TEST_CASE("gguf: a missing tensor's KeyError names the file's closest tensors", 
                                            dir.file("names.gguf") +
                                            "; the closest it has: 'token_embd.weight', "));
   }
+}
+
+TEST_CASE("a missing GGUF file is a FileError naming the call that opened it", "[io][gguf]") {
+  ember_test::check_missing_file("io::GgufFile", [](const std::string& p) { const GgufFile f(p); });
+}
+
+TEST_CASE("has_key answers for metadata keys only, exactly as stored", "[io][gguf]") {
+  ScratchDir dir;
+  const RowMatrix<float> t = RowMatrix<float>::Ones(2, 32);
+  GgufWriter w;
+  w.metadata("general.architecture", "llama")
+      .metadata("llama.context_length", std::uint32_t{2048})
+      .add("token_embd.weight", t, GgmlType::F32);
+  w.save(dir.file("keys.gguf"));
+  const GgufFile f(dir.file("keys.gguf"));
+  CHECK(f.has_key("general.architecture"));
+  CHECK(f.has_key(std::string("llama.context_length")));
+  CHECK_FALSE(f.has_key("general.alignment"));  // the default alignment is not stored
+  CHECK_FALSE(f.has_key("token_embd.weight"));  // a tensor, not a key
+  CHECK_FALSE(f.has_key("General.Architecture"));
+  CHECK_FALSE(f.has_key("general.architectur"));
+  CHECK_FALSE(f.has_key(""));
+  for (const std::string& k : f.keys()) CHECK(f.has_key(k));
 }

@@ -258,7 +258,7 @@ TEST_CASE("load_npy rejects bad files with the file name and byte offset", "[io]
   CHECK(std::isnan(ember::io::load_npy<float>(dir.file("nan.npy"), allow)(1, 2)));
   CHECK_THROWS_AS(ember::io::map_npy<float>(dir.file("nan.npy")), FormatError);
   CHECK_THROWS_WITH(ember::io::load_npy<float>(dir.file("does_not_exist.npy")),
-                    Catch::Contains("cannot open file"));
+                    Catch::Contains("cannot open \"" + dir.file("does_not_exist.npy") + "\""));
 }
 
 TEST_CASE("load_npy reads the shape as a Python tuple: entries apart only by ','", "[io][npy]") {
@@ -300,4 +300,16 @@ TEST_CASE("save_npy is atomic: a failed save leaves the old file and no temporar
   ember::io::save_npy(path, fixture_table<double>());
   CHECK(ember::io::load_npy<double>(path) == fixture_table<double>());
   CHECK(dir.entries() == 1);
+}
+
+TEST_CASE("a missing .npy file is a FileError naming the call that opened it",
+          "[io][npy][mapped_table]") {
+  ember_test::check_missing_file("io::load_npy", [](const std::string& p) {
+    static_cast<void>(ember::io::load_npy<float>(p));
+  });
+  ember_test::check_missing_file(
+      "io::map_npy", [](const std::string& p) { static_cast<void>(ember::io::map_npy<float>(p)); });
+  ember_test::check_missing_file("io::read_npy_header", [](const std::string& p) {
+    static_cast<void>(ember::io::read_npy_header(p));
+  });
 }

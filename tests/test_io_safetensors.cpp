@@ -243,3 +243,12 @@ TEST_CASE("a missing safetensors tensor's KeyError names the file's closest tens
                                          "'lm_head.weight'"));
   }
 }
+
+TEST_CASE("a missing safetensors file is a FileError naming the call that opened it",
+          "[io][safetensors]") {
+  ember_test::check_missing_file("io::SafetensorsFile",
+                                 [](const std::string& p) { const SafetensorsFile f(p); });
+  ember_test::check_missing_file("io::load_safetensors", [](const std::string& p) {
+    static_cast<void>(ember::io::load_safetensors<float>(p, "wte.weight"));
+  });
+}

@@ -115,3 +115,10 @@ TEST_CASE("Vocabulary::with_repeats keeps every id's token and maps a repeat to 
   // The checked constructor still refuses repeats.
   CHECK_THROWS_AS(ember::io::Vocabulary({"a", "a"}), ember::ValueError);
 }
+
+TEST_CASE("a missing vocabulary file is a FileError naming the call that opened it",
+          "[io][vocabulary]") {
+  ember_test::check_missing_file("io::load_vocabulary", [](const std::string& p) {
+    static_cast<void>(ember::io::load_vocabulary(p));
+  });
+}

@@ -216,3 +216,22 @@ TEST_CASE("the binary loader rejects bad files naming the byte offset and record
   allow.allow_non_finite = true;
   CHECK(std::isnan(ember::io::load_word2vec_binary<float>(file(nan), allow).vectors(1, 1)));
 }
+
+TEST_CASE("a missing word-vector file is a FileError naming the call that opened it",
+          "[io][word2vec]") {
+  ember_test::check_missing_file("io::load_word2vec_binary", [](const std::string& p) {
+    static_cast<void>(ember::io::load_word2vec_binary<float>(p));
+  });
+  ember_test::check_missing_file("io::load_word2vec_text", [](const std::string& p) {
+    static_cast<void>(ember::io::load_word2vec_text<float>(p));
+  });
+  ember_test::check_missing_file("io::load_glove", [](const std::string& p) {
+    static_cast<void>(ember::io::load_glove<float>(p));
+  });
+  for (const WordFormat format :
+       {WordFormat::word2vec_binary, WordFormat::word2vec_text, WordFormat::glove}) {
+    ember_test::check_missing_file("io::load_word_vectors", [&](const std::string& p) {
+      static_cast<void>(ember::io::load_word_vectors<float>(p, format));
+    });
+  }
+}

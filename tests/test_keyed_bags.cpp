@@ -4,6 +4,9 @@
 #include "ember/keyed/keyed_bags.hpp"
 
 #include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -25,6 +28,11 @@ RowMatrix<float> ramp(Index n, Index d, float base) {
   RowMatrix<float> g(n, d);
   for (Index i = 0; i < g.size(); ++i) g.data()[i] = base + 0.03f * static_cast<float>(i % 5);
   return g;
+}
+
+/// a == b for row vectors of any sizes (Eigen's == asserts equal sizes).
+bool same_values(const ember::RowVector<float>& a, const ember::RowVector<float>& b) {
+  return a.size() == b.size() && a == b;
 }
 
 }  // namespace
@@ -206,4 +214,109 @@ TEST_CASE("a reused row of a keyed bag starts fresh, for every optimizer", "[key
     }
   };
   ember_test::for_each_sparse_optimizer(check);
+}
+
+TEST_CASE("a keyed bag's refused step changes no optimizer state and no row", "[keyed_bags]") {
+  // Row 0 holds key 1's momentum; key 2 takes row 0, queueing its reset.
+  ember::KeyedEmbeddingBag<float> bag(1, 2, BagMode::sum);
+  ember::optim::SGD<float> sgd({.lr = 0.1, .momentum = 0.9});
+  const std::vector<int> offsets{0};
+  KeyedBatch b = bag.map(Keys{1}, 0);
+  bag.backward_step(b, offsets, ramp(1, 2, 1.0f), sgd);
+  b = bag.map(Keys{2}, 1);
+  const ember::RowVector<float> momentum = sgd.momentum_buffer(0);
+  REQUIRE(momentum.size() == 2);
+  const RowMatrix<float> table = bag.table().weight();
+  ember::SparseRowGrad<float> wrong(5, 2);  // bound to another table's shape
+  wrong.accumulate(std::vector<TokenId>{0}, ramp(1, 2, 1.0f), 1.0f, 5);
+  CHECK_THROWS_AS(bag.step(sgd, wrong), ember::ShapeError);
+  CHECK_THROWS_WITH(bag.step(sgd, wrong),
+                    Catch::Contains("KeyedEmbeddingBag::step: grad has 5 rows, expected "
+                                    "capacity() + 1 = 2"));
+  CHECK(same_values(sgd.momentum_buffer(0), momentum));
+  CHECK(sgd.step_count() == 1);
+  CHECK(bag.table().weight() == table);
+  // The fused steps: offsets or lengths past the keys, a grad_out of another width.
+  CHECK_THROWS_WITH(bag.backward_step(b, std::vector<int>{0, 2}, ramp(2, 2, 1.0f), sgd),
+                    Catch::Contains("offsets[1] = 2"));
+  CHECK_THROWS_AS(bag.backward_step(b, offsets, ramp(1, 3, 1.0f), sgd), ember::ShapeError);
+  CHECK_THROWS_WITH(bag.backward_step_lengths(b, std::vector<int>{2}, ramp(1, 2, 1.0f), sgd),
+                    Catch::Contains("lengths sum to 2"));
+  CHECK(same_values(sgd.momentum_buffer(0), momentum));
+  CHECK(sgd.step_count() == 1);
+  CHECK(bag.table().weight() == table);
+  // The good step then resets row 0 first: its momentum starts from the new key's gradient.
+  ember::SparseRowGrad<float> g;
+  bag.backward(b, offsets, ramp(1, 2, -1.0f), g);
+  bag.step(sgd, g);
+  CHECK(sgd.momentum_buffer(0) == ramp(1, 2, -1.0f));
+}
+
+TEST_CASE("a keyed collection's refused step changes no optimizer state", "[keyed_bags]") {
+  std::vector<ember::KeyedTableConfig> tables{{.capacity = 1, .d_model = 2},
+                                              {.capacity = 4, .d_model = 2}};
+  ember::KeyedTableBatchedBags<float> kbb(tables, {{.table = 0}, {.table = 1}});
+  const std::vector<int> offsets{0, 1, 2};
+  using SGD = ember::optim::SGD<float>;
+  std::vector<SGD> opts(2, SGD({.lr = 0.1, .momentum = 0.9}));
+  KeyedBatch b = kbb.map(Keys{1, 5}, offsets, 0);
+  kbb.backward_step(b, offsets, ramp(1, 4, 1.0f), std::span<SGD>(opts));
+  b = kbb.map(Keys{2, 5}, offsets, 1);  // key 2 takes row 0 of table 0
+  const ember::RowVector<float> momentum = opts[0].momentum_buffer(0);
+  REQUIRE(momentum.size() == 2);
+  std::vector<ember::SparseRowGrad<float>> grads;
+  kbb.backward(b, offsets, ramp(1, 4, 1.0f), grads);
+  grads[1] = ember::SparseRowGrad<float>(9, 2);  // table 1 has 5 rows
+  grads[1].accumulate(std::vector<TokenId>{0}, ramp(1, 2, 1.0f), 1.0f, 9);
+  CHECK_THROWS_WITH(kbb.step(std::span<SGD>(opts), grads),
+                    Catch::Contains("KeyedTableBatchedBags::step: grads[1] has 9 rows"));
+  CHECK(same_values(opts[0].momentum_buffer(0), momentum));
+  CHECK(opts[0].step_count() == 1);
+  // The fused step refuses a grad_out of another width before any reset.
+  CHECK_THROWS_AS(kbb.backward_step(b, offsets, ramp(1, 3, 1.0f), std::span<SGD>(opts)),
+                  ember::ShapeError);
+  CHECK(same_values(opts[0].momentum_buffer(0), momentum));
+  CHECK(opts[0].step_count() == 1);
+  // A good fused step resets row 0 of table 0 first.
+  kbb.backward_step(b, offsets, ramp(1, 4, -1.0f), std::span<SGD>(opts));
+  CHECK(opts[0].momentum_buffer(0) == ramp(1, 4, -1.0f).leftCols(2));
+}
+
+TEST_CASE("a batch of a destroyed collection fails the check of one built at its address",
+          "[keyed_bags]") {
+  const std::vector<ember::KeyedTableConfig> tables{{.capacity = 4, .d_model = 2}};
+  const std::vector<int> offsets{0, 2};
+  std::optional<ember::KeyedTableBatchedBags<float>> slot;
+  slot.emplace(tables, std::vector<ember::BagFeature>{{.table = 0}});
+  const auto* first = &*slot;
+  const KeyedBatch old = slot->map(Keys{1, 2}, offsets, 0);
+  slot.reset();
+  slot.emplace(tables, std::vector<ember::BagFeature>{{.table = 0}});
+  REQUIRE(&*slot == first);
+  const KeyedBatch fresh = slot->map(Keys{3, 4}, offsets, 0);
+  CHECK_THROWS_AS(slot->forward(old, offsets), ember::StateError);
+  CHECK_NOTHROW(slot->forward(fresh, offsets));
+  // And for a keyed bag.
+  std::optional<ember::KeyedEmbeddingBag<float>> bag;
+  bag.emplace(4, 2, BagMode::sum);
+  const KeyedBatch old_bag = bag->map(Keys{1, 2}, 0);
+  bag.reset();
+  bag.emplace(4, 2, BagMode::sum);
+  static_cast<void>(bag->map(Keys{3}, 0));
+  CHECK_THROWS_AS(bag->forward(old_bag, offsets), ember::StateError);
+}
+
+TEST_CASE("every keyed layer refuses a stale batch with the same words", "[keyed_bags]") {
+  ember::KeyedEmbeddingBag<float> bag(4, 2, BagMode::sum);
+  ember::KeyedTableBatchedBags<float> kbb({{.capacity = 4, .d_model = 2}}, {{.table = 0}});
+  const std::vector<int> offsets{0, 1};
+  const KeyedBatch stale_bag = bag.map(Keys{1}, 0);
+  const KeyedBatch stale_kbb = kbb.map(Keys{1}, offsets, 0);
+  static_cast<void>(bag.map(Keys{2}, 1));
+  static_cast<void>(kbb.map(Keys{2}, offsets, 1));
+  const std::string words = "the batch was not mapped by this layer's latest map()";
+  CHECK_THROWS_WITH(bag.forward(stale_bag, offsets),
+                    Catch::Contains("KeyedEmbeddingBag::forward: " + words));
+  CHECK_THROWS_WITH(kbb.forward(stale_kbb, offsets),
+                    Catch::Contains("KeyedTableBatchedBags::forward: " + words));
 }

@@ -547,3 +547,59 @@ TEST_CASE("a decayed count above a float's range is a FormatError", "[keyed_chec
   CHECK_THROWS_AS(ember::io::load_keyed<float>(path), ember::FormatError);
   CHECK_THROWS_WITH(ember::io::load_keyed<float>(path), Catch::Contains("'decay'"));
 }
+
+TEST_CASE("a missing keyed checkpoint is a FileError naming the call that opened it",
+          "[keyed_checkpoint]") {
+  ember_test::check_missing_file("io::load_keyed", [](const std::string& p) {
+    static_cast<void>(ember::io::load_keyed<float>(p));
+  });
+  ember_test::check_missing_file("io::load_keyed_bag", [](const std::string& p) {
+    static_cast<void>(ember::io::load_keyed_bag<float>(p));
+  });
+  ember_test::check_missing_file("io::load_keyed_bags", [](const std::string& p) {
+    static_cast<void>(ember::io::load_keyed_bags<float>(p));
+  });
+}
+
+TEST_CASE("save_keyed and the loaders take the optimizer as it is used", "[keyed_checkpoint]") {
+  // docs/keyed.md writes io::save_keyed(path, layer, optimizer): the optimizer itself, as a
+  // training loop holds it, and the same for the loaders; the pointer forms stay.
+  ember_test::ScratchDir dir;
+  KeyedEmbedding<float> emb(16, 4, {.seed = 4});
+  ember::optim::Adam<float> adam({.lr = 0.05});
+  train(emb, adam, 0, 4);
+  const std::string path = dir.file("emb.safetensors");
+  ember::io::save_keyed(path, emb, adam);
+  ember::optim::Adam<float> by_ref({.lr = 0.05}), by_ptr({.lr = 0.05});
+  const KeyedEmbedding<float> a = ember::io::load_keyed<float>(path, by_ref);
+  const KeyedEmbedding<float> b = ember::io::load_keyed<float>(path, &by_ptr);
+  CHECK(a.table().weight() == emb.table().weight());
+  CHECK(b.table().weight() == emb.table().weight());
+  CHECK(by_ref.step_count() == adam.step_count());
+  CHECK(by_ref.state_rows() == adam.state_rows());
+  for (const ember::KeyEntry& e : emb.index()) CHECK(by_ref.exp_avg(e.row) == adam.exp_avg(e.row));
+  const KeyedEmbedding<float> grown = ember::io::load_keyed<float>(path, by_ref, {.capacity = 24});
+  CHECK(grown.capacity() == 24);
+
+  ember::KeyedEmbeddingBag<float> bag(8, 2, ember::BagMode::sum);
+  ember::optim::SGD<float> sgd({.lr = 0.1, .momentum = 0.5});
+  const KeyedBatch bb = bag.map(Keys{3, 4}, 0);
+  bag.backward_step(bb, std::vector<int>{0}, grad_of(1, 2, 0), sgd);
+  ember::io::save_keyed(dir.file("bag.safetensors"), bag, sgd);
+  ember::optim::SGD<float> sgd2({.lr = 0.1, .momentum = 0.5});
+  const auto bag2 = ember::io::load_keyed_bag<float>(dir.file("bag.safetensors"), sgd2);
+  CHECK(sgd2.momentum_buffer(0) == sgd.momentum_buffer(0));
+  CHECK(bag2.table().weight() == bag.table().weight());
+
+  ember::KeyedTableBatchedBags<float> kbb({{.capacity = 4, .d_model = 2}}, {{.table = 0}});
+  using Adagrad = ember::optim::RowwiseAdagrad<float>;
+  std::vector<Adagrad> opts(1, Adagrad({.lr = 0.1}));
+  const std::vector<int> offsets{0, 2};
+  const KeyedBatch tb = kbb.map(Keys{1, 2}, offsets, 0);
+  kbb.backward_step(tb, offsets, grad_of(1, 2, 0), std::span<Adagrad>(opts));
+  ember::io::save_keyed(dir.file("kbb.safetensors"), kbb, opts);
+  std::vector<Adagrad> opts2(1, Adagrad({.lr = 0.1}));
+  const auto kbb2 = ember::io::load_keyed_bags<float>(dir.file("kbb.safetensors"), opts2);
+  CHECK(opts2[0].accumulator(0) == opts[0].accumulator(0));
+  CHECK(kbb2.table(0).weight() == kbb.table(0).weight());
+}

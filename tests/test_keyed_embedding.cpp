@@ -3,6 +3,8 @@
 #include "ember/keyed/keyed_embedding.hpp"
 
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -67,6 +69,11 @@ RowMatrix<float> train_second_key(Index cap, const Opt& prototype, bool fused) {
     }
   }
   return emb.forward(second);
+}
+
+/// a == b for row vectors of any sizes (Eigen's == asserts equal sizes).
+bool same_values(const ember::RowVector<float>& a, const ember::RowVector<float>& b) {
+  return a.size() == b.size() && a == b;
 }
 
 }  // namespace
@@ -281,4 +288,97 @@ TEST_CASE("KeyedEmbedding refuses bad options", "[keyed_embedding]") {
   CHECK_THROWS_AS(scored.map(Keys{1}, 0), ember::ShapeError);
   const std::vector<double> s{2.0};
   CHECK_NOTHROW(scored.map(Keys{1}, 0, s));
+}
+
+TEST_CASE("a batch of a destroyed table fails the check of a table built at its address",
+          "[keyed_embedding]") {
+  std::optional<KeyedEmbedding<float>> slot;
+  slot.emplace(4, 2);
+  const KeyedEmbedding<float>* first = &*slot;
+  const KeyedBatch old = slot->map(Keys{1, 2}, 0);
+  slot.reset();
+  slot.emplace(4, 2);  // the same storage, the same number of map calls
+  REQUIRE(&*slot == first);
+  const KeyedBatch fresh = slot->map(Keys{3}, 0);
+  CHECK_THROWS_AS(slot->forward(old), ember::StateError);
+  ember::SparseRowGrad<float> g;
+  CHECK_THROWS_AS(slot->backward(old, grad_for(2, 2, 1.0f), g), ember::StateError);
+  CHECK(g.empty());
+  CHECK_NOTHROW(slot->forward(fresh));
+}
+
+TEST_CASE("KeyedEmbedding names itself and the width in its shape errors", "[keyed_embedding]") {
+  KeyedEmbedding<float> emb(4, 3, {.fallback = ember::KeyFallback::shared_row});
+  const KeyedBatch b = emb.map(Keys{1, 2}, 0);
+  RowMatrix<float> narrow(2, 2);
+  const RowMatrix<float> before = narrow;
+  CHECK_THROWS_AS(emb.forward(b, narrow), ember::ShapeError);
+  CHECK_THROWS_WITH(emb.forward(b, narrow),
+                    Catch::Contains("KeyedEmbedding::forward: out has 2 columns, expected the "
+                                    "width = 3"));
+  CHECK(narrow == before);
+  RowMatrix<float> tall(3, 3);
+  CHECK_THROWS_WITH(emb.forward(b, tall), Catch::Contains("KeyedEmbedding::forward: out has 3 "
+                                                          "rows, expected the number of keys = 2"));
+  CHECK_THROWS_WITH(emb.forward(Keys{1, 2}, narrow),
+                    Catch::Contains("KeyedEmbedding::forward: out has 2 columns"));
+  ember::SparseRowGrad<float> g;
+  CHECK_THROWS_WITH(emb.backward(b, grad_for(2, 2, 1.0f), g),
+                    Catch::Contains("KeyedEmbedding::backward: grad_out has 2 columns, expected "
+                                    "the width = 3"));
+  CHECK(g.empty());
+  ember::optim::SGD<float> sgd;
+  CHECK_THROWS_WITH(emb.backward_step(b, grad_for(2, 2, 1.0f), sgd),
+                    Catch::Contains("KeyedEmbedding::backward_step: grad_out has 2 columns, "
+                                    "expected the width = 3"));
+  CHECK_THROWS_WITH(KeyedEmbedding<float>(4, 0), Catch::Contains("width must be positive"));
+  CHECK_THROWS_WITH(emb.set_fallback_values(ember::RowVector<float>::Ones(2)),
+                    Catch::Contains("values has 2 columns, expected the width = 3"));
+  KeyedEmbedding<float> narrow_copy(4, 2);
+  CHECK_THROWS_WITH(narrow_copy.apply_delta(emb.export_delta(-1)),
+                    Catch::Contains("expected the width = 2"));
+  // The gradient's own shape: the keyed layer's rows and width.
+  ember::SparseRowGrad<float> other(9, 3);
+  other.accumulate(std::vector<TokenId>{0}, grad_for(1, 3, 1.0f), 1.0f, 9);
+  CHECK_THROWS_WITH(emb.step(sgd, other),
+                    Catch::Contains("KeyedEmbedding::step: grad has 9 rows, expected capacity() "
+                                    "+ 1 = 5"));
+}
+
+TEST_CASE("a refused step or backward_step leaves the optimizer state and the table unchanged",
+          "[keyed_embedding]") {
+  // Row 0 holds key 1's momentum; key 2 takes row 0, queueing its reset. A step that throws
+  // must run no reset.
+  KeyedEmbedding<float> emb(1, 2, {.scale = ember::LookupScale::none()});
+  ember::optim::SGD<float> sgd({.lr = 0.1, .momentum = 0.9, .check_finite = true});
+  KeyedBatch b = emb.map(Keys{1}, 0);
+  emb.backward_step(b, grad_for(1, 2, 1.0f), sgd);
+  b = emb.map(Keys{2}, 1);
+  const ember::RowVector<float> momentum = sgd.momentum_buffer(0);
+  REQUIRE(momentum.size() == 2);
+  const RowMatrix<float> table = emb.table().weight();
+  RowMatrix<float> bad = grad_for(1, 2, 1.0f);
+  bad(0, 1) = std::numeric_limits<float>::quiet_NaN();
+  CHECK_THROWS_AS(emb.backward_step(b, bad, sgd), ember::ValueError);
+  CHECK_THROWS_WITH(emb.backward_step(b, bad, sgd),
+                    Catch::Contains("KeyedEmbedding::backward_step"));
+  CHECK(same_values(sgd.momentum_buffer(0), momentum));
+  CHECK(emb.table().weight() == table);
+  ember::SparseRowGrad<float> g;
+  emb.backward(b, bad, g);
+  CHECK_THROWS_AS(emb.step(sgd, g), ember::ValueError);
+  CHECK(same_values(sgd.momentum_buffer(0), momentum));
+  CHECK(sgd.step_count() == 1);
+  CHECK(emb.table().weight() == table);
+  // An optimizer whose state was built for another width.
+  KeyedEmbedding<float> wide(1, 3);
+  ember::optim::SGD<float> used({.lr = 0.1, .momentum = 0.9});
+  KeyedBatch wb = wide.map(Keys{1}, 0);
+  wide.backward_step(wb, grad_for(1, 3, 1.0f), used);
+  wb = wide.map(Keys{2}, 1);  // row 0 queued for a reset
+  CHECK_THROWS_AS(wide.backward_step(wb, grad_for(1, 3, 1.0f), sgd), ember::ShapeError);
+  CHECK(same_values(sgd.momentum_buffer(0), momentum));
+  // The refused calls reset nothing, and the next good step still resets row 0 first.
+  emb.backward_step(b, grad_for(1, 2, -1.0f), sgd);
+  CHECK(sgd.momentum_buffer(0) == grad_for(1, 2, -1.0f));
 }

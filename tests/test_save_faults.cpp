@@ -16,7 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include "ember/io/detail/atomic_write.hpp"
-#include "ember/io/gguf.hpp"
+#include "ember/io/gguf_writer.hpp"
 #include "ember/io/npy.hpp"
 #include "ember/io/vocabulary.hpp"
 #include "ember/io/word2vec.hpp"

@@ -249,3 +249,64 @@ TEST_CASE("a view refuses a width its codec cannot hold, naming the next one it 
   const ember::Table<Blocks4, ember::Borrowed> view(data.data(), 3, 12);
   CHECK(view.forward(std::vector<int>{2}).sum() == 12.0f * view.scale());
 }
+
+TEST_CASE("LookupScale::sqrt_d_model is the default scale: sqrt(d_model) in the value type",
+          "[table]") {
+  const ember::LookupScale s = ember::LookupScale::sqrt_d_model();
+  CHECK(s.resolve<float>(16) == 4.0f);
+  CHECK(s.resolve<double>(2) == std::sqrt(2.0));
+  CHECK(s.resolve<float>(2) == static_cast<float>(std::sqrt(2.0)));  // rounded once, from double
+  CHECK(s.resolve<double>(3) == ember::LookupScale{}.resolve<double>(3));
+  const RowMatrix<float> w = ember_test::random_table<float>(5, 9, 19);
+  const ember::Embedding<float> explicit_default(w, ember::LookupScale::sqrt_d_model());
+  const ember::Embedding<float> by_default(w);
+  CHECK(explicit_default.scale() == 3.0f);
+  const std::vector<TokenId> ids{4, 1};
+  CHECK(ember_test::same_bits(explicit_default.forward(ids), by_default.forward(ids)));
+  CHECK(ember_test::same_bits(explicit_default.forward(ids),
+                              ember_test::lookup_loops<float>(w, ids, 3.0f)));
+}
+
+TEST_CASE("logits(hidden, out) refuses an out that overlaps hidden or the table, writing nothing",
+          "[table][errors]") {
+  // V = 6, d = 4, n = 2: one buffer holds hidden[2, 4] and out[2, 6] on the same rows.
+  RowMatrix<float> buf = ember_test::random_table<float>(2, 6, 20);
+  const RowMatrix<float> before = buf;
+  RowMatrix<float> storage = ember_test::random_table<float>(6, 4, 21);
+  const RowMatrix<float> stored = storage;
+  const ember::EmbeddingView<float> view(storage.data(), 6, 4);
+  const ember::Embedding<float> owner(stored);
+
+  SECTION("out is a block of the same buffer as hidden") {
+    const auto by_owner = ember_test::catch_as<ember::OverlapError>(
+        [&] { owner.logits(buf.leftCols(4), buf.leftCols(6)); });
+    REQUIRE(by_owner);
+    CHECK(std::string(by_owner->what()) ==
+          "Embedding::logits: out overlaps hidden in memory (out needs its own buffer)");
+    CHECK(by_owner->output() == "out");
+    CHECK(by_owner->input() == "hidden");
+    const auto by_view = ember_test::catch_as<ember::OverlapError>(
+        [&] { view.logits(buf.leftCols(4), buf.leftCols(6)); });
+    REQUIRE(by_view);
+    CHECK(std::string(by_view->what()) ==
+          "EmbeddingView::logits: out overlaps hidden in memory (out needs its own buffer)");
+    CHECK(ember_test::same_bits(buf, before));
+  }
+  SECTION("out lies inside the table a view reads") {
+    const RowMatrix<float> hidden = ember_test::random_table<float>(2, 4, 22);
+    Eigen::Map<RowMatrix<float>> inside(storage.data() + 4, 2, 6);  // rows 1..3 of the table
+    const auto e = ember_test::catch_as<ember::OverlapError>([&] { view.logits(hidden, inside); });
+    REQUIRE(e);
+    CHECK(std::string(e->what()) ==
+          "EmbeddingView::logits: out overlaps the table in memory (out needs its own buffer)");
+    CHECK(e->input() == "the table");
+    CHECK(ember_test::same_bits(storage, stored));
+  }
+  SECTION("apart, even next to each other, they are fine") {
+    RowMatrix<float> both(2, 10);
+    both.leftCols(4) = ember_test::random_table<float>(2, 4, 23);
+    view.logits(both.leftCols(4), both.rightCols(6));
+    CHECK(ember_test::same_bits(RowMatrix<float>(both.rightCols(6)),
+                                view.logits(RowMatrix<float>(both.leftCols(4)))));
+  }
+}

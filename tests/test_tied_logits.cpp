@@ -393,3 +393,33 @@ TEST_CASE("logits_backward rejects each argument of the wrong shape and writes n
   CHECK(ember_test::all_equal_to(grad_hidden, 7.0));
   CHECK(ember_test::all_equal_to(grad_weight, 7.0));
 }
+
+TEST_CASE("logits refuse an out that overlaps hidden or the table, and write nothing",
+          "[tied_logits][errors]") {
+  // table[6, 4], hidden[2, 4] -> out[2, 6].
+  RowMatrix<float> table = ember_test::random_table<float>(6, 4, 73);
+  const RowMatrix<float> table_before = table;
+  RowMatrix<float> buf = ember_test::random_table<float>(2, 6, 74);
+  const RowMatrix<float> buf_before = buf;
+
+  const auto on_hidden = ember_test::catch_as<ember::OverlapError>(
+      [&] { ember::logits(table, buf.leftCols(4), buf.leftCols(6)); });
+  REQUIRE(on_hidden);
+  CHECK(std::string(on_hidden->what()) ==
+        "ember::logits: out overlaps hidden in memory (out needs its own buffer)");
+  CHECK(on_hidden->output() == "out");
+  CHECK(on_hidden->input() == "hidden");
+  CHECK(ember_test::same_bits(buf, buf_before));
+
+  const RowMatrix<float> hidden = ember_test::random_table<float>(2, 4, 75);
+  Eigen::Map<RowMatrix<float>> inside(table.data() + 8, 2, 6);  // rows 2..4 of the table
+  const auto on_table =
+      ember_test::catch_as<ember::OverlapError>([&] { ember::logits(table, hidden, inside); });
+  REQUIRE(on_table);
+  CHECK(std::string(on_table->what()) ==
+        "ember::logits: out overlaps table in memory (out needs its own buffer)");
+  CHECK(on_table->input() == "table");
+  CHECK(ember_test::same_bits(table, table_before));
+  // Caught as the standard exception of a bad argument too.
+  CHECK_THROWS_AS(ember::logits(table, hidden, inside), std::invalid_argument);
+}

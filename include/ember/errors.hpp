@@ -1,6 +1,6 @@
 /// The exceptions ember throws at its public entry points: IndexError, ShapeError, ValueError,
-/// FormatError (and FileError, derived from it), KeyError, StateError, CapacityError, all derived
-/// from ember::Error and from the matching standard exception.
+/// OverlapError, FormatError (and FileError, derived from it), KeyError, StateError,
+/// CapacityError, all derived from ember::Error and from the matching standard exception.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -80,6 +80,23 @@ class ValueError : public std::invalid_argument, public Error {
   double value_;
 };
 
+/// An output argument whose memory overlaps an input of the same call (logits(hidden, out) with
+/// `out` over the memory of `hidden` or of the table): the call would read values it had already
+/// overwritten. Fields: output() and input() name the two arguments.
+/// Example message: `Embedding::logits: out overlaps hidden in memory (out needs its own buffer)`.
+class OverlapError : public std::invalid_argument, public Error {
+ public:
+  OverlapError(const std::string& what, std::string output, std::string input)
+      : std::invalid_argument(what), output_(std::move(output)), input_(std::move(input)) {}
+  [[nodiscard]] const std::string& output() const noexcept { return output_; }
+  [[nodiscard]] const std::string& input() const noexcept { return input_; }
+  [[nodiscard]] const char* message() const noexcept override { return what(); }
+
+ private:
+  std::string output_;
+  std::string input_;
+};
+
 /// A malformed or unreadable file. Fields: path() names the file, offset() the byte offset (or
 /// line number, see is_line()) where the problem was detected.
 class FormatError : public std::runtime_error, public Error {
@@ -104,7 +121,7 @@ class FormatError : public std::runtime_error, public Error {
 /// bytes written before a write failed, 0 when the file could not be opened) and code(), the
 /// system's error (std::errc::no_such_file_or_directory, permission_denied, no_space_on_device,
 /// ...; is_a_directory for a directory; empty for another kind of file that is not regular).
-/// Example message: `model.gguf: cannot open file (No such file or directory)`.
+/// Example message: `io::GgufFile: cannot open "model.gguf": No such file or directory`.
 class FileError : public FormatError {
  public:
   FileError(const std::string& what, std::string path, std::uint64_t offset, std::error_code code)

@@ -68,6 +68,28 @@ struct TableAccess {
   [[nodiscard]] static auto rows(const Tab& table) noexcept {
     return table.codec_rows();
   }
+  /// The lookup of Table::forward for a caller that validated its input (every id in
+  /// [0, vocab_size()), `out` n x d, as the keyed layers do for the rows their index gave):
+  /// nothing is checked again.
+  template <class Tab, class Id>
+  static void forward_validated(const Tab& table, std::span<const Id> ids,
+                                Eigen::Ref<RowMatrix<typename Tab::Value>> out) {
+    gather<typename Tab::Value, codec::StreamingDecode<typename Tab::Codec>>(
+        table.codec_rows(), ids, table.scale(), nullptr, mutable_table(out));
+  }
+  /// The accumulation of Table::backward for a caller that validated its input (every id in
+  /// [0, vocab_size()), grad_out n x d, `grad` checked by SparseRowGradAccess::check_shape), with
+  /// the table's `options` (Embedding::accumulate_options): nothing is checked again.
+  template <class Tab, class Id>
+  static void backward_validated(const Tab& table, std::span<const Id> ids,
+                                 const Eigen::Ref<const RowMatrix<typename Tab::Value>>& grad_out,
+                                 SparseRowGrad<typename Tab::Value>& grad,
+                                 AccumulateOptions options) {
+    using V = typename Tab::Value;
+    SparseRowGradAccess::accumulate_validated(grad, ids, DirectRows<V>{const_table(grad_out)},
+                                              table.d_model(), table.scale(), table.vocab_size(),
+                                              options, false);
+  }
 };
 /// The stored rows of any ember table, as the kernels take them.
 template <class Tab>
@@ -387,13 +409,25 @@ class Table : public H<C> {
   }
 
   /// Writes hidden · Wᵀ into out (n x V), which must not overlap hidden or the table.
-  /// Throws: as logits(hidden, mode), or ShapeError if out is not n x V; out is untouched then.
+  /// Throws: as logits(hidden, mode), or ShapeError if out is not n x V; OverlapError if out
+  ///         shares memory with hidden, the table or its float master; out is untouched then.
   void logits(const Eigen::Ref<const RowMatrix<Value>>& hidden, Eigen::Ref<RowMatrix<Value>> out,
               LogitsMode mode = LogitsMode::exact) const {
     const detail::Where w = where("logits");
     detail::check_logits(w, vocab_size(), d_model(), hidden.rows(), hidden.cols(), out.rows(),
                          out.cols());
     detail::check_logits_mode(w, mode);
+    const auto out_range = detail::MemoryRange::of_matrix(out);
+    const auto stored = detail::rows_of(*this);
+    detail::check_no_overlap(w, "out", out_range, "hidden", detail::MemoryRange::of_matrix(hidden));
+    detail::check_no_overlap(
+        w, "out", out_range, "the table",
+        detail::MemoryRange::of(stored.data, stored.rows, stored.codec.units_per_row(stored.d),
+                                stored.stride));
+    if (master_ != nullptr) {
+      detail::check_no_overlap(w, "out", out_range, "the float master",
+                               detail::MemoryRange::of_matrix(*master_));
+    }
     if constexpr (codec::QuantizedDot<C>) {
       if (mode == LogitsMode::quantized_hidden && master_ == nullptr &&
           codec().quantizes_hidden()) {

@@ -28,8 +28,8 @@ requires(Scalar<typename Derived::Scalar>&& static_cast<bool>(
 /// tied (no lookup scale). A plain table computes LogitsMode::quantized_hidden as exact.
 /// Shapes:  table[V, d], hidden[n, d] -> out[n, V].
 /// Throws:  ShapeError if hidden has not d columns or out is not n x V; ValueError if mode is not
-///          a LogitsMode; out is untouched then.
-/// Precondition: out overlaps neither hidden nor table.
+///          a LogitsMode; OverlapError if out shares memory with hidden or table; out is
+///          untouched then.
 /// Complexity: 2·n·V·d flops: a float table and up to 8 hidden rows stream the table once (a
 ///          fixed float order per build, identical for any thread count: docs/lm_head.md), else
 ///          one GEMM (Eigen's, or a BLAS when EIGEN_USE_BLAS is defined).
@@ -45,6 +45,10 @@ void logits(const Eigen::MatrixBase<Derived>& table,
   // A Ref views a matrix, block or Map without a copy (and evaluates an expression once).
   const Eigen::Ref<const RowMatrix<T>> ref(table.derived());
   const auto t = detail::const_table(ref);
+  const auto out_range = detail::MemoryRange::of_matrix(out);
+  detail::check_no_overlap(where, "out", out_range, "hidden",
+                           detail::MemoryRange::of_matrix(hidden));
+  detail::check_no_overlap(where, "out", out_range, "table", detail::MemoryRange::of_matrix(ref));
   using W = detail::LogitsTable<codec::Plain<T>, codec::logits_kind_v<codec::Plain<T>>>;
   detail::logits(W{{{}, t.data, t.rows, t.cols, t.stride}}, hidden, out);
 }

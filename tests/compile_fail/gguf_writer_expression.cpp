@@ -2,7 +2,7 @@
 // expression (here RowMatrix<float>::Zero) is refused with a static_assert that says what to pass
 // instead. Run by ctest as compile_fail.gguf_writer_expression.
 // SPDX-License-Identifier: MIT
-#include "ember/io/gguf.hpp"
+#include "ember/io/gguf_writer.hpp"
 
 int main() {
   ember::io::GgufWriter w;

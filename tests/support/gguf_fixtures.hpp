@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ember/io/ggml_type.hpp"
-#include "ember/io/gguf.hpp"
+#include "ember/io/gguf_writer.hpp"
 #include "ember/random.hpp"
 #include "ember/types.hpp"
 

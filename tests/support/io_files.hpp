@@ -1,4 +1,5 @@
-// Test helpers for ember's loaders: a scratch directory, raw byte files, golden fixtures.
+// Test helpers for ember's loaders: a scratch directory, raw byte files, golden fixtures, the
+// FileError of a missing file.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,12 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <system_error>
 #include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <ember/errors.hpp>
 
 namespace ember_test {
 
@@ -83,6 +89,25 @@ inline std::vector<unsigned char> float_bytes(std::initializer_list<float> v) {
 
 inline std::string data_file(const std::string& name) {
   return std::string(EMBER_TEST_DATA_DIR) + "/" + name;
+}
+
+/// Calls `load(path)` on a path that does not exist and checks the FileError it must throw: the
+/// message names the public call `call`, the path and the system's reason, and the fields hold
+/// the path, offset 0 and ENOENT.
+template <class Load>
+void check_missing_file(const std::string& call, Load&& load) {
+  const ScratchDir dir;
+  const std::string path = dir.file("does_not_exist.bin");
+  try {
+    load(path);
+    FAIL(call << " opened a file that does not exist");
+  } catch (const ember::FileError& e) {
+    CHECK(std::string(e.what()) ==
+          call + ": cannot open \"" + path + "\": No such file or directory");
+    CHECK(e.path() == path);
+    CHECK(e.offset() == 0);
+    CHECK(e.code() == std::errc::no_such_file_or_directory);
+  }
 }
 
 }  // namespace ember_test

@@ -372,6 +372,65 @@ inline void check_logits(const Where& where, Index v, Index d, Index hidden_rows
   check_extent(where, "out", 1, v, out_cols, "vocab_size");
 }
 
+/// The memory of a row-major view: `rows` rows of `cols` values of T, `stride` values apart, as
+/// byte addresses (integers, so that views of unrelated arrays compare). Empty when it holds no
+/// value.
+struct MemoryRange {
+  std::uintptr_t first = 0;         ///< the first byte of row 0
+  std::uintptr_t row_bytes = 0;     ///< bytes of one row
+  std::uintptr_t stride_bytes = 0;  ///< from one row to the next
+  Index rows = 0;
+
+  template <class T>
+  [[nodiscard]] static MemoryRange of(const T* data, Index rows, Index cols,
+                                      Index stride) noexcept {
+    if (data == nullptr || rows <= 0 || cols <= 0) return {};
+    return {reinterpret_cast<std::uintptr_t>(data), static_cast<std::uintptr_t>(cols) * sizeof(T),
+            static_cast<std::uintptr_t>(stride) * sizeof(T), rows};
+  }
+  /// The memory of a row-major Eigen matrix, Map, Ref or block.
+  template <class M>
+  [[nodiscard]] static MemoryRange of_matrix(const M& m) noexcept {
+    return of(m.data(), m.rows(), m.cols(), m.outerStride());
+  }
+  /// One past the last byte of the last row.
+  [[nodiscard]] std::uintptr_t last() const noexcept {
+    return rows == 0 ? first
+                     : first + static_cast<std::uintptr_t>(rows - 1) * stride_bytes + row_bytes;
+  }
+  /// True when the two views share a byte. Views whose spans interleave without sharing one (two
+  /// column blocks of one matrix) do not overlap: their rows, both in address order, are walked
+  /// side by side, which happens only when the spans meet.
+  [[nodiscard]] bool overlaps(const MemoryRange& o) const noexcept {
+    if (rows == 0 || o.rows == 0 || !(first < o.last() && o.first < last())) return false;
+    Index i = 0;
+    Index j = 0;
+    while (i < rows && j < o.rows) {
+      const std::uintptr_t a = first + static_cast<std::uintptr_t>(i) * stride_bytes;
+      const std::uintptr_t b = o.first + static_cast<std::uintptr_t>(j) * o.stride_bytes;
+      if (a + row_bytes <= b) {
+        ++i;
+      } else if (b + o.row_bytes <= a) {
+        ++j;
+      } else {
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+/// Throws OverlapError "<where>: <output> overlaps <input> in memory (...)" when the two ranges
+/// share a byte: a kernel that writes `output` while it reads `input` needs them apart.
+inline void check_no_overlap(const Where& where, const char* output, const MemoryRange& out,
+                             const char* input, const MemoryRange& in) {
+  if (out.overlaps(in)) [[unlikely]] {
+    throw OverlapError(message(where, output, " overlaps ", input, " in memory (", output,
+                               " needs its own buffer)"),
+                       output, input);
+  }
+}
+
 /// The checks of the tied logits' backward over a V x d table: hidden[n, d], grad_logits[n, V],
 /// grad_hidden[n, d], grad_weight[V, d].
 template <class H, class GL, class GH, class GW>

@@ -138,7 +138,8 @@ template <class T>
   detail::validate_collectively(comm, [&] {
     if (rank != 0) return;
     const int saved = detail::saved_world_size(prefix, "load_shards");
-    const io::SafetensorsFile first(shard_path(prefix, 0, saved));
+    const io::SafetensorsFile first =
+        detail::SafetensorsAccess::open(shard_path(prefix, 0, saved), "load_shards");
     header[0] = saved;
     header[1] = detail::metadata_int(first, "ember.vocab_size");
     if (!first.contains("weight") || first.info("weight").shape.size() != 2) {
@@ -162,7 +163,7 @@ template <class T>
     shard.resize(end - begin, d);
     for (int q = saved.owner(begin); q < saved_size && saved.row_begin(q) < end; ++q) {
       const std::string path = shard_path(prefix, q, saved_size);
-      const io::SafetensorsFile f(path);
+      const io::SafetensorsFile f = detail::SafetensorsAccess::open(path, "load_shards");
       const auto bad = [&](const std::string& what) {
         throw FormatError(detail::message("load_shards", path, ": ", what), path, 8);
       };

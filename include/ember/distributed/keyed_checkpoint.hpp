@@ -210,7 +210,8 @@ template <class T, class Opt = std::nullptr_t>
     std::vector<std::string> paths;
     for (int q = 0; q < saved; ++q) {
       paths.push_back(shard_path(prefix, q, saved));
-      const io::SafetensorsFile f = detail::open_keyed(paths.back(), "ShardedKeyedEmbedding");
+      const io::SafetensorsFile f =
+          detail::open_keyed(paths.back(), "ShardedKeyedEmbedding", "load_keyed_shards");
       for (const char* key : {"ember.rank", "ember.world_size", "scale"}) {
         if (f.metadata().count(key) == 0) {
           detail::fail_at_byte(paths.back(), 8, "keyed checkpoint field '", key, "': missing");

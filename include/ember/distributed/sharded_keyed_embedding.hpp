@@ -17,14 +17,14 @@
 
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
-#include "ember/keys/detail/key_slots.hpp"
 #include "ember/distributed/detail/mpi.hpp"
 #include "ember/distributed/sharded_embedding.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/fused_step.hpp"
-#include "ember/keys/key_index.hpp"
 #include "ember/keyed/keyed_embedding.hpp"
+#include "ember/keys/detail/key_slots.hpp"
+#include "ember/keys/key_index.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/types.hpp"
 
@@ -208,10 +208,8 @@ class ShardedKeyedEmbedding {
 
   void check_batch(const KeyedBatch& batch, const char* call) const {
     detail::validate_collectively(comm(), [&] {
-      if (!detail::KeyedBatchAccess::current(batch, state_.generation(), this)) {
-        throw StateError(detail::message({"ShardedKeyedEmbedding", call, rank(), world_size()},
-                                         "the batch was not mapped by this table's latest map()"));
-      }
+      detail::KeyedBatchAccess::check_current(
+          batch, state_.generation(), this, {"ShardedKeyedEmbedding", call, rank(), world_size()});
     });
   }
 

@@ -28,9 +28,9 @@
 #include "ember/io/detail/checks.hpp"
 #include "ember/io/detail/whole_number.hpp"
 #include "ember/io/safetensors.hpp"
-#include "ember/keys/key_index.hpp"
 #include "ember/keyed/keyed_bags.hpp"
 #include "ember/keyed/keyed_embedding.hpp"
+#include "ember/keys/key_index.hpp"
 #include "ember/optim/sgd.hpp"
 #include "ember/types.hpp"
 
@@ -499,9 +499,10 @@ void rebuild_into(const SavedKeyedTable<T>& s, L& layer, Opt* opt, Index capacit
   if (copy) *opt = std::move(*copy);
 }
 
-/// Opens a keyed checkpoint and checks it holds the layer `layer`.
-inline io::SafetensorsFile open_keyed(const std::string& path, const char* layer) {
-  io::SafetensorsFile f(path);
+/// Opens a keyed checkpoint for the public call `where` and checks it holds the layer `layer`.
+inline io::SafetensorsFile open_keyed(const std::string& path, const char* layer,
+                                      const Where& where = "io::SafetensorsFile") {
+  io::SafetensorsFile f = SafetensorsAccess::open(path, where);
   const auto it = f.metadata().find("ember.keyed.layer");
   if (it == f.metadata().end() || it->second != layer) {
     const std::string_view found =
@@ -557,6 +558,16 @@ inline std::optional<BagMode> parse_mode(const std::string& mode) {
 
 }  // namespace detail
 
+namespace detail {
+/// An ember row optimizer (optim::SGD, Adam, RowwiseAdagrad): what a keyed checkpoint can hold
+/// the state of. It keeps the optimizer overloads of save_keyed and load_keyed apart from the
+/// forms that take a pointer.
+template <class O>
+concept KeyedCheckpointOptimizer = requires(const O& o) {
+  RowOptimizerAccess::steps(o);
+};
+}  // namespace detail
+
 namespace io {
 
 /// Options of the keyed checkpoint loaders.
@@ -569,12 +580,20 @@ struct KeyedLoadOptions {
 /// Writes the whole state of `emb` (rows, keys, steps, counts, scores, the admission sketch, the
 /// eviction log, the rows awaiting an optimizer reset) and, with `opt`, the optimizer's step
 /// count and per-row state to a safetensors file at `path`, atomically (a failed save leaves any
-/// older file as it was). Format: docs/keyed.md.
+/// older file as it was). `opt` may be passed as the optimizer or as its address (null: none).
+/// Format: docs/keyed.md.
 /// Throws: FormatError on I/O failure.
+/// Example: `io::save_keyed("users.safetensors", users, adagrad);`
 template <class T, class Opt = std::nullptr_t>
 void save_keyed(const std::string& path, const KeyedEmbedding<T>& emb, const Opt* opt = nullptr) {
   detail::save_one(path, "KeyedEmbedding", detail::KeyedAccess::state(emb), emb.table(), opt,
                    {{"scale", detail::exact(static_cast<double>(emb.scale()))}});
+}
+
+/// save_keyed(path, emb, &opt).
+template <class T, detail::KeyedCheckpointOptimizer Opt>
+void save_keyed(const std::string& path, const KeyedEmbedding<T>& emb, const Opt& opt) {
+  save_keyed(path, emb, &opt);
 }
 
 /// Loads a KeyedEmbedding saved by save_keyed, and with `opt` its optimizer state (the optimizer
@@ -588,7 +607,7 @@ void save_keyed(const std::string& path, const KeyedEmbedding<T>& emb, const Opt
 template <class T, class Opt = std::nullptr_t>
 [[nodiscard]] KeyedEmbedding<T> load_keyed(const std::string& path, Opt* opt = nullptr,
                                            KeyedLoadOptions options = {}) {
-  const io::SafetensorsFile f = detail::open_keyed(path, "KeyedEmbedding");
+  const io::SafetensorsFile f = detail::open_keyed(path, "KeyedEmbedding", "io::load_keyed");
   const auto s = detail::read_table<T>(f, "");
   const double scale = detail::keyed_scale(f);
   KeyedOptions ko = s.options;
@@ -596,6 +615,14 @@ template <class T, class Opt = std::nullptr_t>
   KeyedEmbedding<T> emb(s.index.capacity, s.d_model, ko);
   detail::rebuild_into(s, emb, opt, options.capacity, path);
   return emb;
+}
+
+/// load_keyed<T>(path, &opt, options): the optimizer as a training loop holds it.
+/// Example: `auto users = io::load_keyed<float>("users.safetensors", adagrad);`
+template <class T, detail::KeyedCheckpointOptimizer Opt>
+[[nodiscard]] KeyedEmbedding<T> load_keyed(const std::string& path, Opt& opt,
+                                           KeyedLoadOptions options = {}) {
+  return load_keyed<T>(path, &opt, options);
 }
 
 /// save_keyed for a KeyedEmbeddingBag (its mode recorded too). Throws: as save_keyed.
@@ -606,11 +633,17 @@ void save_keyed(const std::string& path, const KeyedEmbeddingBag<T>& bag,
                    {{"mode", to_string(bag.mode())}});
 }
 
+/// save_keyed(path, bag, &opt).
+template <class T, detail::KeyedCheckpointOptimizer Opt>
+void save_keyed(const std::string& path, const KeyedEmbeddingBag<T>& bag, const Opt& opt) {
+  save_keyed(path, bag, &opt);
+}
+
 /// load_keyed for a KeyedEmbeddingBag. Throws: as load_keyed.
 template <class T, class Opt = std::nullptr_t>
 [[nodiscard]] KeyedEmbeddingBag<T> load_keyed_bag(const std::string& path, Opt* opt = nullptr,
                                                   KeyedLoadOptions options = {}) {
-  const io::SafetensorsFile f = detail::open_keyed(path, "KeyedEmbeddingBag");
+  const io::SafetensorsFile f = detail::open_keyed(path, "KeyedEmbeddingBag", "io::load_keyed_bag");
   const auto s = detail::read_table<T>(f, "");
   const auto it = f.metadata().find("mode");
   const std::string text = it == f.metadata().end() ? std::string() : it->second;
@@ -622,6 +655,13 @@ template <class T, class Opt = std::nullptr_t>
   KeyedEmbeddingBag<T> bag(s.index.capacity, s.d_model, *mode, s.options);
   detail::rebuild_into(s, bag, opt, options.capacity, path);
   return bag;
+}
+
+/// load_keyed_bag<T>(path, &opt, options).
+template <class T, detail::KeyedCheckpointOptimizer Opt>
+[[nodiscard]] KeyedEmbeddingBag<T> load_keyed_bag(const std::string& path, Opt& opt,
+                                                  KeyedLoadOptions options = {}) {
+  return load_keyed_bag<T>(path, &opt, options);
 }
 
 /// save_keyed for a KeyedTableBatchedBags: every table under "table<t>.", the features, and with
@@ -655,6 +695,13 @@ void save_keyed(const std::string& path, const KeyedTableBatchedBags<T>& bags,
   w.save(path);
 }
 
+/// save_keyed(path, bags, std::span(optimizers)): the optimizers as a training loop keeps them.
+template <class T, detail::KeyedCheckpointOptimizer Opt>
+void save_keyed(const std::string& path, const KeyedTableBatchedBags<T>& bags,
+                const std::vector<Opt>& optimizers) {
+  save_keyed(path, bags, std::span<const Opt>(optimizers));
+}
+
 /// load_keyed for a KeyedTableBatchedBags, with `optimizers` (one per table, or empty) receiving
 /// their state; options.capacity applies to every table. Throws: as load_keyed; ShapeError if
 /// optimizers is neither empty nor one per saved table.
@@ -662,7 +709,8 @@ template <class T, class Opt = optim::SGD<T>>
 [[nodiscard]] KeyedTableBatchedBags<T> load_keyed_bags(const std::string& path,
                                                        std::span<Opt> optimizers = {},
                                                        KeyedLoadOptions options = {}) {
-  const io::SafetensorsFile f = detail::open_keyed(path, "KeyedTableBatchedBags");
+  const io::SafetensorsFile f =
+      detail::open_keyed(path, "KeyedTableBatchedBags", "io::load_keyed_bags");
   const auto bad = [&](const auto&... what) {
     detail::fail_at_byte(path, 8, "keyed checkpoint field '", what...);
   };
@@ -722,6 +770,14 @@ template <class T, class Opt = optim::SGD<T>>
   }
   std::move(copies.begin(), copies.end(), optimizers.begin());
   return bags;
+}
+
+/// load_keyed_bags<T>(path, std::span(optimizers), options).
+template <class T, detail::KeyedCheckpointOptimizer Opt>
+[[nodiscard]] KeyedTableBatchedBags<T> load_keyed_bags(const std::string& path,
+                                                       std::vector<Opt>& optimizers,
+                                                       KeyedLoadOptions options = {}) {
+  return load_keyed_bags<T>(path, std::span<Opt>(optimizers), options);
 }
 
 }  // namespace io

@@ -243,7 +243,7 @@ namespace ember::inline EMBER_ISA::io {
 /// magic, unsupported version or dtype, a header length past the end of the file, a shape that is
 /// not 2-D or whose byte size overflows, or data that is truncated or has trailing bytes.
 [[nodiscard]] inline NpyHeader read_npy_header(const std::string& path) {
-  const detail::MappedFile file(path);
+  const detail::MappedFile file(path, "io::read_npy_header");
   return detail::parse_npy_header(file.data(), file.size(), path);
 }
 
@@ -256,7 +256,7 @@ namespace ember::inline EMBER_ISA::io {
 template <class T>
 [[nodiscard]] RowMatrix<T> load_npy(const std::string& path, const NpyLoadOptions& options = {}) {
   static_assert(Scalar<T>, "ember::io::load_npy<T>: T must be float or double");
-  const detail::MappedFile file(path);
+  const detail::MappedFile file(path, "io::load_npy");
   const NpyHeader h = detail::parse_npy_header(file.data(), file.size(), path);
   RowMatrix<T> out = detail::npy_convert<T>(file.data() + h.data_offset, h);
   if (!options.allow_non_finite) detail::npy_check_finite(out.data(), h, path);
@@ -277,7 +277,7 @@ template <class T>
   static_assert(Scalar<T> || std::is_same_v<T, Eigen::half>,
                 "ember::io::map_npy<T>: T must be float, double or Eigen::half (numpy has no "
                 "bfloat16)");
-  auto file = std::make_shared<const detail::MappedFile>(path);
+  auto file = std::make_shared<const detail::MappedFile>(path, "io::map_npy");
   const NpyHeader h = detail::parse_npy_header(file->data(), file->size(), path);
   const unsigned char* data = file->data() + h.data_offset;
   if constexpr (std::is_same_v<T, Eigen::half>) {

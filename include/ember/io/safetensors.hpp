@@ -34,6 +34,10 @@
 #include "ember/io/mapped_table.hpp"
 #include "ember/types.hpp"
 
+namespace ember::inline EMBER_ISA::detail {
+struct SafetensorsAccess;
+}  // namespace ember::inline EMBER_ISA::detail
+
 namespace ember::inline EMBER_ISA::io {
 
 /// The dtypes of the safetensors specification. Any may appear in a file ember opens; only F16,
@@ -125,9 +129,7 @@ class SafetensorsFile {
   /// Throws: FormatError naming the file and the byte offset for any violation listed above, an
   /// unreadable or empty file, or JSON that does not parse (offset of the bad character).
   explicit SafetensorsFile(std::string path)
-      : file_(std::make_shared<const detail::MappedFile>(std::move(path))) {
-    parse();
-  }
+      : SafetensorsFile(std::move(path), "io::SafetensorsFile") {}
 
   /// The path the file was opened with.
   [[nodiscard]] const std::string& path() const noexcept { return file_->path(); }
@@ -282,6 +284,14 @@ class SafetensorsFile {
   }
 
  private:
+  friend struct detail::SafetensorsAccess;
+
+  /// Opens and validates `path` for the public call `where`, which a FileError names.
+  SafetensorsFile(std::string path, const detail::Where& where)
+      : file_(std::make_shared<const detail::MappedFile>(std::move(path), where)) {
+    parse();
+  }
+
   template <class... What>
   [[noreturn]] void fail(std::uint64_t offset, const What&... what) const {
     detail::fail_at_byte(path(), offset, what...);
@@ -458,11 +468,28 @@ class SafetensorsFile {
   std::map<std::string, std::string> aliases_;
 };
 
+}  // namespace ember::inline EMBER_ISA::io
+
+namespace ember::inline EMBER_ISA::detail {
+
+/// ember's internal door to a SafetensorsFile opened for another public call (load_safetensors,
+/// the keyed checkpoints' loaders), so that a file that cannot be opened is reported under the
+/// name of the call the user made.
+struct SafetensorsAccess {
+  [[nodiscard]] static io::SafetensorsFile open(std::string path, const Where& where) {
+    return io::SafetensorsFile(std::move(path), where);
+  }
+};
+
+}  // namespace ember::inline EMBER_ISA::detail
+
+namespace ember::inline EMBER_ISA::io {
+
 /// SafetensorsFile(path).load<T>(name, options).
 template <class T>
 [[nodiscard]] RowMatrix<T> load_safetensors(const std::string& path, const std::string& name,
                                             const SafetensorsLoadOptions& options = {}) {
-  return SafetensorsFile(path).load<T>(name, options);
+  return detail::SafetensorsAccess::open(path, "io::load_safetensors").load<T>(name, options);
 }
 
 /// Builds a safetensors file from row-major float/double tables and writes it atomically, in the

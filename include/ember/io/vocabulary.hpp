@@ -36,7 +36,7 @@ struct VocabularyLoadOptions {
 /// cannot be read.
 [[nodiscard]] inline Vocabulary load_vocabulary(const std::string& path,
                                                 const VocabularyLoadOptions& options = {}) {
-  const detail::MappedFile file(path);
+  const detail::MappedFile file(path, "io::load_vocabulary");
   const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
   // A 0-byte vocabulary is a truncated download or a wrong path far more often than a deliberate
   // empty vocabulary (build that with Vocabulary{} instead).

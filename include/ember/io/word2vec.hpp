@@ -124,8 +124,8 @@ void add_word(Vocabulary& vocab, std::string_view word, Fail&& fail) {
 
 template <class T>
 io::WordVectors<T> load_text(const std::string& path, bool has_header,
-                             const io::WordVectorsLoadOptions& options) {
-  const MappedFile file(path);
+                             const io::WordVectorsLoadOptions& options, const Where& where) {
+  const MappedFile file(path, where);
   const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
   if (text.empty()) fail_at_line(path, 1, "empty file");
   if (options.limit && *options.limit < 0) {
@@ -222,8 +222,9 @@ io::WordVectors<T> load_text(const std::string& path, bool has_header,
 }
 
 template <class T>
-io::WordVectors<T> load_binary(const std::string& path, const io::WordVectorsLoadOptions& options) {
-  const MappedFile file(path);
+io::WordVectors<T> load_binary(const std::string& path, const io::WordVectorsLoadOptions& options,
+                               const Where& where) {
+  const MappedFile file(path, where);
   const unsigned char* p = file.data();
   const std::size_t size = file.size();
   if (size == 0) fail_at_byte(path, 0, "empty file, expected a word2vec header \"V d\"");
@@ -311,7 +312,7 @@ template <class T>
 [[nodiscard]] WordVectors<T> load_word2vec_binary(const std::string& path,
                                                   const WordVectorsLoadOptions& options = {}) {
   static_assert(Scalar<T>, "ember::io::load_word2vec_binary<T>: T must be float or double");
-  return detail::load_binary<T>(path, options);
+  return detail::load_binary<T>(path, options, "io::load_word2vec_binary");
 }
 
 /// Loads a word2vec text file (header "V d", then "word v1 ... vd" lines).
@@ -322,7 +323,7 @@ template <class T>
 [[nodiscard]] WordVectors<T> load_word2vec_text(const std::string& path,
                                                 const WordVectorsLoadOptions& options = {}) {
   static_assert(Scalar<T>, "ember::io::load_word2vec_text<T>: T must be float or double");
-  return detail::load_text<T>(path, true, options);
+  return detail::load_text<T>(path, true, options, "io::load_word2vec_text");
 }
 
 /// Loads a GloVe text file (no header; d is the number of trailing numeric fields of line 1,
@@ -331,16 +332,18 @@ template <class T>
 [[nodiscard]] WordVectors<T> load_glove(const std::string& path,
                                         const WordVectorsLoadOptions& options = {}) {
   static_assert(Scalar<T>, "ember::io::load_glove<T>: T must be float or double");
-  return detail::load_text<T>(path, false, options);
+  return detail::load_text<T>(path, false, options, "io::load_glove");
 }
 
 /// Loads `path` in `format`.
 template <class T>
 [[nodiscard]] WordVectors<T> load_word_vectors(const std::string& path, WordFormat format,
                                                const WordVectorsLoadOptions& options = {}) {
-  return format == WordFormat::word2vec_binary ? load_word2vec_binary<T>(path, options)
-         : format == WordFormat::word2vec_text ? load_word2vec_text<T>(path, options)
-                                               : load_glove<T>(path, options);
+  static_assert(Scalar<T>, "ember::io::load_word_vectors<T>: T must be float or double");
+  constexpr const char* where = "io::load_word_vectors";
+  return format == WordFormat::word2vec_binary ? detail::load_binary<T>(path, options, where)
+         : format == WordFormat::word2vec_text ? detail::load_text<T>(path, true, options, where)
+                                               : detail::load_text<T>(path, false, options, where);
 }
 
 /// Writes `vocab` and `table` (rows in id order) in `format`, atomically (temporary file in the

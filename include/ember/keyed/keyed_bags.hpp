@@ -19,8 +19,8 @@
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/fused_step.hpp"
-#include "ember/keys/key_index.hpp"
 #include "ember/keyed/keyed_embedding.hpp"
+#include "ember/keys/key_index.hpp"
 #include "ember/sparse_grad.hpp"
 #include "ember/table_batched_bags.hpp"
 #include "ember/types.hpp"
@@ -33,8 +33,9 @@ namespace ember::inline EMBER_ISA {
 /// is; with a shared row they pool it. The lookup never scales (as EmbeddingBag).
 ///
 /// Inference: forward(keys, offsets) never inserts. Training: map(keys, step) (as
-/// KeyedEmbedding::map), then forward / backward / backward_step on the batch, every mode and
-/// option of EmbeddingBag, the state of reused rows reset before each step.
+/// KeyedEmbedding::map), then forward / backward + step / backward_step on the batch, every mode
+/// and option of EmbeddingBag, the state of reused rows reset before each step (step: as
+/// KeyedEmbedding::step).
 ///
 /// Example:
 /// ```cpp
@@ -54,7 +55,7 @@ class KeyedEmbeddingBag : public detail::KeyedCommon<KeyedEmbeddingBag<T>, T> {
   /// The layer's name in messages.
   static constexpr const char* name = "KeyedEmbeddingBag";
 
-  /// A bag over `keys` keys (its capacity) of `width` values, pooling in `mode`.
+  /// A bag over `keys` keys (its capacity) of `width` values (its d_model()), pooling in `mode`.
   /// Throws: as KeyedEmbedding's constructor.
   KeyedEmbeddingBag(Index keys, Index width, BagMode mode, KeyedOptions options = {})
       : Base(keys, width, options), bag_(state_.make_table(LookupScale::none()), mode) {}
@@ -124,15 +125,10 @@ class KeyedEmbeddingBag : public detail::KeyedCommon<KeyedEmbeddingBag<T>, T> {
                           grad_per_sample_weights);
   }
 
-  /// Resets the state of rows new keys got, then opt.step(table, grad).
-  template <class Opt>
-  void step(Opt& opt, const SparseRowGrad<T>& grad) {
-    state_.reset(opt);
-    opt.step(bag_.embedding(), grad);
-  }
-
-  /// EmbeddingBag::backward_step over a mapped batch, after the resets of step.
-  /// Throws: StateError for a stale batch; as EmbeddingBag::backward_step.
+  /// EmbeddingBag::backward_step over a mapped batch, the state of rows new keys got reset
+  /// once every input is checked, before the update.
+  /// Throws: StateError for a stale batch; as EmbeddingBag::backward_step. Nothing changes when
+  ///         it throws.
   template <class O, class Opt>
   void backward_step(const KeyedBatch& batch, const O& offsets,
                      const Eigen::Ref<const RowMatrix<T>>& grad_out, Opt& opt,
@@ -140,8 +136,8 @@ class KeyedEmbeddingBag : public detail::KeyedCommon<KeyedEmbeddingBag<T>, T> {
                      const optim::FusedStepOptions& fused = {},
                      std::span<T> grad_per_sample_weights = {}) {
     this->check_batch(batch, "backward_step");
-    state_.reset(opt);
-    bag_.backward_step(batch.rows(), offsets, grad_out, opt, options, argmax, fused,
+    detail::ResetOnApply<T, Opt> resetting(opt, state_);
+    bag_.backward_step(batch.rows(), offsets, grad_out, resetting, options, argmax, fused,
                        grad_per_sample_weights);
   }
   /// EmbeddingBag::backward_step_lengths over a mapped batch.
@@ -152,8 +148,8 @@ class KeyedEmbeddingBag : public detail::KeyedCommon<KeyedEmbeddingBag<T>, T> {
                              const optim::FusedStepOptions& fused = {},
                              std::span<T> grad_per_sample_weights = {}) {
     this->check_batch(batch, "backward_step_lengths");
-    state_.reset(opt);
-    bag_.backward_step_lengths(batch.rows(), lengths, grad_out, opt, options, argmax, fused,
+    detail::ResetOnApply<T, Opt> resetting(opt, state_);
+    bag_.backward_step_lengths(batch.rows(), lengths, grad_out, resetting, options, argmax, fused,
                                grad_per_sample_weights);
   }
 
@@ -325,22 +321,28 @@ class KeyedTableBatchedBags {
 
   /// Resets the state of rows new keys got in each table, then optimizers[t].step(table t,
   /// grads[t]).
-  /// Throws: ShapeError unless optimizers and grads have num_tables() entries; as opt.step.
+  /// Throws: ShapeError unless optimizers and grads have num_tables() entries, or if a grads[t]
+  ///         is bound to another shape than table t or an optimizer's state to another width;
+  ///         as opt.step. Every table is checked before any reset (as KeyedEmbedding::step).
   template <class Opt>
   void step(std::span<Opt> optimizers, const std::vector<SparseRowGrad<T>>& grads) {
-    constexpr const char* where = "KeyedTableBatchedBags::step";
+    constexpr detail::Where where{"KeyedTableBatchedBags", "step"};
     detail::check_extent(where, "optimizers", 0, num_tables(),
                          static_cast<Index>(optimizers.size()), "num_tables()");
     detail::check_extent(where, "grads", 0, num_tables(), static_cast<Index>(grads.size()),
                          "num_tables()");
+    for (std::size_t t = 0; t < states_.size(); ++t)
+      states_[t].check_step(optimizers[t], grads[t], where, static_cast<Index>(t));
     reset_all(optimizers);
     for (Index t = 0; t < num_tables(); ++t)
       optimizers[static_cast<std::size_t>(t)].step(bags_.table(t),
                                                    grads[static_cast<std::size_t>(t)]);
   }
 
-  /// TableBatchedBags::backward_step over a mapped batch, after the resets of step.
-  /// Throws: StateError for a stale batch; as TableBatchedBags::backward_step.
+  /// TableBatchedBags::backward_step over a mapped batch, the state of rows new keys got reset
+  /// once every input is checked, before the update.
+  /// Throws: StateError for a stale batch; as TableBatchedBags::backward_step. Nothing changes
+  ///         when it throws.
   template <class O, class Opt>
   void backward_step(const KeyedBatch& batch, const O& offsets,
                      const Eigen::Ref<const RowMatrix<T>>& grad_out, std::span<Opt> optimizers,
@@ -350,12 +352,13 @@ class KeyedTableBatchedBags {
     check_batch(batch, "backward_step");
     detail::check_extent("KeyedTableBatchedBags::backward_step", "optimizers", 0, num_tables(),
                          static_cast<Index>(optimizers.size()), "num_tables()");
-    reset_all(optimizers);
-    bags_.backward_step(batch.rows(), offsets, grad_out, optimizers, per_sample_weights, argmax,
-                        fused);
+    std::vector<detail::ResetOnApply<T, Opt>> resetting = resetting_all(optimizers);
+    bags_.backward_step(batch.rows(), offsets, grad_out,
+                        std::span<detail::ResetOnApply<T, Opt>>(resetting), per_sample_weights,
+                        argmax, fused);
   }
 
-  /// TableBatchedBags::backward_step_lengths over a mapped batch, after the resets of step.
+  /// TableBatchedBags::backward_step_lengths over a mapped batch, as backward_step.
   template <class L, class Opt>
   void backward_step_lengths(const KeyedBatch& batch, const L& lengths,
                              const Eigen::Ref<const RowMatrix<T>>& grad_out,
@@ -365,9 +368,10 @@ class KeyedTableBatchedBags {
     check_batch(batch, "backward_step_lengths");
     detail::check_extent("KeyedTableBatchedBags::backward_step_lengths", "optimizers", 0,
                          num_tables(), static_cast<Index>(optimizers.size()), "num_tables()");
-    reset_all(optimizers);
-    bags_.backward_step_lengths(batch.rows(), lengths, grad_out, optimizers, per_sample_weights,
-                                argmax, fused);
+    std::vector<detail::ResetOnApply<T, Opt>> resetting = resetting_all(optimizers);
+    bags_.backward_step_lengths(batch.rows(), lengths, grad_out,
+                                std::span<detail::ResetOnApply<T, Opt>>(resetting),
+                                per_sample_weights, argmax, fused);
   }
 
   // ---- per table: deltas, erasing, the log ------------------------------------------------------
@@ -380,12 +384,12 @@ class KeyedTableBatchedBags {
   void apply_delta(Index t, const KeyedDelta<T>& delta) {
     checked(t, "apply_delta")
         .apply_delta(delta, bags_.table(t), "KeyedTableBatchedBags::apply_delta");
-    ++generation_;
+    generation_ = detail::next_batch_generation();
   }
   /// Removes keys from table t (logged); returns the pairs removed.
   std::vector<KeyRow> erase(Index t, std::span<const std::uint64_t> keys) {
     State& s = checked(t, "erase");
-    ++generation_;
+    generation_ = detail::next_batch_generation();
     return s.erase(keys);
   }
   /// The eviction log of table t.
@@ -566,7 +570,7 @@ class KeyedTableBatchedBags {
                      static_cast<Index>(tk.keys.size()) > ix.key_capacity()))
         held.hold(ix, tk.keys, step, tk.scores);
     }
-    ++generation_;  // from here `out` is stale until the last table has stamped it
+    generation_ = detail::next_batch_generation();  // `out` is stale until every table stamped it
     auto& rows = detail::KeyedBatchAccess::rows(out);
     rows.resize(keys.size());
     detail::KeyedBatchAccess::restart(out);
@@ -595,21 +599,27 @@ class KeyedTableBatchedBags {
   }
 
   void check_batch(const KeyedBatch& batch, const char* call) const {
-    if (!detail::KeyedBatchAccess::current(batch, generation_, this)) {
-      throw StateError(detail::message({"KeyedTableBatchedBags", call},
-                                       "the batch was not mapped by this collection's latest "
-                                       "map(); its rows may belong to other keys now"));
-    }
+    detail::KeyedBatchAccess::check_current(batch, generation_, this,
+                                            {"KeyedTableBatchedBags", call});
   }
 
   template <class Opt>
   void reset_all(std::span<Opt> optimizers) {
     for (std::size_t t = 0; t < states_.size(); ++t) states_[t].reset(optimizers[t]);
   }
+  /// Table t's optimizer, resetting its table's rows as its update begins (detail::ResetOnApply).
+  template <class Opt>
+  std::vector<detail::ResetOnApply<T, Opt>> resetting_all(std::span<Opt> optimizers) {
+    std::vector<detail::ResetOnApply<T, Opt>> out;
+    out.reserve(states_.size());
+    for (std::size_t t = 0; t < states_.size(); ++t) out.emplace_back(optimizers[t], states_[t]);
+    return out;
+  }
 
   std::vector<State> states_;
   TableBatchedBags<T> bags_;
-  std::uint64_t generation_ = 1;
+  /// The identity of the latest map (detail::next_batch_generation), which current batches carry.
+  std::uint64_t generation_ = detail::next_batch_generation();
   /// Per table: its features, and the keys, scores and rows of a batch gathered when it has
   /// several features; `batch` is the table's keys and scores of the batch being mapped (into
   /// the batch's own arrays or into `keys` / `scores`), gathered once for the checks and the map.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -14,13 +15,14 @@
 
 #include <Eigen/Core>
 
+#include "ember/check.hpp"
 #include "ember/config.hpp"
 #include "ember/detail/checks.hpp"
-#include "ember/keys/detail/key_slots.hpp"
 #include "ember/embedding.hpp"
 #include "ember/errors.hpp"
 #include "ember/fused_step.hpp"
 #include "ember/init.hpp"
+#include "ember/keys/detail/key_slots.hpp"
 #include "ember/keys/key_index.hpp"
 #include "ember/optim/row_optimizer.hpp"
 #include "ember/sparse_grad.hpp"
@@ -56,7 +58,7 @@ struct KeyedOptions {
   Init init = Init::normal();
   /// The seed of init.
   std::uint64_t seed = 0;
-  /// The lookup scale of KeyedEmbedding::forward (√d_model by default, as Embedding; bags never
+  /// The lookup scale of KeyedEmbedding::forward (√width by default, as Embedding; bags never
   /// scale).
   LookupScale scale = {};
   /// The number of rows Xavier's bound counts (fan_out); 0: the capacity. A sharded table sets it
@@ -93,8 +95,8 @@ struct KeyedDelta {
 };
 
 /// One batch a keyed table mapped for training (map): the rows its keys read, valid until the
-/// table maps its next batch (backward and step then refuse it: the rows may belong to other
-/// keys by then).
+/// table maps its next batch (or erases, resizes or applies a delta): forward, backward and the
+/// steps then refuse it with StateError, since its rows may belong to other keys by then.
 class KeyedBatch {
  public:
   /// The row of each key, in the keys' order (the fallback row for keys without one).
@@ -126,6 +128,14 @@ class KeyedBatch {
 
 namespace detail {
 
+/// A value no other call returns in this process: the identity of one mapping of one keyed
+/// table, which its batches carry. A table destroyed and another built at its address get other
+/// values, so no batch of the one passes the other's check.
+[[nodiscard]] inline std::uint64_t next_batch_generation() noexcept {
+  static std::atomic<std::uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 /// ember's keyed layers' door into a KeyedBatch (not for users).
 struct KeyedBatchAccess {
   static std::vector<TokenId>& rows(KeyedBatch& b) noexcept { return b.rows_; }
@@ -146,9 +156,16 @@ struct KeyedBatchAccess {
     b.generation_ = generation;
     b.owner_ = owner;
   }
-  [[nodiscard]] static bool current(const KeyedBatch& b, std::uint64_t generation,
-                                    const void* owner) noexcept {
-    return b.owner_ == owner && b.generation_ == generation;
+  /// The stale-batch check of every keyed layer: throws StateError, from `where`, unless `b`
+  /// was stamped by `owner` at its current `generation` (its latest map).
+  static void check_current(const KeyedBatch& b, std::uint64_t generation, const void* owner,
+                            const Where& where) {
+    if (b.owner_ != owner || b.generation_ != generation) [[unlikely]] {
+      throw StateError(message(where,
+                               "the batch was not mapped by this layer's latest map(); its rows "
+                               "may belong to other keys now (map a batch, train on it, then map "
+                               "the next)"));
+    }
   }
 };
 
@@ -209,7 +226,8 @@ inline void check_finite_scores(const Where& where, std::span<const double> scor
 
 /// What every keyed layer keeps beside its table: the index, the rule for the rows of new keys,
 /// the rows whose optimizer state must be reset at the next step, the log of keys that lost their
-/// rows (for deltas), and the generation that tells current batches from stale ones.
+/// rows (for deltas), and the generation that tells current batches from stale ones (a value of
+/// next_batch_generation, new at every map, erase, resize and apply_delta).
 template <class T>
 class KeyedState {
  public:
@@ -274,23 +292,37 @@ class KeyedState {
   }
 
   /// A new generation: batches mapped before are stale.
-  void advance() noexcept { ++generation_; }
+  void advance() noexcept { generation_ = next_batch_generation(); }
 
   /// Writes init's values for `key` into row `row`.
   void init_row(Embedding<T>& table, TokenId row, std::uint64_t key) const {
     rule_.fill(table.weight().row(static_cast<Index>(row)), key_seed(options_.seed, key));
   }
 
-  /// Throws StateError unless `batch` was mapped by this layer (`owner`) since its latest map,
-  /// and ShapeError unless it has n keys.
-  void check_batch(const KeyedBatch& batch, const void* owner, Index n, const Where& where) const {
-    if (!KeyedBatchAccess::current(batch, generation_, owner)) {
-      throw StateError(message(where,
-                               "the batch was not mapped by this table's latest map(); its rows "
-                               "may belong to other keys now (map a batch, then run its "
-                               "backward, then map the next)"));
+  /// The keyed door of a step of `opt` with `grad` on this table (`grads[table]` of a
+  /// collection, with table >= 0), run before the resets so that a refused step changes nothing:
+  /// ShapeError unless grad is empty or bound to the table's capacity + 1 rows and width, or if
+  /// the optimizer's state was built for another width; with the optimizer's check_finite and
+  /// resets pending, the scan of grad for NaN and infinity (ValueError) that the step would run
+  /// after them.
+  template <class Opt>
+  void check_step(const Opt& opt, const SparseRowGrad<T>& grad, const Where& where,
+                  Index table = -1) const {
+    const auto name = [table] {
+      return table < 0 ? std::string("grad") : text("grads[", table, "]");
+    };
+    const Index rows = index_.capacity() + 1;
+    if (grad.vocab_size() != 0 && (grad.vocab_size() != rows || grad.d_model() != d_))
+        [[unlikely]] {
+      check_extent(where, name().c_str(), 0, rows, grad.vocab_size(), "capacity() + 1");
+      check_extent(where, name().c_str(), 1, d_, grad.d_model(), "the width");
     }
-    check_extent(where, "the batch", 0, n, batch.size(), "the number of ids it was mapped for");
+    const Index width = RowOptimizerAccess::state_width(opt, d_);
+    if (width > 0) RowOptimizerAccess::state(opt).check_table(where, width);
+    if constexpr (requires { opt.options().check_finite; }) {
+      if (opt.options().check_finite && !pending_.empty())
+        check_finite(grad, where, name().c_str());
+    }
   }
 
   /// Resets the optimizer state of the rows given to new keys since the last step.
@@ -379,10 +411,10 @@ class KeyedState {
   /// values. Throws: ShapeError for a delta of another width or inconsistent sizes; CapacityError
   /// if its new keys do not fit the free rows. Nothing changes when it throws.
   void apply_delta(const KeyedDelta<T>& delta, Embedding<T>& table, const Where& where) {
-    check_extent(where, "the delta's values", 1, d_, delta.values.cols(), "d_model");
+    check_extent(where, "the delta's values", 1, d_, delta.values.cols(), "the width");
     check_extent(where, "the delta's values", 0, static_cast<Index>(delta.keys.size()),
                  delta.values.rows(), "the number of its keys");
-    check_extent(where, "the delta's fallback row", 1, d_, delta.fallback.cols(), "d_model");
+    check_extent(where, "the delta's fallback row", 1, d_, delta.fallback.cols(), "the width");
     Index gone = 0;
     for (const std::uint64_t k : delta.evicted) gone += index_.contains(k) ? 1 : 0;
     std::vector<std::uint64_t> fresh;
@@ -426,7 +458,7 @@ class KeyedState {
 
   /// init applied to one row at a time: Xavier's bound is the full table's.
   static Init resolved_rule(const KeyedOptions& o, Index capacity, Index d, const Where& where) {
-    check_positive_size(where, "d_model", d);
+    check_positive_size(where, "width", d);
     o.init.validate();
     if (o.init_rows < 0) {
       throw ValueError(message(where, "init_rows ", o.init_rows, " is negative"),
@@ -449,7 +481,32 @@ class KeyedState {
   Init rule_;
   std::vector<TokenId> pending_;
   std::vector<KeyLogEntry> log_;
-  std::uint64_t generation_ = 1;
+  std::uint64_t generation_ = next_batch_generation();
+};
+
+/// An optimizer as the fused-step door (FusedStepAccess) sees it, which runs a keyed table's
+/// pending resets as its update begins: after every check of the step, before any row moves. The
+/// keyed bags hand it to EmbeddingBag and TableBatchedBags, whose doors check their whole input
+/// first, so a step they refuse resets nothing.
+template <class T, class Opt>
+class ResetOnApply {
+ public:
+  ResetOnApply(Opt& opt, KeyedState<T>& state) noexcept : opt_(&opt), state_(&state) {}
+  [[nodiscard]] const auto& options() const noexcept { return opt_->options(); }
+  void fused_check(const Embedding<T>& emb, const FusedStepChecks<T>& checks) const {
+    FusedStepAccess::check(*opt_, emb, checks);
+  }
+  template <class Id, class Rows>
+  void fused_apply(Embedding<T>& emb, const FusedStepRows<T, Id, Rows>& rows,
+                   const Eigen::Ref<const RowMatrix<T>>* dense,
+                   const optim::FusedStepOptions& fused) {
+    state_->reset(*opt_);
+    FusedStepAccess::apply(*opt_, emb, rows, FusedStepChecks<T>{nullptr, dense, &fused, nullptr});
+  }
+
+ private:
+  Opt* opt_;
+  KeyedState<T>* state_;
 };
 
 /// What every single-table keyed layer (KeyedEmbedding, KeyedEmbeddingBag) offers beyond its
@@ -464,7 +521,7 @@ class KeyedCommon {
 
   /// Keys the table can hold (rows [0, capacity())).
   [[nodiscard]] Index capacity() const noexcept { return state_.index().capacity(); }
-  /// Values per row.
+  /// Values per row: the width the layer was built with.
   [[nodiscard]] Index d_model() const noexcept { return state_.d_model(); }
   /// Resident keys.
   [[nodiscard]] Index size() const noexcept { return state_.index().size(); }
@@ -502,14 +559,27 @@ class KeyedCommon {
   }
 
   /// Sets the shared fallback row's values.
-  /// Throws: StateError with KeyFallback::zeros; ShapeError unless values has d_model() entries.
+  /// Throws: StateError with KeyFallback::zeros; ShapeError unless values has d_model() entries
+  ///         (the width).
   void set_fallback_values(const Eigen::Ref<const RowVector<T>>& values) {
     const Where where{Derived::name, "set_fallback_values"};
     if (options().fallback != KeyFallback::shared_row) {
       throw StateError(message(where, "the fallback is the zero (padding) row"));
     }
-    check_extent(where, "values", 1, d_model(), values.cols(), "d_model");
+    check_extent(where, "values", 1, d_model(), values.cols(), "the width");
     self().keyed_table().weight().row(capacity()) = values;
+  }
+
+  /// Resets the optimizer state of the rows new keys got since the last step, then
+  /// opt.step(table(), grad).
+  /// Throws: ShapeError if grad is bound to another shape than table() (capacity() + 1 rows of
+  ///         the width) or the optimizer's state to another width; as opt.step. These are
+  ///         checked before the resets: nothing changes when it throws.
+  template <class Opt>
+  void step(Opt& opt, const SparseRowGrad<T>& grad) {
+    state_.check_step(opt, grad, {Derived::name, "step"});
+    state_.reset(opt);
+    opt.step(self().keyed_table(), grad);
   }
 
   /// Removes keys (logged for deltas); returns the (key, row) pairs removed. Batches mapped
@@ -549,9 +619,10 @@ class KeyedCommon {
   KeyedCommon(Index capacity, Index d_model, const KeyedOptions& options)
       : state_(capacity, d_model, options, Derived::name) {}
 
-  /// Throws StateError unless `batch` is this layer's current batch.
+  /// The door of every call on a mapped batch: StateError unless `batch` is this layer's
+  /// current batch (so its rows are rows of table() the index gave, and need no check again).
   void check_batch(const KeyedBatch& batch, const char* call) const {
-    state_.check_batch(batch, &self(), batch.size(), {Derived::name, call});
+    KeyedBatchAccess::check_current(batch, state_.generation(), &self(), {Derived::name, call});
   }
 
   KeyedState<T> state_;
@@ -629,9 +700,9 @@ class KeyedEmbedding : public detail::KeyedCommon<KeyedEmbedding<T>, T> {
   /// The layer's name in messages.
   static constexpr const char* name = "KeyedEmbedding";
 
-  /// A table for `keys` keys (its capacity) of `width` values (its d_model), empty.
+  /// A table for `keys` keys (its capacity) of `width` values (its d_model()), empty.
   /// Throws:  ValueError for a capacity or index option KeyIndex refuses, an index fallback_row
-  ///          other than -1, a negative init_rows or a bad init; ShapeError if d_model <= 0.
+  ///          other than -1, a negative init_rows or a bad init; ShapeError if width <= 0.
   KeyedEmbedding(Index keys, Index width, KeyedOptions options = {})
       : Base(keys, width, options), table_(state_.make_table(options.scale)) {}
 
@@ -647,75 +718,88 @@ class KeyedEmbedding : public detail::KeyedCommon<KeyedEmbedding<T>, T> {
   /// out.row(i) = the row of keys[i] · scale() (the fallback row for keys without one).
   /// Read-only: nothing is inserted, counted or moved.
   /// Shapes:  keys[n] -> out[n, d].
-  /// Throws:  ShapeError if out is not n x d; out is untouched then.
+  /// Throws:  ShapeError if out is not n x d (d the width); out is untouched then.
   /// Complexity: O(n·d) plus one probe per key.
   void forward(std::span<const std::uint64_t> keys, Eigen::Ref<RowMatrix<T>> out) const {
-    detail::check_lookup_out("KeyedEmbedding::forward", static_cast<Index>(keys.size()), d_model(),
-                             out.rows(), out.cols());
-    table_.forward(find(keys), out);
+    check_out(static_cast<Index>(keys.size()), out);
+    const std::vector<TokenId> rows = find(keys);
+    detail::TableAccess::forward_validated(table_, std::span<const TokenId>(rows), out);
   }
   /// Owning form of forward(keys, out).
   [[nodiscard]] RowMatrix<T> forward(std::span<const std::uint64_t> keys) const {
-    return table_.forward(find(keys));
+    const std::vector<TokenId> rows = find(keys);
+    RowMatrix<T> out(static_cast<Index>(rows.size()), d_model());
+    detail::TableAccess::forward_validated(table_, std::span<const TokenId>(rows), out);
+    return out;
   }
 
   // ---- training -------------------------------------------------------------------------------
 
   /// The lookup of a mapped batch: rows · scale().
-  /// Throws: StateError for a batch not mapped by this table's latest map; ShapeError if out is
-  ///         not n x d.
+  /// Shapes:  batch of n keys -> out[n, d].
+  /// Throws:  StateError for a batch not mapped by this table's latest map; ShapeError if out is
+  ///          not n x d. out is untouched when it throws.
   void forward(const KeyedBatch& batch, Eigen::Ref<RowMatrix<T>> out) const {
     this->check_batch(batch, "forward");
-    table_.forward(batch.rows(), out);
+    check_out(batch.size(), out);
+    detail::TableAccess::forward_validated(table_, batch.rows(), out);
   }
   /// Owning form of forward(batch, out).
   [[nodiscard]] RowMatrix<T> forward(const KeyedBatch& batch) const {
     this->check_batch(batch, "forward");
-    return table_.forward(batch.rows());
+    RowMatrix<T> out(batch.size(), d_model());
+    detail::TableAccess::forward_validated(table_, batch.rows(), out);
+    return out;
   }
 
   /// Embedding::backward of forward(batch) into grad (rows of table(); the zero fallback row gets
   /// nothing, a shared fallback row its keys' sum).
-  /// Throws: StateError for a stale batch; as Embedding::backward.
+  /// Shapes:  batch of n keys, grad_out[n, d] -> grad (capacity() + 1 x d, row-sparse).
+  /// Throws:  StateError for a stale batch; ShapeError if grad_out is not n x d or grad is bound
+  ///          to another table shape. grad is unchanged when it throws.
   void backward(const KeyedBatch& batch, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 SparseRowGrad<T>& grad) const {
+    constexpr detail::Where where{name, "backward"};
     this->check_batch(batch, "backward");
-    table_.backward(batch.rows(), grad_out, grad);
-  }
-
-  /// Resets the optimizer state of the rows new keys got since the last step, then
-  /// opt.step(table, grad).
-  /// Throws: ShapeError if grad is bound to another shape than table(); as opt.step. The resets
-  ///         happen before the step (they concern state of evicted keys only).
-  template <class Opt>
-  void step(Opt& opt, const SparseRowGrad<T>& grad) {
-    if (grad.vocab_size() != 0) {
-      constexpr const char* where = "KeyedEmbedding::step";
-      detail::check_extent(where, "grad", 0, table_.vocab_size(), grad.vocab_size(),
-                           "capacity() + 1");
-      detail::check_extent(where, "grad", 1, d_model(), grad.d_model(), "d_model");
-    }
-    state_.reset(opt);
-    opt.step(table_, grad);
+    detail::check_dims(where, "grad_out", grad_out, batch.size(), "the number of keys", d_model(),
+                       "the width");
+    detail::SparseRowGradAccess::check_shape(grad, where, table_.vocab_size(), d_model());
+    detail::TableAccess::backward_validated(table_, batch.rows(), grad_out, grad,
+                                            table_.accumulate_options());
   }
 
   /// backward + step fused (opt.backward_step on the table), after the resets of step.
-  /// Throws: StateError for a stale batch; ShapeError for a grad_out that is not n x d; as
-  ///         opt.backward_step.
+  /// Throws:  StateError for a stale batch; ShapeError for a grad_out that is not n x d; what
+  ///          opt.backward_step refuses (a bad `fused` option, the optimizer's state of another
+  ///          width, with check_finite a non-finite grad_out). All are checked before the
+  ///          resets: nothing changes when it throws.
   template <class Opt>
   void backward_step(const KeyedBatch& batch, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                      Opt& opt, const optim::FusedStepOptions& fused = {}) {
+    constexpr detail::Where where{name, "backward_step"};
     this->check_batch(batch, "backward_step");
-    detail::check_backward_grad_out("KeyedEmbedding::backward_step", batch.size(), d_model(),
-                                    grad_out.rows(), grad_out.cols());
+    detail::check_dims(where, "grad_out", grad_out, batch.size(), "the number of keys", d_model(),
+                       "the width");
+    const detail::DirectRows<T> rows{detail::const_table(grad_out)};
+    const detail::FusedStepChecks<T> checks{&grad_out, nullptr, &fused, where};
+    detail::FusedStepAccess::check(opt, table_, checks);
     state_.reset(opt);
-    opt.backward_step(table_, batch.rows(), grad_out, fused);
+    detail::FusedStepAccess::apply(
+        opt, table_,
+        detail::fused_rows(batch.rows(), rows, false, table_.scale(), table_.accumulate_options()),
+        checks);
   }
 
  private:
   [[nodiscard]] Embedding<T>& keyed_table() noexcept { return table_; }
   [[nodiscard]] const Embedding<T>& keyed_table() const noexcept { return table_; }
   friend struct detail::KeyedAccess;
+
+  /// ShapeError, from forward, unless out is n x the width.
+  void check_out(Index n, const Eigen::Ref<RowMatrix<T>>& out) const {
+    detail::check_dims({name, "forward"}, "out", out, n, "the number of keys", d_model(),
+                       "the width");
+  }
 
   Embedding<T> table_;
 };
