@@ -11,7 +11,7 @@
 #                (scripts/static_analysis.sh: clang-tidy + cppcheck on include/ember).
 #                The asan preset compiles the test files whose tests run longest at -O1
 #                (EMBER_O1_TESTS) and runs each test file's cases in one process
-#                (EMBER_TESTS_PER_FILE): docs/reliability.md gives the cost of each phase.
+#                (EMBER_TESTS_PER_FILE): docs/dev/reliability.md gives the cost of each phase.
 # Then, alone (libFuzzer runs for wall time, so it gets both cores to itself): every libFuzzer
 # harness for EMBER_FUZZ_SECONDS (default 20) s, then every seed and kept crash reproducer replayed
 # once. Each lane's log is printed when it ends; the ci suite's ctest output is printed last.

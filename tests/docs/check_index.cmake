@@ -1,0 +1,31 @@
+# Every page of docs/ is linked from docs/README.md, and every page of docs/dev/ from
+# docs/dev/README.md: `cmake -DDOCS=<ember>/docs -P check_index.cmake` (the ctest docs.index).
+cmake_minimum_required(VERSION 3.21)
+
+if(NOT DEFINED DOCS)
+  message(FATAL_ERROR "check_index.cmake: -DDOCS=<the docs folder> is required")
+endif()
+
+set(_missing "")
+foreach(_folder "${DOCS}" "${DOCS}/dev")
+  if(NOT EXISTS "${_folder}/README.md")
+    list(APPEND _missing "${_folder}/README.md (the index itself)")
+    continue()
+  endif()
+  file(READ "${_folder}/README.md" _index)
+  file(GLOB _pages RELATIVE "${_folder}" "${_folder}/*.md")
+  list(REMOVE_ITEM _pages README.md)
+  foreach(_page IN LISTS _pages)
+    string(FIND "${_index}" "](${_page})" _plain)
+    string(FIND "${_index}" "](${_page}#" _anchored)
+    if(_plain EQUAL -1 AND _anchored EQUAL -1)
+      list(APPEND _missing "${_folder}/${_page}")
+    endif()
+  endforeach()
+endforeach()
+
+if(_missing)
+  list(JOIN _missing "\n  " _list)
+  message(FATAL_ERROR "pages that their folder's README.md does not link to:\n  ${_list}")
+endif()
+message(STATUS "every page of ${DOCS} and ${DOCS}/dev is in its index")
