@@ -13,6 +13,7 @@
 
 #include <ember/optim.hpp>
 
+#include "support/matrix_compare.hpp"
 #include "support/sparse_optimizers.hpp"
 
 namespace {
@@ -28,11 +29,6 @@ RowMatrix<float> ramp(Index n, Index d, float base) {
   RowMatrix<float> g(n, d);
   for (Index i = 0; i < g.size(); ++i) g.data()[i] = base + 0.03f * static_cast<float>(i % 5);
   return g;
-}
-
-/// a == b for row vectors of any sizes (Eigen's == asserts equal sizes).
-bool same_values(const ember::RowVector<float>& a, const ember::RowVector<float>& b) {
-  return a.size() == b.size() && a == b;
 }
 
 }  // namespace
@@ -233,7 +229,7 @@ TEST_CASE("a keyed bag's refused step changes no optimizer state and no row", "[
   CHECK_THROWS_WITH(bag.step(sgd, wrong),
                     Catch::Contains("KeyedEmbeddingBag::step: grad has 5 rows, expected "
                                     "capacity() + 1 = 2"));
-  CHECK(same_values(sgd.momentum_buffer(0), momentum));
+  CHECK(ember_test::same_row_values(sgd.momentum_buffer(0), momentum));
   CHECK(sgd.step_count() == 1);
   CHECK(bag.table().weight() == table);
   // The fused steps: offsets or lengths past the keys, a grad_out of another width.
@@ -242,7 +238,7 @@ TEST_CASE("a keyed bag's refused step changes no optimizer state and no row", "[
   CHECK_THROWS_AS(bag.backward_step(b, offsets, ramp(1, 3, 1.0f), sgd), ember::ShapeError);
   CHECK_THROWS_WITH(bag.backward_step_lengths(b, std::vector<int>{2}, ramp(1, 2, 1.0f), sgd),
                     Catch::Contains("lengths sum to 2"));
-  CHECK(same_values(sgd.momentum_buffer(0), momentum));
+  CHECK(ember_test::same_row_values(sgd.momentum_buffer(0), momentum));
   CHECK(sgd.step_count() == 1);
   CHECK(bag.table().weight() == table);
   // The good step then resets row 0 first: its momentum starts from the new key's gradient.
@@ -270,12 +266,12 @@ TEST_CASE("a keyed collection's refused step changes no optimizer state", "[keye
   grads[1].accumulate(std::vector<TokenId>{0}, ramp(1, 2, 1.0f), 1.0f, 9);
   CHECK_THROWS_WITH(kbb.step(std::span<SGD>(opts), grads),
                     Catch::Contains("KeyedTableBatchedBags::step: grads[1] has 9 rows"));
-  CHECK(same_values(opts[0].momentum_buffer(0), momentum));
+  CHECK(ember_test::same_row_values(opts[0].momentum_buffer(0), momentum));
   CHECK(opts[0].step_count() == 1);
   // The fused step refuses a grad_out of another width before any reset.
   CHECK_THROWS_AS(kbb.backward_step(b, offsets, ramp(1, 3, 1.0f), std::span<SGD>(opts)),
                   ember::ShapeError);
-  CHECK(same_values(opts[0].momentum_buffer(0), momentum));
+  CHECK(ember_test::same_row_values(opts[0].momentum_buffer(0), momentum));
   CHECK(opts[0].step_count() == 1);
   // A good fused step resets row 0 of table 0 first.
   kbb.backward_step(b, offsets, ramp(1, 4, -1.0f), std::span<SGD>(opts));

@@ -14,6 +14,7 @@
 #include <ember/optim.hpp>
 
 #include "support/error_checks.hpp"
+#include "support/matrix_compare.hpp"
 #include "support/sparse_optimizers.hpp"
 
 namespace {
@@ -69,11 +70,6 @@ RowMatrix<float> train_second_key(Index cap, const Opt& prototype, bool fused) {
     }
   }
   return emb.forward(second);
-}
-
-/// a == b for row vectors of any sizes (Eigen's == asserts equal sizes).
-bool same_values(const ember::RowVector<float>& a, const ember::RowVector<float>& b) {
-  return a.size() == b.size() && a == b;
 }
 
 }  // namespace
@@ -362,12 +358,12 @@ TEST_CASE("a refused step or backward_step leaves the optimizer state and the ta
   CHECK_THROWS_AS(emb.backward_step(b, bad, sgd), ember::ValueError);
   CHECK_THROWS_WITH(emb.backward_step(b, bad, sgd),
                     Catch::Contains("KeyedEmbedding::backward_step"));
-  CHECK(same_values(sgd.momentum_buffer(0), momentum));
+  CHECK(ember_test::same_row_values(sgd.momentum_buffer(0), momentum));
   CHECK(emb.table().weight() == table);
   ember::SparseRowGrad<float> g;
   emb.backward(b, bad, g);
   CHECK_THROWS_AS(emb.step(sgd, g), ember::ValueError);
-  CHECK(same_values(sgd.momentum_buffer(0), momentum));
+  CHECK(ember_test::same_row_values(sgd.momentum_buffer(0), momentum));
   CHECK(sgd.step_count() == 1);
   CHECK(emb.table().weight() == table);
   // An optimizer whose state was built for another width.
@@ -377,7 +373,7 @@ TEST_CASE("a refused step or backward_step leaves the optimizer state and the ta
   wide.backward_step(wb, grad_for(1, 3, 1.0f), used);
   wb = wide.map(Keys{2}, 1);  // row 0 queued for a reset
   CHECK_THROWS_AS(wide.backward_step(wb, grad_for(1, 3, 1.0f), sgd), ember::ShapeError);
-  CHECK(same_values(sgd.momentum_buffer(0), momentum));
+  CHECK(ember_test::same_row_values(sgd.momentum_buffer(0), momentum));
   // The refused calls reset nothing, and the next good step still resets row 0 first.
   emb.backward_step(b, grad_for(1, 2, -1.0f), sgd);
   CHECK(sgd.momentum_buffer(0) == grad_for(1, 2, -1.0f));

@@ -423,3 +423,61 @@ TEST_CASE("logits refuse an out that overlaps hidden or the table, and write not
   // Caught as the standard exception of a bad argument too.
   CHECK_THROWS_AS(ember::logits(table, hidden, inside), std::invalid_argument);
 }
+
+TEST_CASE("logits_backward refuses outputs that overlap each other or an input, and writes nothing",
+          "[tied_logits][errors]") {
+  // table[6, 4], hidden[2, 4], grad_logits[2, 6] -> grad_hidden[2, 4], grad_weight[6, 4].
+  RowMatrix<float> table = ember_test::random_table<float>(6, 4, 76);
+  const RowMatrix<float> table_before = table;
+  RowMatrix<float> hidden = ember_test::random_table<float>(2, 4, 77);
+  const RowMatrix<float> hidden_before = hidden;
+  const RowMatrix<float> grad_logits = ember_test::random_table<float>(2, 6, 78);
+  RowMatrix<float> grad_hidden = RowMatrix<float>::Constant(2, 4, 7.0f);
+  RowMatrix<float> grad_weight = RowMatrix<float>::Constant(6, 4, 7.0f);
+
+  const auto on_hidden = ember_test::catch_as<ember::OverlapError>(
+      [&] { ember::logits_backward(table, hidden, grad_logits, hidden, grad_weight); });
+  REQUIRE(on_hidden);
+  CHECK(std::string(on_hidden->what()) ==
+        "ember::logits_backward: grad_hidden overlaps hidden in memory (grad_hidden needs its "
+        "own buffer)");
+  CHECK(on_hidden->output() == "grad_hidden");
+  CHECK(on_hidden->input() == "hidden");
+  CHECK(ember_test::same_bits(hidden, hidden_before));
+  CHECK(ember_test::all_equal_to(grad_weight, 7.0f));
+
+  const auto on_table = ember_test::catch_as<ember::OverlapError>(
+      [&] { ember::logits_backward(table, hidden, grad_logits, grad_hidden, table); });
+  REQUIRE(on_table);
+  CHECK(on_table->output() == "grad_weight");
+  CHECK(on_table->input() == "table");
+  CHECK(ember_test::same_bits(table, table_before));
+  CHECK(ember_test::all_equal_to(grad_hidden, 7.0f));
+
+  // grad_hidden as rows 1..2 of grad_weight: the two outputs share memory.
+  Eigen::Map<RowMatrix<float>> inside(grad_weight.data() + 4, 2, 4);
+  const auto outputs = ember_test::catch_as<ember::OverlapError>(
+      [&] { ember::logits_backward(table, hidden, grad_logits, inside, grad_weight); });
+  REQUIRE(outputs);
+  CHECK(outputs->output() == "grad_hidden");
+  CHECK(outputs->input() == "grad_weight");
+  CHECK(ember_test::all_equal_to(grad_weight, 7.0f));
+
+  // The table's own door: grad_weight written over the stored rows.
+  ember::Embedding<float> emb(table);
+  auto stored = emb.weight();
+  const auto on_rows = ember_test::catch_as<ember::OverlapError>(
+      [&] { emb.logits_backward(hidden, grad_logits, grad_hidden, stored); });
+  REQUIRE(on_rows);
+  CHECK(std::string(on_rows->what()) ==
+        "Embedding::logits_backward: grad_weight overlaps the table in memory (grad_weight "
+        "needs its own buffer)");
+  CHECK(ember_test::same_bits(RowMatrix<float>(emb.weight()), table_before));
+  CHECK(ember_test::all_equal_to(grad_hidden, 7.0f));
+  // Separate buffers, two column blocks of one matrix included, are accepted.
+  RowMatrix<float> both = RowMatrix<float>::Zero(6, 8);
+  ember::logits_backward(table, hidden, grad_logits, grad_hidden, both.leftCols(4));
+  emb.logits_backward(hidden, grad_logits, grad_hidden, both.rightCols(4));
+  CHECK(ember_test::same_bits(RowMatrix<float>(both.leftCols(4)),
+                              RowMatrix<float>(both.rightCols(4))));
+}

@@ -444,14 +444,23 @@ class Table : public H<C> {
   /// gradient into the same matrix with SparseRowGrad::add_to(grad_weight).
   ///
   /// Shapes:  hidden[n, d], grad_logits[n, V] -> grad_hidden[n, d], grad_weight[V, d].
-  /// Throws:  ShapeError on any mismatch; nothing is written then.
+  /// Throws:  ShapeError on any mismatch; OverlapError if grad_hidden or grad_weight shares memory
+  ///          with the other, hidden, grad_logits, the table or its float master; nothing is
+  ///          written then.
   /// Complexity: two GEMMs, 4·n·V·d flops.
   void logits_backward(const Eigen::Ref<const RowMatrix<Value>>& hidden,
                        const Eigen::Ref<const RowMatrix<Value>>& grad_logits,
                        Eigen::Ref<RowMatrix<Value>> grad_hidden,
                        Eigen::Ref<RowMatrix<Value>> grad_weight) const {
-    detail::check_logits_backward(where("logits_backward"), vocab_size(), d_model(), hidden,
-                                  grad_logits, grad_hidden, grad_weight);
+    const detail::Where w = where("logits_backward");
+    detail::check_logits_backward(w, vocab_size(), d_model(), hidden, grad_logits, grad_hidden,
+                                  grad_weight);
+    const auto stored = detail::rows_of(*this);
+    detail::check_logits_backward_apart(
+        w, hidden, grad_logits, grad_hidden, grad_weight, "the table",
+        detail::MemoryRange::of(stored.data, stored.rows, stored.codec.units_per_row(stored.d),
+                                stored.stride),
+        master_ != nullptr ? detail::MemoryRange::of_matrix(*master_) : detail::MemoryRange{});
     detail::logits_backward(logits_table(), hidden, grad_logits, grad_hidden, grad_weight);
   }
 

@@ -67,8 +67,8 @@ template <class Derived, class T = table_scalar_t<Derived>>
 /// Backward of logits = hidden · tableᵀ: grad_hidden = grad_logits · table (assigned) and
 /// grad_weight += grad_logitsᵀ · hidden (accumulated: a tied model adds the input side's gradient).
 /// Shapes:  table[V, d], hidden[n, d], grad_logits[n, V] -> grad_hidden[n, d], grad_weight[V, d].
-/// Throws:  ShapeError on any mismatch; nothing is written then.
-/// Precondition: the outputs overlap neither each other nor the inputs.
+/// Throws:  ShapeError on any mismatch; OverlapError if grad_hidden or grad_weight shares memory
+///          with the other, hidden, grad_logits or table; nothing is written then.
 /// Complexity: two GEMMs, 4·n·V·d flops.
 template <class Derived, class T = table_scalar_t<Derived>>
 void logits_backward(const Eigen::MatrixBase<Derived>& table,
@@ -79,6 +79,8 @@ void logits_backward(const Eigen::MatrixBase<Derived>& table,
   detail::check_logits_backward("ember::logits_backward", table.rows(), table.cols(), hidden,
                                 grad_logits, grad_hidden, grad_weight);
   const Eigen::Ref<const RowMatrix<T>> ref(table.derived());
+  detail::check_logits_backward_apart("ember::logits_backward", hidden, grad_logits, grad_hidden,
+                                      grad_weight, "table", detail::MemoryRange::of_matrix(ref));
   const auto t = detail::const_table(ref);
   using W = detail::LogitsTable<codec::Plain<T>, codec::logits_kind_v<codec::Plain<T>>>;
   detail::logits_backward(W{{{}, t.data, t.rows, t.cols, t.stride}}, hidden, grad_logits,

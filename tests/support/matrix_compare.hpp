@@ -97,4 +97,10 @@ bool all_equal_to(const ember::RowMatrix<T>& m, T value) {
   return (m.array() == value).all();
 }
 
+/// True when a and b have the same size and the same values: the unchanged-state check of a row
+/// of optimizer state that a throwing call must not touch (Eigen's == asserts equal sizes).
+inline bool same_row_values(const ember::RowVector<float>& a, const ember::RowVector<float>& b) {
+  return a.size() == b.size() && a == b;
+}
+
 }  // namespace ember_test

@@ -431,6 +431,27 @@ inline void check_no_overlap(const Where& where, const char* output, const Memor
   }
 }
 
+/// The outputs of the tied logits' backward need their own memory: grad_hidden and grad_weight
+/// overlap neither each other nor hidden, grad_logits, the table (named `table_name`) or its
+/// float master (`master`, empty when there is none). Throws OverlapError naming the pair.
+template <class H, class GL, class GH, class GW>
+void check_logits_backward_apart(const Where& where, const H& hidden, const GL& grad_logits,
+                                 const GH& grad_hidden, const GW& grad_weight,
+                                 const char* table_name, const MemoryRange& table,
+                                 const MemoryRange& master = {}) {
+  const MemoryRange gh = MemoryRange::of_matrix(grad_hidden);
+  const MemoryRange gw = MemoryRange::of_matrix(grad_weight);
+  check_no_overlap(where, "grad_hidden", gh, "grad_weight", gw);
+  const MemoryRange h = MemoryRange::of_matrix(hidden);
+  const MemoryRange gl = MemoryRange::of_matrix(grad_logits);
+  for (const auto& [name, out] : {std::pair{"grad_hidden", gh}, std::pair{"grad_weight", gw}}) {
+    check_no_overlap(where, name, out, "hidden", h);
+    check_no_overlap(where, name, out, "grad_logits", gl);
+    check_no_overlap(where, name, out, table_name, table);
+    check_no_overlap(where, name, out, "the float master", master);
+  }
+}
+
 /// The checks of the tied logits' backward over a V x d table: hidden[n, d], grad_logits[n, V],
 /// grad_hidden[n, d], grad_weight[V, d].
 template <class H, class GL, class GH, class GW>
