@@ -316,3 +316,28 @@ TEST_CASE("every keyed layer refuses a stale batch with the same words", "[keyed
   CHECK_THROWS_WITH(kbb.forward(stale_kbb, offsets),
                     Catch::Contains("KeyedTableBatchedBags::forward: " + words));
 }
+
+TEST_CASE("a keyed bag's bad offsets and gradients are reported under the keyed layer's name",
+          "[keyed_bags]") {
+  ember::KeyedEmbeddingBag<float> bag(8, 3, BagMode::sum, {.seed = 5});
+  const Keys keys{10, 11, 12};
+  const KeyedBatch batch = bag.map(keys, 0);
+  const std::vector<int> decreasing{0, 2, 1};
+  CHECK_THROWS_WITH(bag.forward(batch, decreasing),
+                    Catch::StartsWith("KeyedEmbeddingBag::forward: "));
+  CHECK_THROWS_WITH(bag.forward(keys, decreasing),
+                    Catch::StartsWith("KeyedEmbeddingBag::forward: "));
+  const std::vector<int> offsets{0, 2};
+  ember::SparseRowGrad<float> grad;
+  const RowMatrix<float> narrow = RowMatrix<float>::Zero(2, 2);  // width 3 expected
+  CHECK_THROWS_WITH(bag.backward(batch, offsets, narrow, grad),
+                    Catch::StartsWith("KeyedEmbeddingBag::backward: "));
+
+  std::vector<ember::KeyedTableConfig> tables{{.capacity = 8, .d_model = 2}};
+  ember::KeyedTableBatchedBags<float> kbb(tables, {{.table = 0}});
+  const std::vector<int> kbb_offsets{0, 1, 3};  // B = 2: {20}, {21, 22}
+  const KeyedBatch kb = kbb.map(Keys{20, 21, 22}, kbb_offsets, 0);
+  const std::vector<int> kbb_decreasing{0, 2, 1};
+  CHECK_THROWS_WITH(kbb.forward(kb, kbb_decreasing),
+                    Catch::StartsWith("KeyedTableBatchedBags::forward: "));
+}

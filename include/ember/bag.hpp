@@ -218,6 +218,10 @@ struct BagOptions {
 /// std::vector<int> ids{4, 8, 15, 16, 23, 42}, offsets{0, 2, 2};   // bags {4, 8}, {}, {15 .. 42}
 /// ember::RowMatrix<float> pooled = bag.forward(ids, offsets);     // 3 x 64, row 1 is zeros
 /// ```
+namespace detail {
+struct BagAccess;
+}  // namespace detail
+
 template <class X>
 class EmbeddingBag {
  public:
@@ -267,7 +271,7 @@ class EmbeddingBag {
   template <class R, class O>
   [[nodiscard]] RowMatrix<T> forward(const R& ids, const O& offsets,
                                      const BagOptions<T>& options = {}) const {
-    constexpr detail::Where where{"EmbeddingBag", "forward"};
+    const detail::Where where{name_, "forward"};
     const std::vector<Index> bounds =
         detail::bag_bounds(ids, offsets, options.include_last_offset, where);
     RowMatrix<T> out(static_cast<Index>(bounds.size()) - 1, d_model());
@@ -281,7 +285,7 @@ class EmbeddingBag {
   template <class R, class O>
   void forward(const R& ids, const O& offsets, Eigen::Ref<RowMatrix<T>> out,
                const BagOptions<T>& options = {}, BagArgmax* argmax = nullptr) const {
-    constexpr detail::Where where{"EmbeddingBag", "forward"};
+    const detail::Where where{name_, "forward"};
     const std::vector<Index> bounds =
         detail::bag_bounds(ids, offsets, options.include_last_offset, where);
     forward_impl(ids, bounds, out, options, argmax, where);
@@ -294,7 +298,7 @@ class EmbeddingBag {
   template <class R, class L>
   [[nodiscard]] RowMatrix<T> forward_lengths(const R& ids, const L& lengths,
                                              const BagOptions<T>& options = {}) const {
-    constexpr detail::Where where{"EmbeddingBag", "forward_lengths"};
+    const detail::Where where{name_, "forward_lengths"};
     const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
     RowMatrix<T> out(static_cast<Index>(bounds.size()) - 1, d_model());
     forward_impl(ids, bounds, out, options, nullptr, where);
@@ -305,7 +309,7 @@ class EmbeddingBag {
   template <class R, class L>
   void forward_lengths(const R& ids, const L& lengths, Eigen::Ref<RowMatrix<T>> out,
                        const BagOptions<T>& options = {}, BagArgmax* argmax = nullptr) const {
-    constexpr detail::Where where{"EmbeddingBag", "forward_lengths"};
+    const detail::Where where{name_, "forward_lengths"};
     const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
     forward_impl(ids, bounds, out, options, argmax, where);
   }
@@ -336,7 +340,7 @@ class EmbeddingBag {
                 SparseRowGrad<T>& grad, const BagOptions<T>& options = {},
                 const BagArgmax* argmax = nullptr,
                 std::span<T> grad_per_sample_weights = {}) const {
-    constexpr detail::Where where{"EmbeddingBag", "backward"};
+    const detail::Where where{name_, "backward"};
     const std::vector<Index> bounds =
         detail::bag_bounds(ids, offsets, options.include_last_offset, where);
     backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
@@ -349,7 +353,7 @@ class EmbeddingBag {
                         const Eigen::Ref<const RowMatrix<T>>& grad_out, SparseRowGrad<T>& grad,
                         const BagOptions<T>& options = {}, const BagArgmax* argmax = nullptr,
                         std::span<T> grad_per_sample_weights = {}) const {
-    constexpr detail::Where where{"EmbeddingBag", "backward_lengths"};
+    const detail::Where where{name_, "backward_lengths"};
     const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
     backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
                   accumulate_into(grad, where));
@@ -373,7 +377,7 @@ class EmbeddingBag {
                      Opt& opt, const BagOptions<T>& options = {}, const BagArgmax* argmax = nullptr,
                      const optim::FusedStepOptions& fused = {},
                      std::span<T> grad_per_sample_weights = {}) {
-    constexpr detail::Where where{"EmbeddingBag", "backward_step"};
+    const detail::Where where{name_, "backward_step"};
     const std::vector<Index> bounds =
         detail::bag_bounds(ids, offsets, options.include_last_offset, where);
     backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
@@ -389,7 +393,7 @@ class EmbeddingBag {
                              const BagOptions<T>& options = {}, const BagArgmax* argmax = nullptr,
                              const optim::FusedStepOptions& fused = {},
                              std::span<T> grad_per_sample_weights = {}) {
-    constexpr detail::Where where{"EmbeddingBag", "backward_step_lengths"};
+    const detail::Where where{name_, "backward_step_lengths"};
     const std::vector<Index> bounds = bounds_from_lengths(ids, lengths, options, where);
     backward_impl(ids, bounds, grad_out, options, argmax, grad_per_sample_weights, where,
                   step_with(opt, grad_out, fused, where));
@@ -538,8 +542,23 @@ class EmbeddingBag {
     return options.per_sample_weights.empty() ? nullptr : options.per_sample_weights.data();
   }
 
+  friend struct detail::BagAccess;
+
   Table emb_;
   BagMode mode_;
+  /// The name errors give the calls: "EmbeddingBag", or the layer over it (detail::BagAccess).
+  const char* name_ = "EmbeddingBag";
 };
+
+namespace detail {
+/// The door of a layer that hands its input to a bag (EmbeddingBag, TableBatchedBags) and checks
+/// none of it itself: the bag's checks then run once, and their errors name that layer.
+struct BagAccess {
+  template <class Bag>
+  static void name_calls(Bag& bag, const char* layer_name) noexcept {
+    bag.name_ = layer_name;
+  }
+};
+}  // namespace detail
 
 }  // namespace ember::inline EMBER_ISA

@@ -145,7 +145,7 @@ class TableBatchedBags {
   template <class R, class O>
   [[nodiscard]] RowMatrix<T> forward(const R& indices, const O& offsets,
                                      std::span<const T> per_sample_weights = {}) const {
-    constexpr detail::Where where{"TableBatchedBags", "forward"};
+    const detail::Where where{name_, "forward"};
     const Layout layout = from_offsets(indices, offsets, where);
     RowMatrix<T> out(layout.batch, width());
     forward_impl(indices, layout, out, per_sample_weights, nullptr, where);
@@ -160,7 +160,7 @@ class TableBatchedBags {
   void forward(const R& indices, const O& offsets, Eigen::Ref<RowMatrix<T>> out,
                std::span<const T> per_sample_weights = {},
                std::vector<BagArgmax>* argmax = nullptr) const {
-    constexpr detail::Where where{"TableBatchedBags", "forward"};
+    const detail::Where where{name_, "forward"};
     const Layout layout = from_offsets(indices, offsets, where);
     forward_impl(indices, layout, out, per_sample_weights, argmax, where);
   }
@@ -171,7 +171,7 @@ class TableBatchedBags {
   template <class R, class L>
   [[nodiscard]] RowMatrix<T> forward_lengths(const R& indices, const L& lengths,
                                              std::span<const T> per_sample_weights = {}) const {
-    constexpr detail::Where where{"TableBatchedBags", "forward_lengths"};
+    const detail::Where where{name_, "forward_lengths"};
     const Layout layout = from_lengths(indices, lengths, where);
     RowMatrix<T> out(layout.batch, width());
     forward_impl(indices, layout, out, per_sample_weights, nullptr, where);
@@ -183,7 +183,7 @@ class TableBatchedBags {
   void forward_lengths(const R& indices, const L& lengths, Eigen::Ref<RowMatrix<T>> out,
                        std::span<const T> per_sample_weights = {},
                        std::vector<BagArgmax>* argmax = nullptr) const {
-    constexpr detail::Where where{"TableBatchedBags", "forward_lengths"};
+    const detail::Where where{name_, "forward_lengths"};
     const Layout layout = from_lengths(indices, lengths, where);
     forward_impl(indices, layout, out, per_sample_weights, argmax, where);
   }
@@ -208,7 +208,7 @@ class TableBatchedBags {
   void backward(const R& indices, const O& offsets, const Eigen::Ref<const RowMatrix<T>>& grad_out,
                 std::vector<SparseRowGrad<T>>& grads, std::span<const T> per_sample_weights = {},
                 const std::vector<BagArgmax>* argmax = nullptr) {
-    constexpr detail::Where where{"TableBatchedBags", "backward"};
+    const detail::Where where{name_, "backward"};
     const Layout layout = from_offsets(indices, offsets, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
                   AccumulateSink{this, &grads, where});
@@ -222,7 +222,7 @@ class TableBatchedBags {
                         std::vector<SparseRowGrad<T>>& grads,
                         std::span<const T> per_sample_weights = {},
                         const std::vector<BagArgmax>* argmax = nullptr) {
-    constexpr detail::Where where{"TableBatchedBags", "backward_lengths"};
+    const detail::Where where{name_, "backward_lengths"};
     const Layout layout = from_lengths(indices, lengths, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
                   AccumulateSink{this, &grads, where});
@@ -246,7 +246,7 @@ class TableBatchedBags {
                      std::span<const T> per_sample_weights = {},
                      const std::vector<BagArgmax>* argmax = nullptr,
                      const optim::FusedStepOptions& fused = {}) {
-    constexpr detail::Where where{"TableBatchedBags", "backward_step"};
+    const detail::Where where{name_, "backward_step"};
     const Layout layout = from_offsets(indices, offsets, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
                   StepSink<Opt>{this, optimizers, &grad_out, &fused, where});
@@ -261,7 +261,7 @@ class TableBatchedBags {
                              std::span<Opt> optimizers, std::span<const T> per_sample_weights = {},
                              const std::vector<BagArgmax>* argmax = nullptr,
                              const optim::FusedStepOptions& fused = {}) {
-    constexpr detail::Where where{"TableBatchedBags", "backward_step_lengths"};
+    const detail::Where where{name_, "backward_step_lengths"};
     const Layout layout = from_lengths(indices, lengths, where);
     backward_impl(indices, layout, grad_out, per_sample_weights, argmax, where,
                   StepSink<Opt>{this, optimizers, &grad_out, &fused, where});
@@ -588,9 +588,14 @@ class TableBatchedBags {
     if (error) std::rethrow_exception(error);
   }
 
+  friend struct detail::BagAccess;
+
   std::vector<Table> tables_;
   std::vector<BagFeature> features_;
   std::vector<Index> columns_;  // F + 1 entries: feature f's first output column, then width()
+  /// The name errors give the calls: "TableBatchedBags", or the layer over it
+  /// (detail::BagAccess).
+  const char* name_ = "TableBatchedBags";
 };
 
 }  // namespace ember::inline EMBER_ISA

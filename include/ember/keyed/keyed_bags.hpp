@@ -35,7 +35,8 @@ namespace ember::inline EMBER_ISA {
 /// Inference: forward(keys, offsets) never inserts. Training: map(keys, step) (as
 /// KeyedEmbedding::map), then forward / backward + step / backward_step on the batch, every mode
 /// and option of EmbeddingBag, the state of reused rows reset before each step (step: as
-/// KeyedEmbedding::step).
+/// KeyedEmbedding::step). Offsets, lengths, weights and gradients are checked once, by the bag
+/// under this layer's name ("KeyedEmbeddingBag::forward: ...").
 ///
 /// Example:
 /// ```cpp
@@ -58,7 +59,9 @@ class KeyedEmbeddingBag : public detail::KeyedCommon<KeyedEmbeddingBag<T>, T> {
   /// A bag over `keys` keys (its capacity) of `width` values (its d_model()), pooling in `mode`.
   /// Throws: as KeyedEmbedding's constructor.
   KeyedEmbeddingBag(Index keys, Index width, BagMode mode, KeyedOptions options = {})
-      : Base(keys, width, options), bag_(state_.make_table(LookupScale::none()), mode) {}
+      : Base(keys, width, options), bag_(state_.make_table(LookupScale::none()), mode) {
+    detail::BagAccess::name_calls(bag_, name);  // the bag's checks report as this layer's
+  }
 
   /// The pooling mode.
   [[nodiscard]] BagMode mode() const noexcept { return bag_.mode(); }
@@ -193,6 +196,7 @@ class KeyedTableBatchedBags {
       : states_(make_states(tables)),
         bags_(make_tables(states_), std::move(features)),
         scratch_(states_.size()) {
+    detail::BagAccess::name_calls(bags_, "KeyedTableBatchedBags");  // its checks report as ours
     for (Index t = 0; t < num_tables(); ++t) table_features_.push_back(features_of(t));
   }
 
@@ -214,7 +218,7 @@ class KeyedTableBatchedBags {
   [[nodiscard]] TokenId fallback_row(Index t) const {
     return checked(t, "fallback_row").fallback_row();
   }
-  /// The bags over the tables (read-only).
+  /// The bags over the tables (read-only); errors of their calls name KeyedTableBatchedBags.
   [[nodiscard]] const TableBatchedBags<T>& bags() const noexcept { return bags_; }
 
   // ---- inference (never inserts) --------------------------------------------------------------
