@@ -117,7 +117,7 @@ inline void decode_block(std::type_identity<BlockQ2_K>, const std::uint8_t* b, f
     const float ml = min * static_cast<float>(scales[s] >> 4);
     float p[16];
     for (int l = 0; l < 16; ++l) p[l] = dl * static_cast<float>(q[16 * s + l]);
-    store_plus(p, -ml, y + 16 * s);
+    store_plus(p, -ml, y + std::ptrdiff_t{16} * s);
   }
 }
 
@@ -151,7 +151,7 @@ inline void decode_k4(const std::uint8_t* b, float* y) noexcept {
     const float ml = min * static_cast<float>(m);
     float p[32];
     for (int l = 0; l < 32; ++l) p[l] = dl * static_cast<float>(q[32 * j + l]);
-    store_plus(p, -ml, y + 32 * j);
+    store_plus(p, -ml, y + std::ptrdiff_t{32} * j);
   }
 }
 

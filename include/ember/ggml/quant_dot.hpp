@@ -87,7 +87,7 @@ inline void weight_unit(const std::uint8_t* row, Index u, WeightUnit& wu) noexce
   wu.mw = 0.0f;
   block_codes<B>(b, wu.w);
   if constexpr (std::is_same_v<B, BlockQ8_0>) {
-    for (std::size_t e = 0; e < 32; ++e) wu.w[e] = static_cast<std::uint8_t>(wu.w[e] ^ 0x80u);
+    for (std::uint8_t& code : wu.w) code = static_cast<std::uint8_t>(code ^ 0x80u);
   }
   if constexpr (has_offset_term<B>) wu.mw = load_half(b + offsetof(B, m));
 }

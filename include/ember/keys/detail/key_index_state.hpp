@@ -47,10 +47,11 @@ struct KeyIndexState {
 
   /// An empty state (capacity and options validated by KeyIndex).
   KeyIndexState(Index capacity, const KeyIndexOptions& options)
-      : capacity_(capacity), options_(options) {
-    reserved_ = options.fallback_row >= 0 && options.fallback_row < capacity
-                    ? static_cast<Index>(options.fallback_row)
-                    : -1;
+      : capacity_(capacity),
+        options_(options),
+        reserved_(options.fallback_row >= 0 && options.fallback_row < capacity
+                      ? static_cast<Index>(options.fallback_row)
+                      : -1) {
     meta_.assign(static_cast<std::size_t>(capacity), Stat{});
     if (decayed()) decay_.assign(static_cast<std::size_t>(capacity), 0);
     if (options.policy == EvictionPolicy::score)
