@@ -417,17 +417,7 @@ class Table : public H<C> {
     detail::check_logits(w, vocab_size(), d_model(), hidden.rows(), hidden.cols(), out.rows(),
                          out.cols());
     detail::check_logits_mode(w, mode);
-    const auto out_range = detail::MemoryRange::of_matrix(out);
-    const auto stored = detail::rows_of(*this);
-    detail::check_no_overlap(w, "out", out_range, "hidden", detail::MemoryRange::of_matrix(hidden));
-    detail::check_no_overlap(
-        w, "out", out_range, "the table",
-        detail::MemoryRange::of(stored.data, stored.rows, stored.codec.units_per_row(stored.d),
-                                stored.stride));
-    if (master_ != nullptr) {
-      detail::check_no_overlap(w, "out", out_range, "the float master",
-                               detail::MemoryRange::of_matrix(*master_));
-    }
+    detail::check_logits_apart(w, hidden, out, "the table", stored_memory(), master_memory());
     if constexpr (codec::QuantizedDot<C>) {
       if (mode == LogitsMode::quantized_hidden && master_ == nullptr &&
           codec().quantizes_hidden()) {
@@ -455,12 +445,8 @@ class Table : public H<C> {
     const detail::Where w = where("logits_backward");
     detail::check_logits_backward(w, vocab_size(), d_model(), hidden, grad_logits, grad_hidden,
                                   grad_weight);
-    const auto stored = detail::rows_of(*this);
-    detail::check_logits_backward_apart(
-        w, hidden, grad_logits, grad_hidden, grad_weight, "the table",
-        detail::MemoryRange::of(stored.data, stored.rows, stored.codec.units_per_row(stored.d),
-                                stored.stride),
-        master_ != nullptr ? detail::MemoryRange::of_matrix(*master_) : detail::MemoryRange{});
+    detail::check_logits_backward_apart(w, hidden, grad_logits, grad_hidden, grad_weight,
+                                        "the table", stored_memory(), master_memory());
     detail::logits_backward(logits_table(), hidden, grad_logits, grad_hidden, grad_weight);
   }
 
@@ -629,6 +615,18 @@ class Table : public H<C> {
     } else {
       return t.template cast<Unit>();
     }
+  }
+
+  /// The memory of the stored rows, which the logits read.
+  [[nodiscard]] detail::MemoryRange stored_memory() const {
+    const auto stored = detail::rows_of(*this);
+    return detail::MemoryRange::of(stored.data, stored.rows, stored.codec.units_per_row(stored.d),
+                                   stored.stride);
+  }
+  /// The memory of the float master, which the logits read instead when one is kept; empty
+  /// without one.
+  [[nodiscard]] detail::MemoryRange master_memory() const noexcept {
+    return master_ != nullptr ? detail::MemoryRange::of_matrix(*master_) : detail::MemoryRange{};
   }
 
   /// W for the logits kernels: the stored rows, and the master if one is kept (it has the

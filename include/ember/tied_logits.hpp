@@ -24,6 +24,16 @@ template <class Derived>
 requires(Scalar<typename Derived::Scalar>&& static_cast<bool>(
     Derived::IsRowMajor)) using table_scalar_t = typename Derived::Scalar;
 
+namespace detail {
+/// The tied logits' W over a plain row-major table `ref`, read as stored (no float master).
+template <class T>
+[[nodiscard]] auto plain_logits_table(const Eigen::Ref<const RowMatrix<T>>& ref) noexcept {
+  const auto t = const_table(ref);
+  return LogitsTable<codec::Plain<T>, codec::logits_kind_v<codec::Plain<T>>>{
+      {{}, t.data, t.rows, t.cols, t.stride}};
+}
+}  // namespace detail
+
 /// out = hidden · tableᵀ: the output projection of a model whose input and output embeddings are
 /// tied (no lookup scale). A plain table computes LogitsMode::quantized_hidden as exact.
 /// Shapes:  table[V, d], hidden[n, d] -> out[n, V].
@@ -44,13 +54,8 @@ void logits(const Eigen::MatrixBase<Derived>& table,
   detail::check_logits_mode(detail::Where(where), mode);
   // A Ref views a matrix, block or Map without a copy (and evaluates an expression once).
   const Eigen::Ref<const RowMatrix<T>> ref(table.derived());
-  const auto t = detail::const_table(ref);
-  const auto out_range = detail::MemoryRange::of_matrix(out);
-  detail::check_no_overlap(where, "out", out_range, "hidden",
-                           detail::MemoryRange::of_matrix(hidden));
-  detail::check_no_overlap(where, "out", out_range, "table", detail::MemoryRange::of_matrix(ref));
-  using W = detail::LogitsTable<codec::Plain<T>, codec::logits_kind_v<codec::Plain<T>>>;
-  detail::logits(W{{{}, t.data, t.rows, t.cols, t.stride}}, hidden, out);
+  detail::check_logits_apart(where, hidden, out, "table", detail::MemoryRange::of_matrix(ref));
+  detail::logits(detail::plain_logits_table(ref), hidden, out);
 }
 
 /// Owning form of logits(table, hidden, out, mode): returns the n x V logits.
@@ -81,10 +86,8 @@ void logits_backward(const Eigen::MatrixBase<Derived>& table,
   const Eigen::Ref<const RowMatrix<T>> ref(table.derived());
   detail::check_logits_backward_apart("ember::logits_backward", hidden, grad_logits, grad_hidden,
                                       grad_weight, "table", detail::MemoryRange::of_matrix(ref));
-  const auto t = detail::const_table(ref);
-  using W = detail::LogitsTable<codec::Plain<T>, codec::logits_kind_v<codec::Plain<T>>>;
-  detail::logits_backward(W{{{}, t.data, t.rows, t.cols, t.stride}}, hidden, grad_logits,
-                          grad_hidden, grad_weight);
+  detail::logits_backward(detail::plain_logits_table(ref), hidden, grad_logits, grad_hidden,
+                          grad_weight);
 }
 
 }  // namespace ember::inline EMBER_ISA

@@ -431,6 +431,18 @@ inline void check_no_overlap(const Where& where, const char* output, const Memor
   }
 }
 
+/// The output of the tied logits needs its own memory: `out` overlaps neither hidden nor the table
+/// (named `table_name`) nor its float master (`master`, empty when there is none). Throws
+/// OverlapError naming the pair.
+template <class H, class O>
+void check_logits_apart(const Where& where, const H& hidden, const O& out, const char* table_name,
+                        const MemoryRange& table, const MemoryRange& master = {}) {
+  const MemoryRange o = MemoryRange::of_matrix(out);
+  check_no_overlap(where, "out", o, "hidden", MemoryRange::of_matrix(hidden));
+  check_no_overlap(where, "out", o, table_name, table);
+  check_no_overlap(where, "out", o, "the float master", master);
+}
+
 /// The outputs of the tied logits' backward need their own memory: grad_hidden and grad_weight
 /// overlap neither each other nor hidden, grad_logits, the table (named `table_name`) or its
 /// float master (`master`, empty when there is none). Throws OverlapError naming the pair.

@@ -13,6 +13,7 @@
 #include "ember/detail/float_dots_avx512.hpp"
 #include "ember/detail/float_dots_portable.hpp"
 #include "ember/detail/half.hpp"
+#include "ember/detail/pass_rows.hpp"
 #include "ember/detail/quantized_hidden.hpp"
 #include "ember/types.hpp"
 
@@ -26,10 +27,21 @@ namespace ember::inline EMBER_ISA::detail {
 /// build's FMA makes the difference (within d · 2⁻²⁴ · Σ |w · v| of the exact sum either way).
 /// Signature: float_row_dots(E e, const std::uint8_t* rows, Index row_stride, Index count,
 /// Index d, const float* v, Index v_stride, Index nj, float* out, Index out_stride).
+#if EMBER_DETAIL_FLOAT_DOTS_AVX2
 #if EMBER_DETAIL_FLOAT_DOTS_AVX512
-using avx512::float_row_dots;
-#elif EMBER_DETAIL_FLOAT_DOTS_AVX2
-using avx2::float_row_dots;
+namespace float_dots_isa = avx512;
+#else
+namespace float_dots_isa = avx2;
+#endif
+template <class E>
+void float_row_dots(E e, const std::uint8_t* rows, Index row_stride, Index count, Index d,
+                    const float* v, Index v_stride, Index nj, float* out, Index out_stride) {
+  EMBER_ASSERT(nj >= 1 && nj <= max_pass_rows);
+  visit_pass_rows(nj, [&](auto n) {
+    float_dots_isa::dots_n<decltype(n)::value>(e, rows, row_stride, count, d, v, v_stride, out,
+                                               out_stride);
+  });
+}
 #else
 using portable::float_row_dots;
 #endif

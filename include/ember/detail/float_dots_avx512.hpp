@@ -12,7 +12,6 @@
 #include "ember/config.hpp"
 #include "ember/detail/float_dots_avx2.hpp"
 #include "ember/detail/float_dots_portable.hpp"
-#include "ember/detail/pass_rows.hpp"
 #include "ember/detail/prefetch.hpp"
 #include "ember/types.hpp"
 
@@ -197,16 +196,6 @@ EMBER_ALWAYS_INLINE void dots_n(E e, const std::uint8_t* rows, Index row_stride,
       }
     }
   }
-}
-
-/// float_row_dots (float_dots.hpp) with the dots_n above for every pass size.
-template <class E>
-void float_row_dots(E e, const std::uint8_t* rows, Index row_stride, Index count, Index d,
-                    const float* v, Index v_stride, Index nj, float* out, Index out_stride) {
-  EMBER_ASSERT(nj >= 1 && nj <= max_pass_rows);
-  visit_pass_rows(nj, [&](auto n) {
-    dots_n<decltype(n)::value>(e, rows, row_stride, count, d, v, v_stride, out, out_stride);
-  });
 }
 
 }  // namespace ember::inline EMBER_ISA::detail::avx512

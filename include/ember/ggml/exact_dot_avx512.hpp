@@ -62,13 +62,16 @@ EMBER_ALWAYS_INLINE __m512i lane_bits(__m512i v, int shift, int mask) noexcept {
 }
 
 /// The scales of a super-block's 16 sub-blocks and their offset coefficients (lane g: sub-block
-/// g), for the K-quants whose codes stand for code - k (q3_K, q6_K).
+/// g): KScales of the K-quants with one scale per 16 columns (q2_K, q3_K, q6_K).
 struct SubBlockScales {
+  static constexpr bool same = false;
   __m512 a;     ///< d · sc
-  __m512 coef;  ///< -k · a
+  __m512 coef;  ///< the offset coefficient: -dmin · m (q2_K), -k · a (q3_K, q6_K)
+  [[nodiscard]] EMBER_ALWAYS_INLINE __m512 scale(int g) const noexcept { return lane_of(a, g); }
 };
 
-/// SubBlockScales of signed scales sc (int32 lanes) and the fp16 super-block scale at `d`.
+/// SubBlockScales of the K-quants whose codes stand for code - k (q3_K, q6_K): signed scales sc
+/// (int32 lanes) and the fp16 super-block scale at `d`.
 EMBER_ALWAYS_INLINE SubBlockScales sub_block_scales(const std::uint8_t* d, __m512i sc,
                                                     float k) noexcept {
   const __m512 a = _mm512_mul_ps(_mm512_set1_ps(load_half_f16c(d)),
@@ -84,11 +87,8 @@ template <class B>
 struct KScales;
 
 template <>
-struct KScales<BlockQ2_K> {
+struct KScales<BlockQ2_K> : SubBlockScales {
   using B = BlockQ2_K;
-  static constexpr bool same = false;
-  __m512 a;
-  __m512 coef;
   explicit KScales(const std::uint8_t* b) noexcept {
     const __m512i s = lanes16(b + offsetof(B, scales));
     const __m512 sc = _mm512_maskz_cvtepi32_ps(__mmask16{0xFFFF}, lane_bits(s, 0, 0xF));
@@ -97,24 +97,18 @@ struct KScales<BlockQ2_K> {
     const __m512 ml = _mm512_mul_ps(_mm512_set1_ps(load_half_f16c(b + offsetof(B, dmin))), m);
     coef = negated(ml);
   }
-  [[nodiscard]] EMBER_ALWAYS_INLINE __m512 scale(int g) const noexcept { return lane_of(a, g); }
 };
 
 template <>
-struct KScales<BlockQ3_K> {
+struct KScales<BlockQ3_K> : SubBlockScales {
   using B = BlockQ3_K;
-  static constexpr bool same = false;
-  __m512 a;
-  __m512 coef;
-  explicit KScales(const std::uint8_t* b) noexcept {
-    const __m512i sc = _mm512_sub_epi32(
-        _mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF}, q3k_scales_v(b + offsetof(B, scales))),
-        _mm512_set1_epi32(32));
-    const SubBlockScales s = sub_block_scales(b + offsetof(B, d), sc, 4.0f);
-    a = s.a;
-    coef = s.coef;
-  }
-  [[nodiscard]] EMBER_ALWAYS_INLINE __m512 scale(int g) const noexcept { return lane_of(a, g); }
+  explicit KScales(const std::uint8_t* b) noexcept
+      : SubBlockScales(sub_block_scales(
+            b + offsetof(B, d),
+            _mm512_sub_epi32(_mm512_maskz_cvtepu8_epi32(__mmask16{0xFFFF},
+                                                        q3k_scales_v(b + offsetof(B, scales))),
+                             _mm512_set1_epi32(32)),
+            4.0f)) {}
 };
 
 /// Q4_K and Q5_K: one scale per 32 columns (sub-block g / 2).
@@ -142,20 +136,15 @@ struct KScales<B> {
 };
 
 template <>
-struct KScales<BlockQ6_K> {
+struct KScales<BlockQ6_K> : SubBlockScales {
   using B = BlockQ6_K;
-  static constexpr bool same = false;
-  __m512 a;
-  __m512 coef;
-  explicit KScales(const std::uint8_t* b) noexcept {
-    const __m512i sc = _mm512_maskz_cvtepi8_epi32(
-        __mmask16{0xFFFF},
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales))));
-    const SubBlockScales s = sub_block_scales(b + offsetof(B, d), sc, 32.0f);
-    a = s.a;
-    coef = s.coef;
-  }
-  [[nodiscard]] EMBER_ALWAYS_INLINE __m512 scale(int g) const noexcept { return lane_of(a, g); }
+  explicit KScales(const std::uint8_t* b) noexcept
+      : SubBlockScales(sub_block_scales(
+            b + offsetof(B, d),
+            _mm512_maskz_cvtepi8_epi32(
+                __mmask16{0xFFFF},
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales)))),
+            32.0f)) {}
 };
 
 /// The K-quants Vec512::super_block takes.

@@ -98,13 +98,13 @@ inline void weight_super_block(const std::uint8_t* row, Index s, WeightSuperBloc
   const std::uint8_t* b = row + s * Index{sizeof(B)};
   wb.d = load_half(b + offsetof(B, d));
   wb.dmin = 0.0f;
+  if constexpr (has_mins<B>) wb.dmin = load_half(b + offsetof(B, dmin));
   block_codes<B>(b, wb.w);
   if constexpr (std::is_same_v<B, BlockQ2_K>) {
     for (std::size_t l = 0; l < 16; ++l) {
       wb.sc[l] = b[offsetof(B, scales) + l] & 0xF;
       wb.m[l] = b[offsetof(B, scales) + l] >> 4;
     }
-    wb.dmin = load_half(b + offsetof(B, dmin));
   } else if constexpr (std::is_same_v<B, BlockQ3_K>) {
     int sc[16];
     q3_k_scales(b + offsetof(B, scales), sc);
@@ -122,7 +122,6 @@ inline void weight_super_block(const std::uint8_t* row, Index s, WeightSuperBloc
       wb.sc[l] = sc;
       wb.m[l] = m;
     }
-    wb.dmin = load_half(b + offsetof(B, dmin));
   }
 }
 

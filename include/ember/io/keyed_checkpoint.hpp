@@ -88,7 +88,8 @@ struct KeyIndexAccess {
       ++ix.size_;
     }
     // A format-1 file may span more steps than one base covers (it kept 2^32): base_for then
-    // moves the base as a rebase does, ranking the rows before it below it.
+    // moves the base as a rebase does, ranking the rows before it below it. The index is new,
+    // so its eviction order holds no candidates that the new order values could leave stale.
     ix.encode_steps(steps, KeyIndex::base_for(s.clock.base, s.clock.last));
     ix.finish_adopt();
     if (!s.sketch.empty())

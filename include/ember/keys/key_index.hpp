@@ -312,8 +312,6 @@ class KeyIndex : private detail::KeyIndexState {
 
   // ---- memory ---------------------------------------------------------------------------------
 
-  // ---- memory ---------------------------------------------------------------------------------
-
   /// Bytes the index holds for its rows: keys, steps, counts, scores, slots, free rows, eviction
   /// candidates and per-row marks; the admission sketch (sketch_bytes()) and the scratch of the
   /// largest batch so far (scratch_bytes()) excluded.
@@ -472,19 +470,6 @@ class KeyIndex : private detail::KeyIndexState {
             static_cast<double>(step));
       }
     }
-  }
-
-  // ---- the checkpoint's rebuild (detail::KeyIndexAccess) --------------------------------------
-
-  /// KeyIndexState::encode_steps; the rows' order values change, so the candidates go.
-  void encode_steps(std::span<const AncientStep> steps, std::int64_t base) {
-    KeyIndexState::encode_steps(steps, base);
-    order_.invalidate();
-  }
-  /// KeyIndexState::finish_adopt; the candidates go.
-  void finish_adopt() {
-    KeyIndexState::finish_adopt();
-    order_.invalidate();
   }
 
   detail::EvictionOrder order_;
